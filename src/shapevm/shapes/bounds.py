@@ -81,6 +81,8 @@ class Engine:
         self.range_cache: dict[Atom, Interval] = {}
         self.lin_cache: dict[DimExpr, QPoly] = {}
         self.sym_cache: dict[Atom, tuple[list[QPoly], list[QPoly]]] = {}
+        self.active: set[DimExpr] = set()
+        self.fallbacks = 0
 
     # -- public ----------------------------------------------------------------------------
     def bounds(self, e: DimSize) -> tuple[Num, Num]:
@@ -92,14 +94,24 @@ class Engine:
         if not self.prepared:
             self.prepare()
         p = self.lin(e)
-        lo, hi = self.poly_bounds(p, _SUBST_DEPTH)
-        if not self.propagating and self.ineqs and (lo == -INF or hi == INF or len(p) > 1):
-            lo, hi = self.with_constraints(p, lo, hi, _CONSTRAINT_DEPTH, ())
+        if e in self.active:
+            # Re-entered (a constraint mentions a factor of e whose range needs e): answer
+            # with intervals alone, and cache nothing that depended on this weaker answer.
+            self.fallbacks += 1
+            return self.interval(p, self.atom_range)
+        fallbacks = self.fallbacks
+        self.active.add(e)
+        try:
+            lo, hi = self.poly_bounds(p, _SUBST_DEPTH)
+            if not self.propagating and self.ineqs and (lo == -INF or hi == INF or len(p) > 1):
+                lo, hi = self.with_constraints(p, lo, hi, _CONSTRAINT_DEPTH, ())
+        finally:
+            self.active.discard(e)
         lo = lo if lo == -INF else math.ceil(lo)
         hi = hi if hi == INF else math.floor(hi)
         if lo > hi:
             raise self.scope.unsatisfiable(f"'{e}' would have to lie in [{lo}, {hi}]")
-        if not self.propagating:
+        if not self.propagating and fallbacks == self.fallbacks:
             self.cache[e] = (lo, hi)
         return lo, hi
 
@@ -143,6 +155,7 @@ class Engine:
         cached = self.range_cache.get(atom)
         if cached is not None:
             return cached
+        fallbacks = self.fallbacks
         if atom.op == "var":
             lo, hi = 1, INF
         elif atom.op == "relu":
@@ -155,7 +168,7 @@ class Engine:
         extra = self.prop.get(atom)
         if extra is not None:
             lo, hi = max(lo, extra[0]), min(hi, extra[1])
-        if not self.propagating:
+        if not self.propagating and fallbacks == self.fallbacks:
             self.range_cache[atom] = (lo, hi)
         return lo, hi
 
@@ -164,6 +177,7 @@ class Engine:
         cached = self.sym_cache.get(atom)
         if cached is not None:
             return cached
+        fallbacks = self.fallbacks
         lowers: list[QPoly] = []
         uppers: list[QPoly] = []
         if atom.op == "relu":
@@ -188,7 +202,7 @@ class Engine:
             elif atom.op == "mod" and yh <= -1 and not isinstance(y, int):
                 lowers.append(poly_add(self.lin(y), {(): 1}))  # type: ignore[arg-type]
         result = (lowers, uppers)
-        if not self.propagating:
+        if not self.propagating and fallbacks == self.fallbacks:
             self.sym_cache[atom] = result
         return result
 

@@ -85,7 +85,7 @@ def _key_of(x: DimSize) -> tuple[Any, ...]:
 
 
 def _mono_key(m: Mono) -> tuple[Any, ...]:
-    return tuple((a.key, e) for a, e in m)
+    return tuple((a.key, -e) for a, e in m)
 
 
 def _term_order(item: tuple[Mono, int]) -> tuple[Any, ...]:
@@ -583,6 +583,8 @@ def compare(x: DimExpr, other: Any, op: str) -> bool:
 def _atom_str(a: Atom) -> str:
     if a.op == "var":
         return str(a.args[0])
+    if a.op == "relu":  # internal to the bounds engine
+        return f"max({a.args[0]}, 0)"
     return f"{a.op}({a.args[0]}, {a.args[1]})"
 
 
