@@ -36,7 +36,7 @@ Interval = tuple[Num, Num]
 QPoly = dict[Mono, Num]
 INF = math.inf
 _SHIFT_LIMIT = 400  # expanded terms; beyond this the shift method is skipped
-_SUBST_DEPTH = 2
+_SUBST_DEPTH = 1
 _CONSTRAINT_DEPTH = 3
 _PROPAGATION_LIMIT = 2**62
 
@@ -85,6 +85,7 @@ class Engine:
         self.sym_cache: dict[Atom, tuple[list[QPoly], list[QPoly]]] = {}
         self.active: set[DimExpr] = set()
         self.multiple_of: dict[Atom, int] = {}
+        self.verdicts: dict[tuple[DimExpr, str], bool] = {}
         self.fallbacks = 0
 
     # -- public ----------------------------------------------------------------------------

@@ -583,6 +583,10 @@ def compare(x: DimExpr, other: Any, op: str) -> bool:
     if isinstance(diff, int):
         lo = hi = diff
     else:
+        verdicts = x._scope._engine.verdicts
+        verdict_key = (diff, op)
+        if verdict_key in verdicts:
+            return verdicts[verdict_key]
         lo, hi = x._scope._engine.bounds(diff, _GOALS[op])
     if op == ">=":
         verdict = True if lo >= 0 else False if hi < 0 else None
@@ -594,6 +598,8 @@ def compare(x: DimExpr, other: Any, op: str) -> bool:
         verdict = True if hi < 0 else False if lo >= 0 else None
     if verdict is None:
         raise x._scope.inconclusive(f"{x} {op} {other}", diff, lo, hi)
+    if not isinstance(diff, int):
+        x._scope._engine.verdicts[(diff, op)] = verdict
     return verdict
 
 
