@@ -1,0 +1,105 @@
+"""Errors of the bytecode layer, all rendered by one helper from structured fields.
+
+Every message says what is wrong, where, what was expected and what was found, and how to
+fix it, in the same layout::
+
+    instruction 7 (OP_CALL matmul) in @mlp: inner dimensions differ
+      expected: t4.shape[0] == t2.shape[1]  (64)
+      found:    t2: f32[b, 64], t4: f32[32, m]
+      fix:      transpose or reshape one operand; traced at model.py:41
+         6 | t4: f32[32, m] = LOAD_CONST k0
+      -->7 | t5 = OP_CALL matmul(t2, t4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+def format_message(
+    headline: str,
+    *,
+    expected: str = "",
+    found: str = "",
+    fix: str = "",
+    window: Sequence[str] = (),
+) -> str:
+    """The one layout of every error message in this package."""
+    lines = [headline]
+    for label, text in (("expected", expected), ("found", found), ("fix", fix)):
+        if text:
+            lines.append(f"  {label + ':':<10}{text}")
+    lines.extend(window)
+    return "\n".join(lines)
+
+
+class BytecodeFormatError(ValueError):
+    """The bytes are not a valid shapevm bytecode file; ``offset`` is where reading stopped.
+
+    >>> print(BytecodeFormatError("bad magic", offset=0, expected="SHAPEVM", found="PK"))
+    byte 0 (0x0): bad magic
+      expected: SHAPEVM
+      found:    PK
+    """
+
+    def __init__(
+        self, what: str, *, offset: int, expected: str = "", found: str = "", fix: str = ""
+    ) -> None:
+        self.what = what
+        self.offset = offset
+        self.expected = expected
+        self.found = found
+        self.fix = fix
+        headline = f"byte {offset} (0x{offset:x}): {what}"
+        super().__init__(format_message(headline, expected=expected, found=found, fix=fix))
+
+
+class BytecodeSyntaxError(ValueError):
+    """Text that is not valid bytecode text; ``line`` and ``column`` count from 1."""
+
+    def __init__(self, what: str, *, line: int, column: int, text: str, expected: str = "") -> None:
+        self.what = what
+        self.line = line
+        self.column = column
+        self.text = text
+        caret = " " * (column - 1) + "^"
+        window = [f"  {line:>5} | {text}", f"  {'':>5} | {caret}"]
+        headline = f"line {line}, column {column}: {what}"
+        super().__init__(format_message(headline, expected=expected, window=window))
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One verifier finding. ``index`` is ``None`` for problems of the signature."""
+
+    function: str
+    index: int | None
+    where: str  # "OP_CALL matmul", or "signature"
+    what: str
+    expected: str = ""
+    found: str = ""
+    fix: str = ""
+    window: tuple[str, ...] = field(default=())
+
+    def render(self) -> str:
+        place = f"instruction {self.index} ({self.where})" if self.index is not None else self.where
+        return format_message(
+            f"{place} in @{self.function}: {self.what}",
+            expected=self.expected,
+            found=self.found,
+            fix=self.fix,
+            window=self.window,
+        )
+
+
+class VerifyError(ValueError):
+    """A well-formed program that is not valid; lists every problem the verifier found."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        assert diagnostics, "VerifyError needs at least one diagnostic"
+        self.diagnostics = tuple(diagnostics)
+        text = "\n\n".join(d.render() for d in self.diagnostics)
+        if len(self.diagnostics) > 1:
+            text += f"\n\n{len(self.diagnostics)} problems found"
+        super().__init__(text)

@@ -1,0 +1,87 @@
+"""The instruction set: one `Opcode` enum and one table documenting every opcode.
+
+The disassembler and ``shapevm dis --help`` reuse the doc lines. The numeric value of an
+opcode is part of the binary format: never renumber, only append.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Opcode(enum.IntEnum):
+    BIND_INPUTS = 1
+    SHAPE_PROPAGATE = 2
+    SHAPE_COMPUTE = 3
+    TENSOR_CREATE = 4
+    TENSOR_ALLOC = 5
+    TENSOR_FREE = 6
+    LOAD_CONST = 7
+    OP_CALL = 8
+    TENSOR_RESIZE = 9
+    JUMP = 10
+    BRANCH_IF = 11
+    TENSOR_PHI = 12
+    RETURN = 13
+
+    @property
+    def info(self) -> OpcodeInfo:
+        return OPCODES[self]
+
+    @property
+    def is_terminator(self) -> bool:
+        return self in (Opcode.JUMP, Opcode.BRANCH_IF, Opcode.RETURN)
+
+
+@dataclass(frozen=True, slots=True)
+class OpcodeInfo:
+    """How an opcode is written and what it does, in one line each."""
+
+    syntax: str
+    doc: str
+
+
+OPCODES: dict[Opcode, OpcodeInfo] = {
+    Opcode.BIND_INPUTS: OpcodeInfo(
+        "s0, s1 = BIND_INPUTS b, h",
+        "solve dimension variables from the argument shapes into shape registers and check "
+        "the signature's constraints",
+    ),
+    Opcode.SHAPE_PROPAGATE: OpcodeInfo(
+        "s0 = SHAPE_PROPAGATE t0, 1", "read dimension 1 of tensor t0 into shape register s0"
+    ),
+    Opcode.SHAPE_COMPUTE: OpcodeInfo(
+        "s1 = SHAPE_COMPUTE 2*s0 + 1",
+        "compute a derived dimension from shape registers (+ - * // %)",
+    ),
+    Opcode.TENSOR_CREATE: OpcodeInfo(
+        "t2 = TENSOR_CREATE [s0, 64, dynamic], f32, cpu",
+        "declare a tensor: dims are constants, shape registers or dynamic; no storage yet",
+    ),
+    Opcode.TENSOR_ALLOC: OpcodeInfo(
+        "TENSOR_ALLOC t2", "give storage to a tensor declared by TENSOR_CREATE"
+    ),
+    Opcode.TENSOR_FREE: OpcodeInfo("TENSOR_FREE t2", "take back the storage of a tensor"),
+    Opcode.LOAD_CONST: OpcodeInfo(
+        "t3: f32[256, 64] = LOAD_CONST k0", "a constant (weights) from the constant pool"
+    ),
+    Opcode.OP_CALL: OpcodeInfo(
+        "t4: f32[b, 64] = OP_CALL matmul(t0, t3)",
+        "run one op of the op table; outputs are new tensors or TENSOR_CREATE'd ones",
+    ),
+    Opcode.TENSOR_RESIZE: OpcodeInfo(
+        "t5 = TENSOR_RESIZE t4, [s0, 2, 32]",
+        "view a tensor with new dimensions (constants or shape registers), same elements",
+    ),
+    Opcode.JUMP: OpcodeInfo("JUMP L2", "continue at label L2"),
+    Opcode.BRANCH_IF: OpcodeInfo(
+        "BRANCH_IF s0 > 16, L1, L2",
+        "go to L1 if the shape predicate or scalar tensor is true, else to L2",
+    ),
+    Opcode.TENSOR_PHI: OpcodeInfo(
+        "t6: f32[b, dynamic] = TENSOR_PHI (L1, t4), (L2, t5)",
+        "the value of the tensor from whichever predecessor block ran",
+    ),
+    Opcode.RETURN: OpcodeInfo("RETURN t6", "return the results of the function"),
+}
