@@ -81,6 +81,7 @@ class Diagnostic:
     found: str = ""
     fix: str = ""
     window: tuple[str, ...] = field(default=())
+    check: str = ""  # which check found it: "def-use", "kinds", "shape", "alloc", ...
 
     def render(self) -> str:
         place = f"instruction {self.index} ({self.where})" if self.index is not None else self.where

@@ -19,7 +19,7 @@ class RegKind(enum.Enum):
         return "tensor register" if self is RegKind.TENSOR else "shape register"
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class Reg:
     """A register: its file (kind) and number. Printed ``t3`` or ``s0``.
 
@@ -48,6 +48,9 @@ class Reg:
         if m is None or int(m.group(2)) > MAX_REGISTER:
             raise ValueError(f"expected a register like t0 or s0, found {text.strip()!r}")
         return cls(RegKind(m.group(1)), int(m.group(2)))
+
+    def __lt__(self, other: Reg) -> bool:
+        return (self.kind.value, self.index) < (other.kind.value, other.index)
 
     @property
     def is_tensor(self) -> bool:

@@ -11,10 +11,10 @@ import numpy as np
 
 
 class DType(enum.Enum):
-    """An element type; ``DType.F32.name_`` is ``"f32"``, ``DType.F32.numpy`` is ``<f4``.
+    """An element type, printed by its short name.
 
-    >>> DType.parse("f32").numpy
-    dtype('float32')
+    >>> str(DType.F32), DType.parse("f32").numpy == np.float32
+    ('f32', True)
     >>> DType.from_numpy(np.dtype("int64"))
     <DType.I64: 'i64'>
     """
