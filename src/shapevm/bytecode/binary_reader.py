@@ -65,8 +65,10 @@ class Decoded:
     """A decoded program and the byte offset of every instruction, per function."""
 
     program: Program
-    offsets: tuple[tuple[int, ...], ...]
+    offsets: tuple[tuple[int, ...], ...]  # per function, per instruction
+    const_offsets: tuple[int, ...]  # where each constant's data starts in the file
     version: tuple[int, int]
+    size: int
 
 
 class _In:
@@ -508,10 +510,11 @@ def _strings(buf: memoryview, start: int, length: int) -> list[str]:
 
 def _constants(
     buf: memoryview, where: tuple[int, int], data: tuple[int, int], strings: list[str]
-) -> list[Constant]:
+) -> tuple[list[Constant], list[int]]:
     r = _In(buf, where[0], where[0] + where[1], strings)
     data_start, data_len = data
     out: list[Constant] = []
+    offsets: list[int] = []
     for _ in range(r.count("constants", 25)):
         at = r.pos
         name = r.string("constant name")
@@ -535,13 +538,14 @@ def _constants(
         flat = np.frombuffer(buf, dtype=dtype.numpy, count=count, offset=data_start + offset)
         flat.flags.writeable = False  # a view of the caller's buffer or of the file
         out.append(Constant(name, flat.reshape(shape)))
-    return out
+        offsets.append(data_start + offset)
+    return out, offsets
 
 
 def _read_v1(buf: memoryview, count: int, check_data: bool) -> Decoded:
     sections = _sections(buf, count, check_data)
     strings = _strings(buf, *sections[F.STRS])
-    constants = _constants(buf, sections[F.CNST], sections[F.DATA], strings)
+    constants, const_offsets = _constants(buf, sections[F.CNST], sections[F.DATA], strings)
     start, length = sections[F.FUNC]
     r = _In(buf, start, start + length, strings)
     functions = []
@@ -552,7 +556,8 @@ def _read_v1(buf: memoryview, count: int, check_data: bool) -> Decoded:
         offsets.append(tuple(fn_offsets))
     if r.pos != r.end:
         r.fail("unexpected bytes after the last function", "end of section", f"{r.end - r.pos}")
-    return Decoded(Program(tuple(functions), tuple(constants)), tuple(offsets), (1, 0))
+    program = Program(tuple(functions), tuple(constants))
+    return Decoded(program, tuple(offsets), tuple(const_offsets), (1, 0), len(buf))
 
 
 _VERSIONS: dict[int, Callable[[memoryview, int, bool], Decoded]] = {1: _read_v1}

@@ -85,6 +85,23 @@ def _check_function(fn: Function, program: Program, rep: Reporter) -> None:
     _check_dim_vars(fn, inference, inputs, rep)
 
 
+def infer_types(fn: Function, program: Program) -> Inference:
+    """Type every register of ``fn`` as the verifier does, ignoring problems (for tools)."""
+    try:
+        scope = SymbolicScope(fn.constraints)
+    except Exception:
+        scope = SymbolicScope(())
+    cfg = build_cfg(fn) if fn.blocks else None
+    created = {i.out: n for n, _, i in fn.instructions() if isinstance(i, TensorCreate)}
+    if cfg is None:
+        return Inference(fn, program, scope, Reporter(fn, program), build_cfg(fn), created)
+    inference = Inference(fn, program, scope, Reporter(fn, program), cfg, created)
+    _signature_types(fn, inference, Reporter(fn, program))
+    unreachable = [b for b in range(len(fn.blocks)) if b not in cfg.reachable]
+    inference.run([*cfg.rpo, *unreachable])
+    return inference
+
+
 def _check_structure(fn: Function, cfg: CFG, rep: Reporter) -> None:
     seen: set[str] = set()
     for block_no, block in enumerate(fn.blocks):
@@ -305,4 +322,4 @@ def _affine_in(d: DimExpr, var: str) -> bool:
     return step != 0 and f[2] - f[1] == step and f[3] - f[2] == 4 * step
 
 
-__all__ = ["check", "describe", "verify"]
+__all__ = ["check", "describe", "infer_types", "verify"]
