@@ -2,15 +2,16 @@
 
 All integers are little-endian. A file is::
 
-    header          64 bytes: magic, version, sizes, CRC-32 of header + section table
+    header          64 bytes: magic, version, sizes, CRC-32 of all bytes before DATA
     section table   32 bytes per section: kind, flags, offset, length, CRC-32 of the section
     sections        STRS (string table), CNST (constant table), FUNC (code), DATA (constants)
 
-``DATA`` starts on a 64-byte boundary and holds each constant's raw little-endian bytes at a
-64-byte aligned offset, so a loader maps the file and hands out read-only NumPy views
-without copying. Every section has a checksum; a loader checks the header and all sections
-except ``DATA`` on every load (``DATA`` on request, since reading it would cost time
-proportional to the weights). Nothing in the format is executable: no pickle, no code.
+``DATA`` starts on a 64-byte boundary, ends the file, and holds each constant's raw
+little-endian bytes at a 64-byte aligned offset, so a loader maps the file and hands out
+read-only NumPy views without copying. Every section has a checksum and the header's
+covers every byte before ``DATA``; a loader checks all of them on every load, and ``DATA``
+on request, since reading it costs time proportional to the weights. Nothing in the format
+is executable: no pickle, no code.
 
 Version 1.0 is the first format. A reader accepts files of its own major version with any
 minor version (it skips unknown section kinds) and refuses newer major versions.

@@ -389,7 +389,7 @@ def _function(r: _In, offsets: list[int]) -> Function:
 
 
 def _header(buf: memoryview) -> tuple[int, int, int]:
-    """Check magic, version, sizes and the header checksum; returns (major, minor, count)."""
+    """Check magic, version and sizes; returns (major, minor, section count)."""
     if len(buf) < F.HEADER_SIZE:
         raise BytecodeFormatError(
             "file too short for the header",
@@ -397,7 +397,7 @@ def _header(buf: memoryview) -> tuple[int, int, int]:
             expected=f"at least {F.HEADER_SIZE} bytes",
             found=f"{len(buf)} bytes",
         )
-    magic, major, minor, header_size, file_size, count, crc = F.HEADER.unpack_from(buf, 0)
+    magic, major, minor, header_size, file_size, count, _crc = F.HEADER.unpack_from(buf, 0)
     if magic != F.MAGIC:
         raise BytecodeFormatError(
             "not a shapevm bytecode file",
@@ -436,16 +436,6 @@ def _header(buf: memoryview) -> tuple[int, int, int]:
             expected="at most 64 sections inside the file",
             found=f"{count} sections",
         )
-    blank = bytearray(buf[: F.HEADER_SIZE])
-    blank[28:32] = bytes(4)
-    actual = zlib.crc32(buf[F.HEADER_SIZE : table_end], zlib.crc32(blank))
-    if actual != crc:
-        raise BytecodeFormatError(
-            "header checksum mismatch (the file is corrupt)",
-            offset=28,
-            expected=f"CRC-32 0x{actual:08x}",
-            found=f"0x{crc:08x}",
-        )
     return major, minor, count
 
 
@@ -481,6 +471,7 @@ def _sections(buf: memoryview, count: int, check_data: bool) -> dict[bytes, tupl
                     found=f"0x{actual:08x}",
                 )
         found[kind] = (start, length)
+    _check_metadata(buf, found)
     for kind in F.REQUIRED_SECTIONS:
         if kind not in found:
             raise BytecodeFormatError(
@@ -490,6 +481,30 @@ def _sections(buf: memoryview, count: int, check_data: bool) -> dict[bytes, tupl
                 found=", ".join(k.decode("latin-1") for k in found) or "none",
             )
     return found
+
+
+def _check_metadata(buf: memoryview, found: dict[bytes, tuple[int, int]]) -> None:
+    """The header checksum covers every byte before the constant data (gaps included);
+    the constant data, which must end the file, has its own."""
+    data_start, data_len = found.get(F.DATA, (len(buf), 0))
+    if data_start + data_len != len(buf):
+        raise BytecodeFormatError(
+            "constant data must end the file",
+            offset=data_start,
+            expected=f"DATA ending at byte {len(buf)}",
+            found=f"DATA ending at byte {data_start + data_len}",
+        )
+    blank = bytearray(buf[: F.HEADER_SIZE])
+    blank[28:32] = bytes(4)
+    actual = zlib.crc32(buf[F.HEADER_SIZE : data_start], zlib.crc32(blank))
+    (stored,) = struct.unpack_from("<I", buf, 28)
+    if actual != stored:
+        raise BytecodeFormatError(
+            "header checksum mismatch (the file is corrupt)",
+            offset=28,
+            expected=f"CRC-32 0x{actual:08x} over bytes 0..{data_start}",
+            found=f"0x{stored:08x}",
+        )
 
 
 def _strings(buf: memoryview, start: int, length: int) -> list[str]:

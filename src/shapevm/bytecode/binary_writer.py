@@ -319,7 +319,8 @@ def serialize(program: Program) -> bytes:
     )
     out[F.HEADER_SIZE : F.HEADER_SIZE + len(table)] = table
     fields = (F.MAGIC, F.MAJOR, F.MINOR, F.HEADER_SIZE, len(out), count)
-    crc = zlib.crc32(F.HEADER.pack(*fields, 0) + table)
+    out[: F.HEADER_SIZE] = F.HEADER.pack(*fields, 0)
+    crc = zlib.crc32(view[:data_start])  # everything before the constant data, gaps too
     out[: F.HEADER_SIZE] = F.HEADER.pack(*fields, crc)
     del view
     return bytes(out)

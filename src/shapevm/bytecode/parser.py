@@ -170,7 +170,11 @@ def _scalar(text: str) -> bool | int | float:
         return int(text)
     if _FLOAT.fullmatch(text):
         return float(text)
-    raise _LineError(f"expected a register or a literal, found {text!r}", near=text)
+    raise _LineError(
+        f"expected a register or a literal, found {text!r}",
+        "a tensor register such as t0, or a literal such as 1, 0.5, true",
+        text,
+    )
 
 
 @dataclass

@@ -101,15 +101,18 @@ def check_cycles(fn: Function, rep: Reporter) -> set[Reg]:
     merges loop values and is left out). Returns the registers on cycles.
     """
     created = {i.out: n for n, _, i in fn.instructions() if isinstance(i, TensorCreate)}
+    params = {p.reg for p in fn.params}
     deps: dict[Reg, list[Reg]] = {}
     def_at: dict[Reg, tuple[int, Instr]] = {}
     for index, _, instr in fn.instructions():
         if isinstance(instr, TensorPhi):
             continue
         for reg in instr.defs():
-            if not _writes_into(instr, reg, created, index):
-                deps.setdefault(reg, []).extend(instr.uses())
-                def_at.setdefault(reg, (index, instr))
+            # a second definition is reported on its own; only the first one counts here
+            if reg in params or reg in def_at or _writes_into(instr, reg, created, index):
+                continue
+            deps[reg] = list(instr.uses())
+            def_at[reg] = (index, instr)
     on_cycles: set[Reg] = set()
     for scc in _cycles(deps):
         on_cycles |= set(scc)

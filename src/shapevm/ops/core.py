@@ -177,7 +177,11 @@ class OpFlag(enum.Flag):
 
 @dataclass(frozen=True, slots=True)
 class OpInfo:
-    """One row of the op table. ``max_arity`` of ``None`` means any number of inputs."""
+    """One row of the op table. ``max_arity`` of ``None`` means any number of inputs.
+
+    ``kernel(args, attrs)`` is the reference semantics: ``args`` are NumPy arrays or Python
+    scalars, ``attrs`` has every attribute (`filled_attrs`) with ``DIMS`` evaluated to ints.
+    """
 
     name: str
     min_arity: int

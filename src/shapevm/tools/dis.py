@@ -7,6 +7,7 @@ constants and each function's dimension table follow the code.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -184,7 +185,7 @@ def _meaning_of(instr: Instr, inf: Inference, program: Program) -> str:
         if not 0 <= instr.const < len(program.constants):
             return "no such constant"
         const = program.constants[instr.const]
-        return f"{const.name!r} {const.type}"
+        return f"{json.dumps(const.name)} {const.type}"
     if isinstance(instr, OpCall):
         info = get_op(instr.op)
         doc = info.doc if info is not None else "unknown op"
@@ -219,7 +220,8 @@ def _constant_line(index: int, const: Constant, offset: int | None) -> str:
         np.asarray(const.array).reshape(-1)[:6], precision=4, separator=", ", threshold=6
     )
     more = " ..." if const.array.size > 6 else ""
-    return f"  k{index}  {const.name!r}  {const.type}  {const.nbytes} bytes{where}  {preview}{more}"
+    name = json.dumps(const.name)
+    return f"  k{index}  {name}  {const.type}  {const.nbytes} bytes{where}  {preview}{more}"
 
 
 def _dimension_lines(fn: Function, program: Program) -> list[str]:
@@ -231,7 +233,7 @@ def _dimension_lines(fn: Function, program: Program) -> list[str]:
         for axis, d in enumerate(typ.shape if typ else ()):
             if isinstance(d, DimExpr):
                 for var in sorted(d.free_vars()):
-                    text = f"{param.reg}.shape[{axis}]"
+                    text = f"from {param.reg}.shape[{axis}]"
                     sources.setdefault(var, text if str(d) == var else f"{text} = {d}")
     for var in sources:
         try:
@@ -244,7 +246,7 @@ def _dimension_lines(fn: Function, program: Program) -> list[str]:
     lines = []
     for var, source in sources.items():
         lo, hi = bounds(symbols[var]) if var in symbols else ("?", "?")
-        lines.append(f"  {var:<{width}}  from {source:<24}  bounds [{lo}, {hi}]")
+        lines.append(f"  {var:<{width}}  {source:<30}  bounds [{lo}, {hi}]")
     return lines
 
 
