@@ -79,6 +79,7 @@ class _In:
         self.pos = start
         self.end = end
         self.strings = strings
+        self.checked: set[tuple[str, str, int]] = set()  # strings known to match a pattern
 
     def fail(self, what: str, expected: str = "", found: str = "", at: int | None = None) -> Any:
         raise BytecodeFormatError(
@@ -96,24 +97,37 @@ class _In:
         self.pos += fmt.size
         return values
 
+    # the scalar reads below inline the bounds check: they run ~100 times per instruction
+
     def u8(self, what: str) -> int:
-        value: int = self.take(_U8, what)[0]
+        pos = self.pos
+        if pos >= self.end:
+            self.take(_U8, what)  # raises with the message
+        self.pos = pos + 1
+        value: int = self.buf[pos]
         return value
 
+    def _scalar(self, fmt: struct.Struct, what: str) -> Any:
+        pos = self.pos
+        if pos + fmt.size > self.end:
+            self.take(fmt, what)  # raises with the message
+        self.pos = pos + fmt.size
+        return fmt.unpack_from(self.buf, pos)[0]
+
     def u32(self, what: str) -> int:
-        value: int = self.take(_U32, what)[0]
+        value: int = self._scalar(_U32, what)
         return value
 
     def u64(self, what: str) -> int:
-        value: int = self.take(_U64, what)[0]
+        value: int = self._scalar(_U64, what)
         return value
 
     def i64(self, what: str) -> int:
-        value: int = self.take(_I64, what)[0]
+        value: int = self._scalar(_I64, what)
         return value
 
     def f64(self, what: str) -> float:
-        value: float = self.take(_F64, what)[0]
+        value: float = self._scalar(_F64, what)
         return value
 
     def count(self, what: str, min_size: int, limit: int | None = None) -> int:
@@ -144,8 +158,11 @@ class _In:
         at = self.pos
         value = self.string(what)
         assert value is not None
-        if len(value) > limit or not pattern.fullmatch(value):
-            self.fail(f"bad {what}", f"text matching {pattern.pattern}", repr(value[:80]), at)
+        key = (value, pattern.pattern, limit)
+        if key not in self.checked:
+            if len(value) > limit or not pattern.fullmatch(value):
+                self.fail(f"bad {what}", f"text matching {pattern.pattern}", repr(value[:80]), at)
+            self.checked.add(key)
         return value
 
     def name(self, what: str) -> str:
@@ -163,8 +180,7 @@ class _In:
 
     def reg(self, what: str) -> Reg:
         at = self.pos
-        kind = self.u8(what)
-        index = self.u32(what)
+        kind, index = self.take(_REG, what)
         if kind not in (F.REG_TENSOR, F.REG_SHAPE) or index > MAX_REGISTER:
             self.fail(f"bad register in {what}", "kind 0 or 1, index < 2**31", f"{kind}", at)
         return Reg(RegKind.TENSOR if kind == F.REG_TENSOR else RegKind.SHAPE, index)
@@ -225,6 +241,7 @@ class _In:
 
 _U8, _U32, _U64 = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<Q")
 _I64, _F64 = struct.Struct("<q"), struct.Struct("<d")
+_REG = struct.Struct("<BI")
 
 InstrReader = Callable[[_In], Instr]
 

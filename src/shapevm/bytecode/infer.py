@@ -188,11 +188,12 @@ class Inference:
         return ", ".join(dict.fromkeys(parts))
 
     def check_condition(
-        self, index: int, cond: Condition, names: Sequence[str], found: str
+        self, index: int, cond: Condition, names: Sequence[str], operands: Sequence[Any]
     ) -> None:
         verdict = decide(cond.lhs, cond.rel, cond.rhs)
         if verdict in (Verdict.HOLDS, Verdict.DEFERRED):
             return
+        found = self.found(operands)
         expected = cond.expected.format(*names) + f"  ({cond.rhs})"
         if verdict is Verdict.FAILS:
             self.rep.at(index, "shape", cond.what, expected=expected, found=found, fix=cond.fix)
@@ -381,7 +382,6 @@ class Inference:
         shapes = [self.types[x].shape if isinstance(x, Reg) else () for x in instr.ins]
         dtypes = [self.types[x].dtype if isinstance(x, Reg) else None for x in instr.ins]
         names = self.names(instr, instr.ins)
-        found = self.found(instr.ins)
         try:
             attrs = self._rule_attrs(info.filled_attrs(instr.attr_dict()), info.attrs)
             result = info.shape_rule(shapes, attrs)
@@ -395,12 +395,12 @@ class Inference:
                 "shape",
                 exc.what.format(*names),
                 expected=exc.expected.format(*names),
-                found=exc.found.format(*names) or found,
+                found=exc.found.format(*names) or self.found(instr.ins),
                 fix=exc.fix,
             )
             return
         for cond in result.conditions:
-            self.check_condition(index, cond, names, found)
+            self.check_condition(index, cond, names, instr.ins)
         for reg, shape, dtype, declared in zip(
             instr.outs, result.shapes, out_dtypes, instr.types, strict=False
         ):
@@ -435,7 +435,7 @@ class Inference:
             f"product of {_fmt(shape)} == product of {{0}}.shape",
             "the new shape must hold exactly the elements of the tensor",
         )
-        self.check_condition(index, cond, [str(instr.src)], self.found([instr.src]))
+        self.check_condition(index, cond, [str(instr.src)], [instr.src])
         self.set_type(index, instr.out, VType(src.dtype, shape), instr.type)
 
     def branch(self, index: int, instr: BranchIf, label: str) -> None:

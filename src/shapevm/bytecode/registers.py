@@ -19,7 +19,7 @@ class RegKind(enum.Enum):
         return "tensor register" if self is RegKind.TENSOR else "shape register"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Reg:
     """A register: its file (kind) and number. Printed ``t3`` or ``s0``.
 
@@ -48,6 +48,16 @@ class Reg:
         if m is None or int(m.group(2)) > MAX_REGISTER:
             raise ValueError(f"expected a register like t0 or s0, found {text.strip()!r}")
         return cls(RegKind(m.group(1)), int(m.group(2)))
+
+    # hand-written: registers are hashed in every verifier pass, and the generated
+    # versions (a tuple holding an Enum) cost several times more
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Reg:
+            return NotImplemented
+        return self.index == other.index and self.kind is other.kind
+
+    def __hash__(self) -> int:
+        return self.index * 2 + (self.kind is RegKind.SHAPE)
 
     def __lt__(self, other: Reg) -> bool:
         return (self.kind.value, self.index) < (other.kind.value, other.index)

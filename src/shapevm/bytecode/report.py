@@ -22,11 +22,24 @@ class Reporter:
 
     def __init__(self, fn: Function, program: Program | None) -> None:
         self.fn = fn
-        self.lines = function_lines(fn, program)
-        self.line_of = {idx: n for n, (idx, _) in enumerate(self.lines) if idx is not None}
+        self.program = program
         self.instrs = [instr for _, _, instr in fn.instructions()]
         self.width = len(str(max(len(self.instrs) - 1, 0)))
         self.diagnostics: list[Diagnostic] = []
+        self._lines: list[tuple[int | None, str]] | None = None
+
+    @property
+    def lines(self) -> list[tuple[int | None, str]]:
+        """The function's text, printed only once something is reported."""
+        if self._lines is None:
+            self._lines = function_lines(self.fn, self.program)
+        return self._lines
+
+    def line_of(self, index: int) -> int:
+        for n, (idx, _) in enumerate(self.lines):
+            if idx == index:
+                return n
+        raise KeyError(index)
 
     def at(
         self,
@@ -51,7 +64,7 @@ class Reporter:
                 expected,
                 found,
                 fix,
-                self._window(self.line_of[index]),
+                self._window(self.line_of(index)),
                 check,
             )
         )

@@ -114,6 +114,8 @@ def check_cycles(fn: Function, rep: Reporter) -> set[Reg]:
             deps[reg] = list(instr.uses())
             def_at[reg] = (index, instr)
     on_cycles: set[Reg] = set()
+    if all(def_at.get(d, (-1,))[0] < def_at[r][0] for r, ds in deps.items() for d in ds):
+        return on_cycles  # every edge points backwards in program order: no cycle
     for scc in _cycles(deps):
         on_cycles |= set(scc)
         chain = sorted(scc, key=lambda r: def_at[r][0])
@@ -181,6 +183,9 @@ State = dict[Reg, tuple[str, int]]  # register -> (state, instruction that set i
 
 def check_allocations(fn: Function, cfg: CFG, rep: Reporter, created: dict[Reg, int]) -> None:
     """Pair ``TENSOR_ALLOC`` with ``TENSOR_FREE`` along every path."""
+    kinds = (TensorCreate, TensorAlloc, TensorFree)
+    if not any(isinstance(i, kinds) for _, _, i in fn.instructions()):
+        return  # nothing is allocated or freed explicitly
     flow = _AllocFlow(fn, cfg, rep, created)
     out: dict[int, State] = {}
     for _ in range(len(fn.blocks) + 2):  # states only move forward; this reaches a fixpoint
