@@ -96,3 +96,14 @@ def test_syntax_error_rendering() -> None:
         "      3 |     t1 = OP_CALL add(x0, t1)\n"
         "        |                      ^"
     )
+
+
+def test_tensor_type_keeps_canonical_text_of_engine_dimensions() -> None:
+    from shapevm.bytecode import TensorType
+    from shapevm.ops import DType
+    from shapevm.shapes import symbolic_shape
+
+    (b,) = symbolic_shape("b")
+    assert TensorType(DType.F32, (b * 2, 3)).shape == ("2*b", 3)
+    with pytest.raises(ValueError, match="bad dimension"):
+        TensorType(DType.F32, (-1,))

@@ -590,3 +590,22 @@ def test_verify_is_fast_for_1000_instructions() -> None:
     start = time.perf_counter()
     verify(program)
     assert time.perf_counter() - start < 1.0  # the benchmark measures; this catches blowups
+
+
+def test_attribute_given_twice_through_the_api() -> None:
+    from shapevm.bytecode import Block, Function, OpCall, Param, Reg, Return, parse_type
+
+    t0, t1 = Reg.tensor(0), Reg.tensor(1)
+    call = OpCall((t1,), "sum", (t0,), (("axis", (0,)), ("axis", (1,))))
+    fn = Function(
+        "f",
+        (Param(t0, parse_type("f32[b, 2]")),),
+        (parse_type("f32[b, 2]"),),
+        (Block("L0", (call, Return((t0,)))),),
+    )
+    (d,) = check(Program((fn,)))
+    assert d.render().splitlines()[:3] == [
+        "instruction 0 (OP_CALL sum) in @f: attribute 'axis' is given twice",
+        "  expected: each attribute once",
+        "  found:    axis, axis",
+    ]

@@ -371,6 +371,17 @@ class Inference:
                 found=f"{len(instr.ins)} inputs, {len(instr.outs)} outputs",
             )
             return
+        names = [k for k, _ in instr.attrs]
+        if len(set(names)) != len(names):
+            twice = sorted({k for k in names if names.count(k) > 1})
+            self.rep.at(
+                index,
+                "attribute",
+                f"attribute {twice[0]!r} is given twice",
+                expected="each attribute once",
+                found=", ".join(names),
+            )
+            return
         problems = info.attr_problems(instr.attr_dict())
         for what, expected, found in problems:
             self.rep.at(index, "attribute", what, expected=expected, found=found)

@@ -378,16 +378,10 @@ class _Parser:
 def _strip_meaning(text: str) -> str:
     """Drop a trailing ``  (meaning)`` column: two spaces, then one balanced group."""
     text = text.rstrip()
-    if not text.endswith(")"):
-        return text
-    pos = text.rfind("  (")
+    pos = text.rfind("  (") if text.endswith(")") else -1
     while pos >= 0:
-        tail = text[pos + 2 :]
-        try:
-            if len(split_top(tail, "\0")) == 1 and tail.startswith("(") and _closes_at_end(tail):
-                return text[:pos].rstrip()
-        except _LineError:
-            pass
+        if _closes_at_end(text[pos + 2 :]):
+            return text[:pos].rstrip()
         pos = text.rfind("  (", 0, pos)
     return text
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any, TextIO
 
 from shapevm.bytecode.program import (
@@ -48,7 +47,7 @@ from shapevm.bytecode.program import (
 from shapevm.bytecode.registers import Reg
 from shapevm.bytecode.shape_expr import evaluate_shape_expr, format_shape_expr
 from shapevm.ops import DYNAMIC, Dynamic
-from shapevm.shapes import DimExpr, SymbolicScope, symbolic_shape
+from shapevm.shapes import SymbolicScope, symbolic_shape
 
 MEANING_COLUMN = 42  # where the "(meaning)" column starts, counted from the line start
 INDENT = "    "
@@ -220,9 +219,3 @@ class Meanings:
     def _store(self, reg: Reg, value: Any) -> str:
         self.values[reg] = value
         return str(value)
-
-
-def iter_dims(typ: TensorType, scope: SymbolicScope) -> Iterator[int | DimExpr | Dynamic]:
-    """The dimensions of ``typ`` as the symbolic engine sees them."""
-    for d in typ.shape:
-        yield symbolic_shape(d, scope=scope)[0] if isinstance(d, str) else d

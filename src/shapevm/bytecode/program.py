@@ -62,6 +62,16 @@ class TensorType:
     dtype: DType
     shape: tuple[Dim, ...]
 
+    def __post_init__(self) -> None:
+        shape = tuple(self.shape)
+        for d in shape:
+            if isinstance(d, bool) or (isinstance(d, int) and d < 0):
+                raise ValueError(f"bad dimension {d!r} in a tensor type")
+            if not isinstance(d, (int, str, Dynamic)):
+                shape = tuple(d if isinstance(d, (int, Dynamic)) else str(d) for d in shape)
+                break  # a DimExpr: keep its canonical text, not the engine object
+        object.__setattr__(self, "shape", shape)
+
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(format_dim(d) for d in self.shape)}]"
 
@@ -194,7 +204,7 @@ class OpCall(Instr):
     types: tuple[TensorType | None, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "attrs", tuple(sorted(self.attrs)))
+        object.__setattr__(self, "attrs", tuple(sorted(self.attrs, key=lambda kv: kv[0])))
         if not self.types:
             object.__setattr__(self, "types", (None,) * len(self.outs))
         if len(self.types) != len(self.outs):
