@@ -609,3 +609,30 @@ def test_attribute_given_twice_through_the_api() -> None:
         "  expected: each attribute once",
         "  found:    axis, axis",
     ]
+
+
+def test_decide_is_sound_about_what_it_cannot_know() -> None:
+    from shapevm.bytecode.infer import Verdict, decide
+    from shapevm.ops import DYNAMIC
+    from shapevm.shapes import SymbolicScope, symbolic_shape
+
+    b, m = symbolic_shape("b, m", scope=SymbolicScope(("b <= 8",)))
+    assert decide(b, "==", b) is Verdict.HOLDS
+    assert decide(b, "==", b + 1) is Verdict.FAILS
+    assert decide(b, "==", m) is Verdict.UNKNOWN
+    assert decide(b, "<=", 8) is Verdict.HOLDS
+    assert decide(b, ">=", 9) is Verdict.FAILS
+    assert decide(m, "<=", 8) is Verdict.UNKNOWN
+    assert decide(DYNAMIC, "==", 3) is Verdict.DEFERRED
+    assert decide(3, "==", 4) is Verdict.FAILS
+
+
+def test_equality_constraint_makes_the_condition_provable() -> None:
+    text = """
+func @f(t0: f32[b, k], t1: f32[m, 8]) -> f32[b, 8]
+    where m == k
+  L0:
+    t2 = OP_CALL matmul(t0, t1)
+    RETURN t2
+"""
+    assert diagnostics(text) == []

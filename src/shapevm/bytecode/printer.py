@@ -166,7 +166,10 @@ class Meanings:
 
     def __init__(self, fn: Function, program: Program | None) -> None:
         self.program = program
-        self.scope = SymbolicScope(fn.constraints)
+        try:
+            self.scope = SymbolicScope(fn.constraints)
+        except Exception:  # bad constraints still print; the verifier reports them
+            self.scope = SymbolicScope(())
         self.types: dict[Reg, TensorType] = {p.reg: p.type for p in fn.params}
         self.values: dict[Reg, Any] = {}
 
