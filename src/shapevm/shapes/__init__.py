@@ -1,0 +1,40 @@
+"""Symbolic dimensions: expressions, parser, scopes and constraints, bounds, solver."""
+
+from shapevm.shapes.api import (
+    ShapeDtypeStruct,
+    bounds,
+    is_symbolic_dim,
+    max_dim,
+    min_dim,
+    symbolic_args_specs,
+    symbolic_shape,
+)
+from shapevm.shapes.errors import (
+    InconclusiveDimensionOperation,
+    ScopeMixError,
+    ShapeError,
+    UnsatisfiableConstraintsError,
+)
+from shapevm.shapes.expr import DimExpr, DimSize
+from shapevm.shapes.parser import SpecSyntaxError
+from shapevm.shapes.scope import SymbolicScope
+from shapevm.shapes.solve import solve_dim_vars
+
+__all__ = [
+    "DimExpr",
+    "DimSize",
+    "InconclusiveDimensionOperation",
+    "ScopeMixError",
+    "ShapeDtypeStruct",
+    "ShapeError",
+    "SpecSyntaxError",
+    "SymbolicScope",
+    "UnsatisfiableConstraintsError",
+    "bounds",
+    "is_symbolic_dim",
+    "max_dim",
+    "min_dim",
+    "solve_dim_vars",
+    "symbolic_args_specs",
+    "symbolic_shape",
+]
