@@ -636,3 +636,20 @@ func @f(t0: f32[b, k], t1: f32[m, 8]) -> f32[b, 8]
     RETURN t2
 """
     assert diagnostics(text) == []
+
+
+def test_phi_declared_rank_differs_from_incoming() -> None:
+    text = """
+func @f(t0: f32[b]) -> f32[b]
+  L0:
+    JUMP L1
+  L1:
+    t1: f32[b, 2] = TENSOR_PHI (L0, t0)
+    RETURN t0
+"""
+    assert only(text, "phi").splitlines()[:3] == [
+        "instruction 1 (TENSOR_PHI) in @f: incoming values of TENSOR_PHI do not have the dtype "
+        "and rank of t1",
+        "  expected: t1: f32[b, 2]",
+        "  found:    t0: f32[b] from L0",
+    ]

@@ -503,6 +503,16 @@ class Inference:
         declared = self._declared(index, instr.type)
         if declared is None:
             return
+        if first.dtype != declared.dtype or len(first.shape) != len(declared.shape):
+            self.rep.at(
+                index,
+                "phi",
+                f"incoming values of TENSOR_PHI do not have the dtype and rank of {instr.out}",
+                expected=f"{instr.out}: {declared}",
+                found=found,
+                fix="fix the declared type of the TENSOR_PHI",
+            )
+            return
         for axis, want in enumerate(declared.shape):
             if isinstance(want, Dynamic):
                 continue

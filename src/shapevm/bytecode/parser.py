@@ -56,6 +56,7 @@ _INSTR = re.compile(r"(?:(?P<lhs>.*?)\s+=\s+)?(?P<opcode>[A-Z][A-Z_]*)(?:\s+(?P<
 _LOC = re.compile(r'\s+loc\(("(?:[^"\\]|\\.)*")\)$')
 _CONST = re.compile(r'const k(\d+) ("(?:[^"\\]|\\.)*"): (.*) = b64"([A-Za-z0-9+/=]*)"')
 _FUNC = re.compile(r"func @(\S+?)\((.*)\) -> (.*)")
+_REG_TOKEN = re.compile(r"[ts]\d+")
 _FLOAT = re.compile(r"[-+]?(\d+\.\d*(e[-+]?\d+)?|\d+e[-+]?\d+|inf|nan)")
 
 
@@ -346,7 +347,7 @@ class _Parser:
         for item in split_top(text[1:-1]):
             if item == "dynamic":
                 out.append(DYNAMIC)
-            elif item[:1] in ("s", "t"):
+            elif _REG_TOKEN.fullmatch(item):
                 out.append(_reg(item))
             else:
                 out.append(_int(item))
@@ -490,7 +491,7 @@ def _call(p: _Parser, outs: Outs, types: Types, rest: str) -> Instr:
             attrs.append((key.strip(), p._attr(value)))
         elif attrs:
             raise _LineError("operand after an attribute", near=item)
-        elif item[:1] in ("t", "s"):
+        elif _REG_TOKEN.fullmatch(item):
             ins.append(_reg(item))
         else:
             ins.append(_scalar(item))
@@ -512,7 +513,7 @@ def _jump(p: _Parser, outs: Outs, types: Types, rest: str) -> Instr:
 
 def _branch(p: _Parser, outs: Outs, types: Types, rest: str) -> Instr:
     cond, if_true, if_false = _n_items(rest, 3, Opcode.BRANCH_IF)
-    pred = _reg(cond) if re.fullmatch(r"[ts]\d+", cond) else parse_shape_cmp(cond)
+    pred = _reg(cond) if _REG_TOKEN.fullmatch(cond) else parse_shape_cmp(cond)
     return BranchIf(pred, _name(if_true, "a label"), _name(if_false, "a label"))
 
 

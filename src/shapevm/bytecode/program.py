@@ -16,7 +16,9 @@ Python that was traced to produce it.
 from __future__ import annotations
 
 import difflib
+import math
 import re
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
@@ -192,9 +194,26 @@ class LoadConst(Instr):
         return (self.type,)
 
 
-@dataclass(frozen=True, slots=True)
+def _literal_key(value: Any) -> Any:
+    """Equality for literals by type and bits: ``nan == nan``, ``True != 1``, ``-0.0 != 0.0``.
+
+    NaNs are all one literal (the text form has no spelling for payloads).
+    """
+    if isinstance(value, float):
+        return ("f", "nan" if math.isnan(value) else struct.pack("<d", value))
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, tuple):
+        return ("l", tuple(_literal_key(v) for v in value))
+    return (type(value).__name__, value)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class OpCall(Instr):
-    """``outs = OP_CALL op(ins, attrs)``; attributes are kept sorted by name."""
+    """``outs = OP_CALL op(ins, attrs)``; attributes are kept sorted by name.
+
+    Literals compare by type and bits, so a program holding ``nan`` equals its round trip.
+    """
 
     OPCODE = Opcode.OP_CALL
     outs: tuple[Reg, ...]
@@ -209,6 +228,19 @@ class OpCall(Instr):
             object.__setattr__(self, "types", (None,) * len(self.outs))
         if len(self.types) != len(self.outs):
             raise ValueError(f"{len(self.outs)} outputs but {len(self.types)} types")
+
+    def _key(self) -> tuple[Any, ...]:
+        ins = tuple(x if isinstance(x, Reg) else _literal_key(x) for x in self.ins)
+        attrs = tuple((k, _literal_key(v)) for k, v in self.attrs)
+        return (self.outs, self.op, ins, attrs, self.types, self.loc)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OpCall):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def defs(self) -> tuple[Reg, ...]:
         return self.outs

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -254,7 +255,7 @@ def format_attr(value: AttrValue | None) -> str:
     if isinstance(value, float):
         return format_float(value)
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return json.dumps(value)  # escapes quotes and control characters
     if isinstance(value, tuple):
         return "[" + ", ".join(str(v) for v in value) + "]"
     return str(value)
