@@ -141,9 +141,7 @@ def instructions(draw: st.DrawFn, scope: SymbolicScope) -> Instr:
 def functions(draw: st.DrawFn) -> Function:
     constraints = tuple(draw(st.lists(st.sampled_from(CONSTRAINTS), unique=True, max_size=3)))
     scope = SymbolicScope(constraints)
-    params = tuple(
-        Param(Reg.tensor(i), draw(types(scope))) for i in range(draw(st.integers(0, 3)))
-    )
+    params = tuple(Param(Reg.tensor(i), draw(types(scope))) for i in range(draw(st.integers(0, 3))))
     results = tuple(draw(st.lists(types(scope), max_size=2)))
     blocks = []
     for label in draw(st.lists(labels, min_size=1, max_size=3, unique=True)):
