@@ -612,7 +612,7 @@ def test_attribute_given_twice_through_the_api() -> None:
 
 
 def test_decide_is_sound_about_what_it_cannot_know() -> None:
-    from shapevm.bytecode.infer import Verdict, decide
+    from shapevm.bytecode.shape_expr import Verdict, decide
     from shapevm.ops import DYNAMIC
     from shapevm.shapes import SymbolicScope, symbolic_shape
 

@@ -19,7 +19,7 @@ from shapevm.bytecode.errors import (
     Diagnostic,
     VerifyError,
 )
-from shapevm.bytecode.opcodes import OPCODES, Opcode, OpcodeInfo
+from shapevm.bytecode.isa import OPCODES, Opcode, OpcodeInfo, Reg, RegKind
 from shapevm.bytecode.parser import parse_program, parse_type
 from shapevm.bytecode.printer import format_program, print_program
 from shapevm.bytecode.program import (
@@ -47,7 +47,6 @@ from shapevm.bytecode.program import (
     TensorResize,
     TensorType,
 )
-from shapevm.bytecode.registers import Reg, RegKind
 from shapevm.bytecode.serialize import deserialize, load, save, serialize
 from shapevm.bytecode.shape_expr import (
     ShapeBin,

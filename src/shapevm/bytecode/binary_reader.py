@@ -12,26 +12,23 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
-import re
 import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from shapevm.bytecode import binary_format as F
+from shapevm.bytecode.binary_input import CONSTRAINT_TEXT, Input
 from shapevm.bytecode.errors import BytecodeFormatError
-from shapevm.bytecode.opcodes import Opcode
+from shapevm.bytecode.isa import Opcode, Reg
 from shapevm.bytecode.program import (
     DEVICE,
-    NAME,
     BindInputs,
     Block,
     BranchIf,
     Constant,
-    Dim,
     Function,
     Instr,
     Jump,
@@ -43,21 +40,14 @@ from shapevm.bytecode.program import (
     Return,
     ShapeCompute,
     ShapePropagate,
-    SpecDim,
     TensorAlloc,
     TensorCreate,
     TensorFree,
     TensorPhi,
     TensorResize,
-    TensorType,
 )
-from shapevm.bytecode.registers import MAX_REGISTER, Reg, RegKind
-from shapevm.bytecode.shape_expr import MAX_DEPTH, ShapeBin, ShapeCmp, ShapeExpr
-from shapevm.ops import DYNAMIC, AttrValue, DType
-
-# symbolic dimension text: what the engine prints, nothing else (checked before parsing)
-_DIM_TEXT = re.compile(r"[A-Za-z0-9_ +\-*/%^(),.]+")
-_CONSTRAINT_TEXT = re.compile(r"[A-Za-z0-9_ +\-*/%^(),.<>=]+")
+from shapevm.bytecode.shape_expr import ShapeCmp
+from shapevm.ops import AttrValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,199 +61,27 @@ class Decoded:
     size: int
 
 
-class _In:
-    """Bounds-checked little-endian reads from a buffer, starting at ``pos``."""
-
-    def __init__(self, buf: memoryview, start: int, end: int, strings: list[str]) -> None:
-        self.buf = buf
-        self.pos = start
-        self.end = end
-        self.strings = strings
-        self.checked: set[tuple[str, str, int]] = set()  # strings known to match a pattern
-
-    def fail(self, what: str, expected: str = "", found: str = "", at: int | None = None) -> Any:
-        raise BytecodeFormatError(
-            what, offset=self.pos if at is None else at, expected=expected, found=found
-        )
-
-    def take(self, fmt: struct.Struct, what: str) -> tuple[Any, ...]:
-        if self.pos + fmt.size > self.end:
-            self.fail(
-                f"truncated {what}",
-                f"{fmt.size} bytes",
-                f"{max(self.end - self.pos, 0)} bytes left in the section",
-            )
-        values = fmt.unpack_from(self.buf, self.pos)
-        self.pos += fmt.size
-        return values
-
-    # the scalar reads below inline the bounds check: they run ~100 times per instruction
-
-    def u8(self, what: str) -> int:
-        pos = self.pos
-        if pos >= self.end:
-            self.take(_U8, what)  # raises with the message
-        self.pos = pos + 1
-        value: int = self.buf[pos]
-        return value
-
-    def _scalar(self, fmt: struct.Struct, what: str) -> Any:
-        pos = self.pos
-        if pos + fmt.size > self.end:
-            self.take(fmt, what)  # raises with the message
-        self.pos = pos + fmt.size
-        return fmt.unpack_from(self.buf, pos)[0]
-
-    def u32(self, what: str) -> int:
-        value: int = self._scalar(_U32, what)
-        return value
-
-    def u64(self, what: str) -> int:
-        value: int = self._scalar(_U64, what)
-        return value
-
-    def i64(self, what: str) -> int:
-        value: int = self._scalar(_I64, what)
-        return value
-
-    def f64(self, what: str) -> float:
-        value: float = self._scalar(_F64, what)
-        return value
-
-    def count(self, what: str, min_size: int, limit: int | None = None) -> int:
-        """A count of items of at least ``min_size`` bytes each: it must fit what is left."""
-        at = self.pos
-        n = self.u32(f"count of {what}")
-        room = (self.end - self.pos) // max(min_size, 1)
-        if n > room or (limit is not None and n > limit):
-            most = min(room, limit) if limit is not None else room
-            self.fail(f"count of {what} is too large", f"at most {most}", str(n), at)
-        return n
-
-    def string(self, what: str, optional: bool = False) -> str | None:
-        at = self.pos
-        index = self.u32(what)
-        if optional and index == F.NO_STRING:
-            return None
-        if index >= len(self.strings):
-            self.fail(
-                f"{what}: no such string",
-                f"a string index below {len(self.strings)}",
-                str(index),
-                at,
-            )
-        return self.strings[index]
-
-    def text(self, what: str, pattern: re.Pattern[str], limit: int = F.MAX_DIM_TEXT) -> str:
-        at = self.pos
-        value = self.string(what)
-        assert value is not None
-        key = (value, pattern.pattern, limit)
-        if key not in self.checked:
-            if len(value) > limit or not pattern.fullmatch(value):
-                self.fail(f"bad {what}", f"text matching {pattern.pattern}", repr(value[:80]), at)
-            self.checked.add(key)
-        return value
-
-    def name(self, what: str) -> str:
-        return self.text(what, NAME, 200)
-
-    def dtype(self, what: str) -> DType:
-        at = self.pos
-        code = self.u8(what)
-        dtype = DType.from_code(code)
-        if dtype is None:
-            known = ", ".join(f"{d.code} ({d})" for d in DType)
-            self.fail(f"unknown dtype code in {what}", f"one of {known}", str(code), at)
-        assert dtype is not None
-        return dtype
-
-    def reg(self, what: str) -> Reg:
-        at = self.pos
-        kind, index = self.take(_REG, what)
-        if kind not in (F.REG_TENSOR, F.REG_SHAPE) or index > MAX_REGISTER:
-            self.fail(f"bad register in {what}", "kind 0 or 1, index < 2**31", f"{kind}", at)
-        return Reg(RegKind.TENSOR if kind == F.REG_TENSOR else RegKind.SHAPE, index)
-
-    def regs(self, what: str) -> tuple[Reg, ...]:
-        return tuple(self.reg(what) for _ in range(self.count(what, 5)))
-
-    def dim(self, what: str, allow: tuple[int, ...]) -> Dim | SpecDim:
-        at = self.pos
-        tag = self.u8(what)
-        if tag not in allow:
-            self.fail(f"bad dimension tag in {what}", f"one of {list(allow)}", str(tag), at)
-        if tag == F.DIM_INT:
-            value = self.i64(what)
-            if value < 0:
-                self.fail(f"negative dimension in {what}", "a size >= 0", str(value), at)
-            return value
-        if tag == F.DIM_SYM:
-            return self.text(f"symbolic dimension in {what}", _DIM_TEXT)
-        if tag == F.DIM_REG:
-            return self.reg(what)
-        return DYNAMIC
-
-    def type(self, what: str) -> TensorType:
-        dtype = self.dtype(what)
-        n = self.count(f"dimensions of {what}", 1, F.MAX_RANK)
-        dims = tuple(self.dim(what, (F.DIM_INT, F.DIM_SYM, F.DIM_DYNAMIC)) for _ in range(n))
-        return TensorType(dtype, dims)  # type: ignore[arg-type]  # tags exclude registers
-
-    def opt_type(self, what: str) -> TensorType | None:
-        at = self.pos
-        flag = self.u8(what)
-        if flag not in (0, 1):
-            self.fail(f"bad type flag in {what}", "0 or 1", str(flag), at)
-        return self.type(what) if flag else None
-
-    def spec(self, what: str) -> tuple[SpecDim, ...]:
-        n = self.count(f"dimensions of {what}", 1, F.MAX_RANK)
-        allow = (F.DIM_INT, F.DIM_DYNAMIC, F.DIM_REG)
-        return tuple(self.dim(what, allow) for _ in range(n))  # type: ignore[misc]
-
-    def expr(self, what: str, depth: int = 0) -> ShapeExpr:
-        at = self.pos
-        if depth > MAX_DEPTH:
-            self.fail(f"{what} is nested too deeply", f"depth <= {MAX_DEPTH}", str(depth), at)
-        tag = self.u8(what)
-        if tag == F.EXPR_INT:
-            return self.i64(what)
-        if tag == F.EXPR_REG:
-            return self.reg(what)
-        if tag != F.EXPR_BIN:
-            self.fail(f"bad expression tag in {what}", "0, 1 or 2", str(tag), at)
-        op = self.u8(what)
-        if op >= len(F.BIN_OPS):
-            self.fail(f"bad operator in {what}", f"0 to {len(F.BIN_OPS) - 1}", str(op), at + 1)
-        return ShapeBin(F.BIN_OPS[op], self.expr(what, depth + 1), self.expr(what, depth + 1))
+InstrReader = Callable[[Input], Instr]
 
 
-_U8, _U32, _U64 = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<Q")
-_I64, _F64 = struct.Struct("<q"), struct.Struct("<d")
-_REG = struct.Struct("<BI")
-
-InstrReader = Callable[[_In], Instr]
-
-
-def _bind(r: _In) -> Instr:
+def _bind(r: Input) -> Instr:
     outs = r.regs("BIND_INPUTS results")
     return BindInputs(outs, tuple(r.name("dimension variable") for _ in outs))
 
 
-def _create(r: _In) -> Instr:
+def _create(r: Input) -> Instr:
     out = r.reg("TENSOR_CREATE result")
     spec = r.spec("TENSOR_CREATE spec")
     dtype = r.dtype("TENSOR_CREATE dtype")
     return TensorCreate(out, spec, dtype, r.text("device", DEVICE, 40))
 
 
-def _load(r: _In) -> Instr:
+def _load(r: Input) -> Instr:
     out = r.reg("LOAD_CONST result")
     return LoadConst(out, r.u32("constant number"), r.opt_type("LOAD_CONST type"))
 
 
-def _op_call(r: _In) -> Instr:
+def _op_call(r: Input) -> Instr:
     op = r.name("op name")
     outs = r.regs("OP_CALL results")
     types = tuple(r.opt_type("OP_CALL result type") for _ in outs)
@@ -290,7 +108,7 @@ def _op_call(r: _In) -> Instr:
     return OpCall(outs, op, tuple(ins), tuple(attrs), types)
 
 
-def _bool(r: _In, what: str) -> bool:
+def _bool(r: Input, what: str) -> bool:
     at = r.pos
     value = r.u8(what)
     if value > 1:
@@ -298,7 +116,7 @@ def _bool(r: _In, what: str) -> bool:
     return bool(value)
 
 
-def _attr(r: _In) -> AttrValue:
+def _attr(r: Input) -> AttrValue:
     at = r.pos
     tag = r.u8("attribute tag")
     if tag == F.ATTR_INT:
@@ -318,13 +136,13 @@ def _attr(r: _In) -> AttrValue:
     return tuple(i for i in items if isinstance(i, (int, str)))
 
 
-def _resize(r: _In) -> Instr:
+def _resize(r: Input) -> Instr:
     out = r.reg("TENSOR_RESIZE result")
     src = r.reg("TENSOR_RESIZE operand")
     return TensorResize(out, src, r.spec("TENSOR_RESIZE spec"), r.opt_type("TENSOR_RESIZE"))
 
 
-def _branch(r: _In) -> Instr:
+def _branch(r: Input) -> Instr:
     at = r.pos
     tag = r.u8("BRANCH_IF condition")
     cond: Reg | ShapeCmp
@@ -340,7 +158,7 @@ def _branch(r: _In) -> Instr:
     return BranchIf(cond, r.name("label"), r.name("label"))
 
 
-def _phi(r: _In) -> Instr:
+def _phi(r: Input) -> Instr:
     out = r.reg("TENSOR_PHI result")
     n = r.count("TENSOR_PHI incoming values", 9)
     incoming = tuple((r.name("label"), r.reg("TENSOR_PHI operand")) for _ in range(n))
@@ -366,7 +184,7 @@ _INSTR: dict[Opcode, InstrReader] = {
 }
 
 
-def _instr(r: _In) -> Instr:
+def _instr(r: Input) -> Instr:
     at = r.pos
     code = r.u8("opcode")
     if code not in Opcode._value2member_map_:
@@ -381,10 +199,10 @@ def _with_loc(instr: Instr, loc: str) -> Instr:
     return dataclasses.replace(instr, loc=loc)
 
 
-def _function(r: _In, offsets: list[int]) -> Function:
+def _function(r: Input, offsets: list[int]) -> Function:
     name = r.name("function name")
     n = r.count("constraints", 4)
-    constraints = tuple(r.text("constraint", _CONSTRAINT_TEXT) for _ in range(n))
+    constraints = tuple(r.text("constraint", CONSTRAINT_TEXT) for _ in range(n))
     dim_args = tuple(r.name("dimension argument") for _ in range(r.count("dim_args", 4)))
     params = []
     for _ in range(r.count("parameters", 10)):
@@ -525,7 +343,7 @@ def _check_metadata(buf: memoryview, found: dict[bytes, tuple[int, int]]) -> Non
 
 
 def _strings(buf: memoryview, start: int, length: int) -> list[str]:
-    r = _In(buf, start, start + length, [])
+    r = Input(buf, start, start + length, [])
     out: list[str] = []
     for _ in range(r.count("strings", 4)):
         at = r.pos
@@ -543,7 +361,7 @@ def _strings(buf: memoryview, start: int, length: int) -> list[str]:
 def _constants(
     buf: memoryview, where: tuple[int, int], data: tuple[int, int], strings: list[str]
 ) -> tuple[list[Constant], list[int]]:
-    r = _In(buf, where[0], where[0] + where[1], strings)
+    r = Input(buf, where[0], where[0] + where[1], strings)
     data_start, data_len = data
     out: list[Constant] = []
     offsets: list[int] = []
@@ -579,7 +397,7 @@ def _read_v1(buf: memoryview, count: int, check_data: bool) -> Decoded:
     strings = _strings(buf, *sections[F.STRS])
     constants, const_offsets = _constants(buf, sections[F.CNST], sections[F.DATA], strings)
     start, length = sections[F.FUNC]
-    r = _In(buf, start, start + length, strings)
+    r = Input(buf, start, start + length, strings)
     functions = []
     offsets: list[tuple[int, ...]] = []
     for _ in range(r.count("functions", 30)):

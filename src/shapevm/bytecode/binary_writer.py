@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from shapevm.bytecode import binary_format as F
+from shapevm.bytecode.isa import Reg, RegKind
 from shapevm.bytecode.program import (
     BindInputs,
     BranchIf,
@@ -31,7 +32,6 @@ from shapevm.bytecode.program import (
     TensorResize,
     TensorType,
 )
-from shapevm.bytecode.registers import Reg, RegKind
 from shapevm.bytecode.shape_expr import ShapeBin, ShapeCmp, ShapeExpr
 from shapevm.ops import AttrValue, Dynamic
 

@@ -7,12 +7,12 @@ is an error that names the constraint that would make it provable.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shapevm.bytecode.cfg import CFG
+from shapevm.bytecode.errors import Reporter, describe
+from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.program import (
     BindInputs,
     BranchIf,
@@ -32,9 +32,8 @@ from shapevm.bytecode.program import (
     TensorType,
     format_scalar,
 )
-from shapevm.bytecode.registers import Reg
-from shapevm.bytecode.report import Reporter
-from shapevm.bytecode.shape_expr import evaluate_shape_expr, shape_expr_regs
+from shapevm.bytecode.shape_expr import Verdict, decide, evaluate_shape_expr, shape_expr_regs
+from shapevm.bytecode.verify_flow import CFG
 from shapevm.ops import (
     DYNAMIC,
     AttrKind,
@@ -47,7 +46,7 @@ from shapevm.ops import (
     get_op,
     suggest_op,
 )
-from shapevm.shapes import DimExpr, InconclusiveDimensionOperation, SymbolicScope, symbolic_shape
+from shapevm.shapes import DimExpr, SymbolicScope, symbolic_shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,47 +58,6 @@ class VType:
 
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
-
-
-class Verdict(enum.Enum):
-    HOLDS = "holds"
-    FAILS = "fails"  # provably false for some valuation allowed by the constraints
-    UNKNOWN = "unknown"  # the engine cannot decide it under the constraints
-    DEFERRED = "deferred"  # involves a dynamic dimension: checked at run time
-
-
-def _try(test: Callable[[], bool]) -> bool | None:
-    try:
-        return bool(test())
-    except InconclusiveDimensionOperation:
-        return None
-
-
-def decide(lhs: SymDim, rel: str, rhs: SymDim) -> Verdict:
-    """Decide ``lhs rel rhs`` for every valuation the scope's constraints allow."""
-    if isinstance(lhs, Dynamic) or isinstance(rhs, Dynamic):
-        return Verdict.DEFERRED
-    a: Any = lhs
-    b: Any = rhs
-    if rel == "==":
-        if a == b:
-            return Verdict.HOLDS
-        diff = a - b
-        if isinstance(diff, int):
-            return Verdict.FAILS
-        if _try(lambda: diff >= 1) or _try(lambda: diff <= -1):
-            return Verdict.FAILS
-        return Verdict.UNKNOWN
-    tests: dict[str, Callable[[], bool]] = {
-        ">=": lambda: a >= b,
-        "<=": lambda: a <= b,
-        ">": lambda: a > b,
-        "<": lambda: a < b,
-    }
-    result = _try(tests[rel])
-    if result is None:
-        return Verdict.UNKNOWN
-    return Verdict.HOLDS if result else Verdict.FAILS
 
 
 class BadDim(Exception):
@@ -256,7 +214,7 @@ class Inference:
 
     def set_type(self, index: int, reg: Reg, computed: VType, declared: TensorType | None) -> None:
         decl = self._declared(index, declared)
-        source = describe_source(self.rep.instrs[index])
+        source = describe(self.rep.instrs[index])
         if decl is not None:
             self.match(index, reg, computed, decl, source)
             self.types[reg] = decl
@@ -567,12 +525,6 @@ class Inference:
                 found=f"{reg}: {typ}",
                 fix=fix,
             )
-
-
-def describe_source(instr: Instr) -> str:
-    if isinstance(instr, OpCall):
-        return f"OP_CALL {instr.op}"
-    return instr.opcode.name
 
 
 def _product(dims: Sequence[SymDim]) -> SymDim:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shapevm.bytecode.errors import BytecodeSyntaxError
-from shapevm.bytecode.opcodes import Opcode
+from shapevm.bytecode.isa import Opcode, Reg
 from shapevm.bytecode.program import (
     DEVICE,
     NAME,
@@ -46,7 +46,6 @@ from shapevm.bytecode.program import (
     TensorResize,
     TensorType,
 )
-from shapevm.bytecode.registers import Reg
 from shapevm.bytecode.shape_expr import ShapeExprSyntaxError, parse_shape_cmp, parse_shape_expr
 from shapevm.ops import DYNAMIC, AttrValue, DType
 from shapevm.shapes import SymbolicScope, symbolic_shape

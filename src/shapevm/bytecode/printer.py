@@ -23,6 +23,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.program import (
     BindInputs,
     BranchIf,
@@ -44,7 +45,6 @@ from shapevm.bytecode.program import (
     TensorResize,
     TensorType,
 )
-from shapevm.bytecode.registers import Reg
 from shapevm.bytecode.shape_expr import evaluate_shape_expr, format_shape_expr
 from shapevm.ops import DYNAMIC, Dynamic
 from shapevm.shapes import SymbolicScope, symbolic_shape

@@ -25,8 +25,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 
-from shapevm.bytecode.opcodes import Opcode
-from shapevm.bytecode.registers import Reg
+from shapevm.bytecode.isa import Opcode, Reg
 from shapevm.bytecode.shape_expr import ShapeCmp, ShapeExpr, shape_expr_regs
 from shapevm.ops import AttrValue, DType, Dynamic, format_attr, format_float
 from shapevm.shapes import SymbolicScope

@@ -1,4 +1,5 @@
-"""Shape-register arithmetic: the expressions of ``SHAPE_COMPUTE`` and ``BRANCH_IF``.
+"""Shape arithmetic: the expressions of ``SHAPE_COMPUTE`` and ``BRANCH_IF``, and `decide`,
+which settles a relation between symbolic dimensions under a scope's constraints.
 
 An expression is an ``int``, a shape register, or `ShapeBin` of two expressions with one of
 ``+ - * // %``. It is evaluated on concrete values at run time and on symbolic dimensions by
@@ -13,13 +14,16 @@ the verifier (the register values then are ``DimExpr``), so one tree serves both
 
 from __future__ import annotations
 
+import enum
 import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
-from shapevm.bytecode.registers import Reg
+from shapevm.bytecode.isa import Reg
+from shapevm.ops import Dynamic, SymDim
+from shapevm.shapes import InconclusiveDimensionOperation
 
 BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add,
@@ -205,3 +209,47 @@ def parse_shape_cmp(text: str) -> ShapeCmp:
     rhs = parser.expr()
     parser.end()
     return ShapeCmp(op, lhs, rhs)
+
+
+# deciding relations between symbolic dimensions -------------------------------------------
+
+
+class Verdict(enum.Enum):
+    HOLDS = "holds"
+    FAILS = "fails"  # provably false for some valuation allowed by the constraints
+    UNKNOWN = "unknown"  # the engine cannot decide it under the constraints
+    DEFERRED = "deferred"  # involves a dynamic dimension: checked at run time
+
+
+def _try(test: Callable[[], bool]) -> bool | None:
+    try:
+        return bool(test())
+    except InconclusiveDimensionOperation:
+        return None
+
+
+def decide(lhs: SymDim, rel: str, rhs: SymDim) -> Verdict:
+    """Decide ``lhs rel rhs`` for every valuation the scope's constraints allow."""
+    if isinstance(lhs, Dynamic) or isinstance(rhs, Dynamic):
+        return Verdict.DEFERRED
+    a: Any = lhs
+    b: Any = rhs
+    if rel == "==":
+        if a == b:
+            return Verdict.HOLDS
+        diff = a - b
+        if isinstance(diff, int):
+            return Verdict.FAILS
+        if _try(lambda: diff >= 1) or _try(lambda: diff <= -1):
+            return Verdict.FAILS
+        return Verdict.UNKNOWN
+    tests: dict[str, Callable[[], bool]] = {
+        ">=": lambda: a >= b,
+        "<=": lambda: a <= b,
+        ">": lambda: a > b,
+        "<": lambda: a < b,
+    }
+    result = _try(tests[rel])
+    if result is None:
+        return Verdict.UNKNOWN
+    return Verdict.HOLDS if result else Verdict.FAILS

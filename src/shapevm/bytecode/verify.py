@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from shapevm.bytecode.cfg import CFG, build_cfg
-from shapevm.bytecode.errors import Diagnostic, VerifyError
+from shapevm.bytecode.errors import Diagnostic, Reporter, VerifyError, describe
 from shapevm.bytecode.infer import BadDim, Inference, VType
+from shapevm.bytecode.isa import Reg, RegKind
 from shapevm.bytecode.program import (
     NAME,
     BindInputs,
@@ -35,10 +35,14 @@ from shapevm.bytecode.program import (
     TensorPhi,
     TensorResize,
 )
-from shapevm.bytecode.registers import Reg, RegKind
-from shapevm.bytecode.report import Reporter, describe
 from shapevm.bytecode.shape_expr import shape_expr_regs
-from shapevm.bytecode.verify_flow import check_allocations, check_cycles, check_def_use
+from shapevm.bytecode.verify_flow import (
+    CFG,
+    build_cfg,
+    check_allocations,
+    check_cycles,
+    check_def_use,
+)
 from shapevm.shapes import DimExpr, SymbolicScope
 
 

@@ -40,7 +40,7 @@ from shapevm.bytecode.program import (
     TensorPhi,
     TensorResize,
 )
-from shapevm.bytecode.registers import Reg
+from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.shape_expr import evaluate_shape_expr, format_shape_expr
 from shapevm.bytecode.verify import infer_types
 from shapevm.ops import Dynamic, get_op
