@@ -25,12 +25,13 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Union
 
 from shapevm.shapes.errors import UnsatisfiableConstraintsError
-from shapevm.shapes.expr import Atom, DimExpr, DimSize, Mono, poly_add, poly_mul
+from shapevm.shapes.expr import Atom, DimExpr, DimSize, Mono, _mono_div, mono_mul, poly_add, poly_mul
 
 if TYPE_CHECKING:
     from shapevm.shapes.scope import SymbolicScope
 
 Num = Union[int, Fraction, float]
+Goal = Callable[[Num, Num], bool]
 Interval = tuple[Num, Num]
 QPoly = dict[Mono, Num]
 INF = math.inf
@@ -80,10 +81,15 @@ class Engine:
         self.cache: dict[DimExpr, tuple[Num, Num]] = {}
         self.range_cache: dict[Atom, Interval] = {}
         self.lin_cache: dict[DimExpr, QPoly] = {}
+        self.kept_cache: dict[DimExpr, QPoly] = {}
         self.sym_cache: dict[Atom, tuple[list[QPoly], list[QPoly]]] = {}
+        self.active: set[DimExpr] = set()
+        self.multiple_of: dict[Atom, int] = {}
+        self.fallbacks = 0
 
     # -- public ----------------------------------------------------------------------------
-    def bounds(self, e: DimSize) -> tuple[Num, Num]:
+    def bounds(self, e: DimSize, goal: Goal | None = None) -> tuple[Num, Num]:
+        """Sound bounds of ``e``; with ``goal``, stop as soon as ``goal(lo, hi)`` holds."""
         if isinstance(e, int):
             return e, e
         cached = self.cache.get(e)
@@ -92,38 +98,67 @@ class Engine:
         if not self.prepared:
             self.prepare()
         p = self.lin(e)
-        lo, hi = self.poly_bounds(p, _SUBST_DEPTH)
-        if not self.propagating and self.ineqs and (lo == -INF or hi == INF or len(p) > 1):
-            lo, hi = self.with_constraints(p, lo, hi, _CONSTRAINT_DEPTH, ())
+        if e in self.active:
+            # Re-entered (a constraint mentions a factor of e whose range needs e): answer
+            # with intervals alone, and cache nothing that depended on this weaker answer.
+            self.fallbacks += 1
+            return self.interval(p, self.atom_range)
+        fallbacks = self.fallbacks
+        self.active.add(e)
+        try:
+            lo, hi = self.search(e, p, goal)
+        finally:
+            self.active.discard(e)
         lo = lo if lo == -INF else math.ceil(lo)
         hi = hi if hi == INF else math.floor(hi)
         if lo > hi:
             raise self.scope.unsatisfiable(f"'{e}' would have to lie in [{lo}, {hi}]")
-        if not self.propagating:
+        complete = goal is None or not goal(lo, hi)
+        if not self.propagating and fallbacks == self.fallbacks and complete:
             self.cache[e] = (lo, hi)
         return lo, hi
 
+    def search(self, e: DimExpr, p: QPoly, goal: Goal | None) -> Interval:
+        lo, hi = self.poly_bounds(p, _SUBST_DEPTH)
+        if goal is not None and goal(lo, hi):
+            return lo, hi
+        kept = self.lin(e, keep=True)
+        if kept is not p and kept != p:  # max/min as factors of their own, with their ranges
+            kl, kh = self.poly_bounds(kept, _SUBST_DEPTH)
+            lo, hi = max(lo, kl), min(hi, kh)
+            if goal is not None and goal(lo, hi):
+                return lo, hi
+        if not self.propagating and self.ineqs and (lo == -INF or hi == INF or len(p) > 1):
+            lo, hi = self.with_constraints(p, lo, hi, _CONSTRAINT_DEPTH, (), goal)
+        return lo, hi
+
     # -- decision form ---------------------------------------------------------------------
-    def lin(self, x: DimSize) -> QPoly:
-        """``x`` as a polynomial over variables, floordiv, mod and relu factors."""
+    def lin(self, x: DimSize, keep: bool = False) -> QPoly:
+        """``x`` as a polynomial over variables, floordiv, mod and relu factors.
+
+        With ``keep``, max and min stay factors (with their own ranges) instead.
+        """
         if isinstance(x, int):
             return {(): x} if x else {}
-        cached = self.lin_cache.get(x)
+        cache = self.kept_cache if keep else self.lin_cache
+        cached = cache.get(x)
         if cached is not None:
             return cached
         out: QPoly = {}
         for mono, coeff in x._terms:
             term: QPoly = {(): coeff}
             for atom, exp in mono:
-                factor = self.lin_atom(atom)
+                factor = self.lin_atom(atom, keep)
                 for _ in range(exp):
                     term = poly_mul(term, factor)  # type: ignore[arg-type]
             out = poly_add(out, term)  # type: ignore[arg-type]
-        self.lin_cache[x] = out
+        if not keep and out == self.lin(x, keep=True):
+            out = self.kept_cache[x]
+        cache[x] = out
         return out
 
-    def lin_atom(self, atom: Atom) -> QPoly:
-        if atom.op in ("var", "floordiv", "mod", "relu"):
+    def lin_atom(self, atom: Atom, keep: bool = False) -> QPoly:
+        if atom.op in ("var", "floordiv", "mod", "relu") or keep:
             return {((atom, 1),): 1}
         x, y = atom.args
         if atom.op == "max":  # max(x, y) = x + relu(y - x)
@@ -143,11 +178,21 @@ class Engine:
         cached = self.range_cache.get(atom)
         if cached is not None:
             return cached
+        fallbacks = self.fallbacks
         if atom.op == "var":
             lo, hi = 1, INF
+            step = self.multiple_of.get(atom)
+            if step is not None:  # mod(v, step) == 0
+                extra = self.prop.get(atom, [lo, hi])
+                lo = -(-max(lo, extra[0]) // step) * step
+                hi = hi if extra[1] == INF else extra[1] // step * step
         elif atom.op == "relu":
             zl, zh = self.bounds(atom.args[0])
             lo, hi = max(zl, 0), max(zh, 0)
+        elif atom.op in ("max", "min"):
+            (xl, xh), (yl, yh) = self.bounds(atom.args[0]), self.bounds(atom.args[1])
+            pick = max if atom.op == "max" else min
+            lo, hi = pick(xl, yl), pick(xh, yh)
         else:
             xr = self.bounds(atom.args[0])
             yr = self.bounds(atom.args[1])
@@ -155,7 +200,7 @@ class Engine:
         extra = self.prop.get(atom)
         if extra is not None:
             lo, hi = max(lo, extra[0]), min(hi, extra[1])
-        if not self.propagating:
+        if not self.propagating and fallbacks == self.fallbacks:
             self.range_cache[atom] = (lo, hi)
         return lo, hi
 
@@ -164,10 +209,13 @@ class Engine:
         cached = self.sym_cache.get(atom)
         if cached is not None:
             return cached
+        fallbacks = self.fallbacks
         lowers: list[QPoly] = []
         uppers: list[QPoly] = []
         if atom.op == "relu":
             lowers.append(self.lin(atom.args[0]))
+        elif atom.op in ("max", "min"):
+            (lowers if atom.op == "max" else uppers).extend(self.lin(a) for a in atom.args)
         elif atom.op in ("floordiv", "mod"):
             x, y = atom.args
             xl = self.bounds(x)[0]
@@ -188,7 +236,7 @@ class Engine:
             elif atom.op == "mod" and yh <= -1 and not isinstance(y, int):
                 lowers.append(poly_add(self.lin(y), {(): 1}))  # type: ignore[arg-type]
         result = (lowers, uppers)
-        if not self.propagating:
+        if not self.propagating and fallbacks == self.fallbacks:
             self.sym_cache[atom] = result
         return result
 
@@ -266,39 +314,58 @@ class Engine:
             return min(ends + inner), max(ends)
         return min(ends), max(ends + inner)
 
-    def substituted(self, p: QPoly, lo: Num, hi: Num, depth: int) -> Interval:
+    def targets(self, p: QPoly) -> list[tuple[Mono, list[QPoly], list[QPoly]]]:
+        """Monomials of ``p`` with symbolic bounds: factors, and ``y*floordiv(x, y)``."""
+        out = []
         atoms = {a for m in p for a, _ in m if a.op != "var"}
         for atom in sorted(atoms, key=lambda a: a.key):
-            if any(a is atom and e > 1 for m in p for a, e in m):
-                continue
             lowers, uppers = self.sym_bounds(atom)
-            if not lowers and not uppers:
-                continue
+            if lowers or uppers:
+                out.append((((atom, 1),), lowers, uppers))
+            y = atom.args[1] if atom.op == "floordiv" else None
+            if isinstance(y, DimExpr) and len(y._terms) == 1 and y._terms[0][1] == 1:
+                if self.bounds(y)[0] >= 1:  # x - y + 1 <= y*floordiv(x, y) <= x
+                    x = self.lin(atom.args[0])
+                    below = poly_add(x, poly_add(self.lin(y), {(): -1}), -1)  # type: ignore[arg-type]
+                    out.append((mono_mul(y._terms[0][0], ((atom, 1),)), [below], [x]))
+        return out
+
+    def substituted(self, p: QPoly, lo: Num, hi: Num, depth: int) -> Interval:
+        for target, lowers, uppers in self.targets(p):
             q: QPoly = {}
             r: QPoly = {}
             for mono, coeff in p.items():
-                idx = next((i for i, (a, _) in enumerate(mono) if a == atom), -1)
-                if idx < 0:
+                rest = _mono_div(mono, target)
+                if rest is None:
                     r[mono] = coeff
+                elif _mono_div(rest, target) is not None:
+                    break  # not linear in the target
                 else:
-                    q[mono[:idx] + mono[idx + 1 :]] = coeff
-            ql, qh = self.poly_bounds(q, depth - 1) if len(q) > 1 or () not in q else (q[()],) * 2
-            if ql >= 0:
-                below, above = lowers, uppers
-            elif qh <= 0:
-                below, above = uppers, lowers
+                    q[rest] = coeff
             else:
-                continue
-            for bound in below:
-                cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
-                lo = max(lo, self.poly_bounds(cand, depth - 1)[0])  # type: ignore[arg-type]
-            for bound in above:
-                cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
-                hi = min(hi, self.poly_bounds(cand, depth - 1)[1])  # type: ignore[arg-type]
+                ql, qh = self.poly_bounds(q, depth - 1) if list(q) != [()] else (q[()],) * 2
+                if ql >= 0:
+                    below, above = lowers, uppers
+                elif qh <= 0:
+                    below, above = uppers, lowers
+                else:
+                    continue
+                for bound in below:
+                    cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
+                    lo = max(lo, self.poly_bounds(cand, depth - 1)[0])  # type: ignore[arg-type]
+                for bound in above:
+                    cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
+                    hi = min(hi, self.poly_bounds(cand, depth - 1)[1])  # type: ignore[arg-type]
         return lo, hi
 
     def with_constraints(
-        self, p: QPoly, lo: Num, hi: Num, depth: int, used: tuple[int, ...]
+        self,
+        p: QPoly,
+        lo: Num,
+        hi: Num,
+        depth: int,
+        used: tuple[int, ...],
+        goal: Goal | None = None,
     ) -> Interval:
         """Tighten bounds of ``p`` with ``p = p' + k*G`` for constraints ``G >= 0``."""
         for i, g in enumerate(self.ineqs):
@@ -309,6 +376,8 @@ class Engine:
                 if not mono or pc is None:
                     continue
                 k = Fraction(pc) / Fraction(gc) if not isinstance(pc, float) else pc / gc
+                if isinstance(k, Fraction) and k.denominator == 1:
+                    k = k.numerator
                 rest: QPoly = poly_add(p, {m: -_mul(k, c) for m, c in g.items()})  # type: ignore[arg-type, assignment]
                 rl, rh = self.poly_bounds(rest, _SUBST_DEPTH)
                 if depth > 1 and rest and (rl == -INF or rh == INF):
@@ -317,6 +386,8 @@ class Engine:
                     lo = max(lo, rl)
                 else:  # p = rest - |k|*G <= rest
                     hi = min(hi, rh)
+                if goal is not None and goal(lo, hi):
+                    return lo, hi
         return lo, hi
 
     # -- constraints -----------------------------------------------------------------------
@@ -332,6 +403,15 @@ class Engine:
                     if const < 0:
                         raise self.scope.unsatisfiable(f"a constraint reduces to {const} >= 0")
             self.ineqs = [g for g in ineqs if any(g)]
+            for mono, rhs in self.scope._rules:
+                atom = mono[0][0]
+                x, y = atom.args if atom.op == "mod" else (None, None)
+                if len(mono) == 1 and not rhs and isinstance(y, int) and y > 0:
+                    if isinstance(x, DimExpr) and len(x._terms) == 1 and x._terms[0][1] == 1:
+                        (var, exp), *more = x._terms[0][0]
+                        if var.op == "var" and exp == 1 and not more:
+                            old = self.multiple_of.get(var, 1)
+                            self.multiple_of[var] = old * y // math.gcd(old, y)
             self.propagate()
             self.check_pairs()
         finally:
@@ -354,11 +434,17 @@ class Engine:
                         continue  # no bound, or bounds creeping without end in a cycle
                     cur = self.prop.setdefault(atom, list(self.atom_range(atom)))
                     if c > 0:
-                        new_lo = math.ceil(Fraction(-rest_hi) / c)
+                        new_lo = -(rest_hi // c) if isinstance(rest_hi, int) else math.ceil(
+                            Fraction(-rest_hi) / c
+                        )
                         if new_lo > cur[0]:
                             cur[0], changed = new_lo, True
                     else:
-                        new_hi = math.floor(Fraction(rest_hi) / -c)
+                        new_hi = (
+                            rest_hi // -c
+                            if isinstance(rest_hi, int) and isinstance(c, int)
+                            else math.floor(Fraction(rest_hi) / -c)
+                        )
                         if new_hi < cur[1]:
                             cur[1], changed = new_hi, True
                     if cur[0] > cur[1]:

@@ -85,7 +85,7 @@ def _key_of(x: DimSize) -> tuple[Any, ...]:
 
 
 def _mono_key(m: Mono) -> tuple[Any, ...]:
-    return tuple((a.key, e) for a, e in m)
+    return tuple((a.key, -e) for a, e in m)
 
 
 def _term_order(item: tuple[Mono, int]) -> tuple[Any, ...]:
@@ -449,11 +449,13 @@ def floordiv(x: DimSize, y: DimSize) -> DimSize:
     if isinstance(x, int) and isinstance(y, int):
         return x // y
     scope = scope_of(x, y)
+    if isinstance(y, int) and y < 0:  # floor(x / -c) == floor(-x / c)
+        return floordiv(mul(x, -1), -y)
     if isinstance(y, int):
         quot: Poly = {}
         rem: Poly = {}
         for m, c in as_poly(x).items():
-            q, r = divmod(c, y)
+            q, r = _trunc_divmod(c, y)
             if q:
                 quot[m] = q
             if r:
@@ -474,14 +476,27 @@ def mod(x: DimSize, y: DimSize) -> DimSize:
     if isinstance(x, int) and isinstance(y, int):
         return x % y
     scope = scope_of(x, y)
+    if isinstance(y, int) and y < 0:  # x mod -c == -((-x) mod c)
+        return mul(mod(mul(x, -1), -y), -1)
     if isinstance(y, int):
-        rem = {m: c % y for m, c in as_poly(x).items() if c % y}
+        rem = {m: r for m, c in as_poly(x).items() if (r := _trunc_divmod(c, y)[1])}
         if not rem or list(rem) == [()]:
             return rem.get((), 0) % y
         return make({((Atom("mod", (make(rem, scope), y)), 1),): 1}, scope)
     if _exact_division(as_poly(x), as_poly(y)) is not None:
         return 0
     return make({((Atom("mod", (x, y)), 1),): 1}, scope)
+
+
+def _trunc_divmod(c: int, y: int) -> tuple[int, int]:
+    """Quotient rounded toward zero, so the remainder keeps the sign of ``c`` (``y > 0``).
+
+    Splitting ``floordiv(sum c_i m_i, y)`` into ``sum q_i m_i + floordiv(sum r_i m_i, y)``
+    is exact for any integers ``q_i``; rounding toward zero keeps ``floordiv(-b, 3)`` whole
+    (with its sign known) instead of ``-b + floordiv(2*b, 3)``.
+    """
+    q = -((-c) // y) if c < 0 else c // y
+    return q, c - q * y
 
 
 def _exact_division(p: Poly, d: Poly) -> Poly | None:
@@ -548,7 +563,13 @@ def _collect_vars(x: DimSize, out: set[str]) -> None:
                     _collect_vars(a, out)
 
 
-_COMPARE_NEGATION = {">=": "<", ">": "<=", "<=": ">", "<": ">="}
+# When the bounds (lo, hi) of ``x - other`` already decide each comparison.
+_GOALS: dict[str, Callable[[Any, Any], bool]] = {
+    ">=": lambda lo, hi: lo >= 0 or hi < 0,
+    ">": lambda lo, hi: lo > 0 or hi <= 0,
+    "<=": lambda lo, hi: hi <= 0 or lo > 0,
+    "<": lambda lo, hi: hi < 0 or lo >= 0,
+}
 
 
 def compare(x: DimExpr, other: Any, op: str) -> bool:
@@ -562,7 +583,7 @@ def compare(x: DimExpr, other: Any, op: str) -> bool:
     if isinstance(diff, int):
         lo = hi = diff
     else:
-        lo, hi = x._scope.bounds(diff)
+        lo, hi = x._scope._engine.bounds(diff, _GOALS[op])
     if op == ">=":
         verdict = True if lo >= 0 else False if hi < 0 else None
     elif op == ">":
@@ -583,6 +604,8 @@ def compare(x: DimExpr, other: Any, op: str) -> bool:
 def _atom_str(a: Atom) -> str:
     if a.op == "var":
         return str(a.args[0])
+    if a.op == "relu":  # internal to the bounds engine
+        return f"max({a.args[0]}, 0)"
     return f"{a.op}({a.args[0]}, {a.args[1]})"
 
 

@@ -108,6 +108,7 @@ class SymbolicScope:
             if len(mono) == 1 and mono[0][0].op == "var":
                 ineqs.append(E.sub(E.make(rhs_poly, self), 1))  # the variable is >= 1
         self._ineq_exprs = sorted(ineqs, key=E._key_of)
+        self._engine = Engine(self)  # forget what was learnt without the constraints
         for g in self._ineq_exprs:
             if isinstance(g, int) and g < 0:
                 raise self.unsatisfiable(f"a constraint reduces to {g} >= 0")
@@ -203,9 +204,15 @@ def _is_monomial(x: E.DimSize) -> bool:
 
 
 def _mentions(rhs: E.DimSize, lhs: E.DimExpr) -> bool:
-    """Whether a term of ``rhs`` contains the monomial ``lhs`` (no rewrite rule then)."""
+    """Whether ``rhs`` contains the monomial ``lhs`` anywhere (no rewrite rule then)."""
     lhs_mono = lhs._terms[0][0]
-    return any(E._mono_div(m, lhs_mono) is not None for m in E.as_poly(rhs))
+    for mono in E.as_poly(rhs):
+        if E._mono_div(mono, lhs_mono) is not None:
+            return True
+        for atom, _ in mono:
+            if atom.op != "var" and any(_mentions(arg, lhs) for arg in atom.args):
+                return True
+    return False
 
 
 def _free(x: E.DimSize) -> frozenset[str]:

@@ -1,0 +1,129 @@
+"""Constraints and scopes, following the guide's examples."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+import shapevm as sv
+from shapevm.shapes import ScopeMixError, SpecSyntaxError, UnsatisfiableConstraintsError
+
+
+def test_guide_explicit_constraints():
+    a, b = sv.symbolic_shape("a, b", constraints=("a >= b", "b >= 16"))
+    assert a >= 16 and a >= b and b >= 16
+    assert sv.bounds(b) == (16, math.inf)
+
+
+def test_variable_constant_constraints_combine():
+    a, b = sv.symbolic_shape("a, b", constraints=["a >= 16", "b >= 8"])
+    assert a + 2 * b >= 32
+
+
+def test_chained_linear_constraints_are_stronger_than_jax():
+    # JAX: from a >= b + 8 it infers a - b >= 8 but not a >= 9
+    a, b = sv.symbolic_shape("a, b", constraints=["a >= b + 8"])
+    assert a - b >= 8
+    assert a >= 9
+    scope = sv.SymbolicScope(["a >= b + 2", "b >= c + 3"])
+    a, c = sv.symbolic_shape("a, c", scope=scope)
+    assert a >= c + 5
+
+
+def test_mod_constraint_from_guide():
+    (b,) = sv.symbolic_shape("b", constraints=["b >= mod(b, 3)"])
+    assert b >= b % 3
+
+
+def test_upper_bounds_and_equalities():
+    a, b = sv.symbolic_shape("a, b", constraints=["a <= 10", "b == 2*a"])
+    assert sv.bounds(a) == (1, 10)
+    assert str(b) == "2*a"
+    assert sv.bounds(b) == (2, 20)
+
+
+def test_equality_constraint_rewrites_factor():
+    a, b, c = sv.symbolic_shape("a, b, c", constraints=["floordiv(a, b) == c"])
+    assert a // b == c
+    assert (a // b) * 2 + 1 == 2 * c + 1
+
+
+def test_non_monomial_equality_becomes_two_inequalities():
+    a, b = sv.symbolic_shape("a, b", constraints=["a + b == 10"])
+    assert a <= 9 and b <= 9
+
+
+def test_variables_only_in_constraints_are_allowed():
+    (a,) = sv.symbolic_shape("a", constraints=["a <= c", "c <= 12"])
+    assert a <= 12
+
+
+def test_order_of_constraints_does_not_matter():
+    cons = ["a >= b + 2", "b >= c + 3", "c >= 4", "d <= a"]
+    queries = ["a >= 9", "a >= c + 5", "b >= 7", "d <= a + 1", "a - d >= 0"]
+    answers = set()
+    for perm in itertools.permutations(cons):
+        scope = sv.SymbolicScope(list(perm))
+        dims = dict(zip("abcd", sv.symbolic_shape("a, b, c, d", scope=scope)))
+        got = []
+        for q in queries:
+            try:
+                got.append(eval(q, {}, dims))
+            except sv.InconclusiveDimensionOperation:
+                got.append(None)
+        answers.add(tuple(got))
+    assert answers == {(True, True, True, True, True)}
+
+
+@pytest.mark.parametrize(
+    "constraints",
+    [["a >= a + 1"], ["a <= 0"], ["a >= 10", "a <= 5"], ["a >= b + 1", "b >= a + 1"], ["4 == 5"]],
+)
+def test_unsatisfiable_constraints_raise_value_error(constraints):
+    with pytest.raises(UnsatisfiableConstraintsError, match="cannot all be satisfied") as info:
+        (a,) = sv.symbolic_shape("a", constraints=constraints)
+        sv.bounds(a)  # at the latest on the first query
+    assert isinstance(info.value, ValueError)
+
+
+def test_constraint_syntax_errors():
+    with pytest.raises(SpecSyntaxError, match="expected one of '>=', '<=', '=='"):
+        sv.SymbolicScope(["a + 1"])
+    with pytest.raises(TypeError, match="sequence of strings"):
+        sv.SymbolicScope("a >= 1")  # type: ignore[arg-type]
+
+
+def test_mixing_scopes_names_both():
+    (a1,) = sv.symbolic_shape("a")
+    (a2,) = sv.symbolic_shape("a", constraints=["a >= 8"])
+    with pytest.raises(ScopeMixError) as info:
+        _ = a1 + a2
+    msg = str(info.value)
+    assert msg.count("created at test_constraints.py") == 2 and "'a >= 8'" in msg
+    assert isinstance(info.value, ValueError)
+
+
+def test_reusing_scopes():
+    (a,) = sv.symbolic_shape("a", constraints=["a >= 8"])
+    (b,) = sv.symbolic_shape("b", scope=a.scope)
+    assert a + b >= 9
+    scope = sv.SymbolicScope()
+    (c,) = sv.symbolic_shape("c", scope=scope)
+    (d,) = sv.symbolic_shape("d", scope=scope)
+    assert str(c + d) == "c + d"
+
+
+def test_scope_and_constraints_together_is_an_error():
+    with pytest.raises(ValueError, match="not both"):
+        sv.symbolic_shape("a", constraints=["a >= 2"], scope=sv.SymbolicScope())
+
+
+def test_check_reports_violated_constraint():
+    scope = sv.SymbolicScope(["a >= 16", "a <= b"])
+    scope.check({"a": 16, "b": 20})
+    with pytest.raises(sv.ShapeError, match=r"'a >= 16'.*8 >= 16"):
+        scope.check({"a": 8, "b": 20})
+    with pytest.raises(sv.ShapeError, match="no value for dimension variable"):
+        scope.check({"a": 16})

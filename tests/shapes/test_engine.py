@@ -1,0 +1,149 @@
+"""The engine's documented behaviour: arithmetic, canonical printing, equality, comparisons."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import pytest
+
+import shapevm as sv
+
+
+@pytest.fixture
+def ab() -> tuple[sv.DimExpr, sv.DimExpr]:
+    a, b = sv.symbolic_shape("a, b")
+    return a, b  # type: ignore[return-value]
+
+
+def test_constant_results_are_plain_ints(ab):
+    a, b = ab
+    assert (a - a) == 0 and type(a - a) is int
+    assert type((2 * a + 1) // 2 - a) is int
+    assert sv.symbolic_shape("3, 2 + 2") == (3, 4)
+
+
+@pytest.mark.parametrize(
+    ("spec", "printed"),
+    [
+        ("a + b + 2*a", "3*a + b"),
+        ("b*a + a*b", "2*a*b"),
+        ("a^2 + 3*a*b - 7", "a^2 + 3*a*b - 7"),
+        ("a ** 2", "a^2"),
+        ("-a + 4", "-a + 4"),
+        ("(a + 4) // 2", "floordiv(a, 2) + 2"),
+        ("floordiv(2*a + 5, 2)", "a + 2"),
+        ("mod(6*a + 4, 3)", "1"),
+        ("a % 3", "mod(a, 3)"),
+        ("max(b, a)", "max(a, b)"),
+        ("min(a, a + 1)", "a"),
+        ("max(a, 0)", "a"),
+        ("(a*b + a) // (b + 1)", "a"),
+        ("a * b // b", "a"),
+    ],
+)
+def test_canonical_printing(spec, printed):
+    (e,) = sv.symbolic_shape(spec)
+    assert str(e) == printed
+
+
+def test_print_parse_round_trip(ab):
+    a, b = ab
+    for e in [a * b - 3, sv.max_dim(a, b) + a % 3, (a - b) // 4, -a, a**3 - b]:
+        assert sv.symbolic_shape(str(e), scope=a.scope)[0] == e
+
+
+def test_arithmetic_protocol(ab):
+    a, b = ab
+    assert divmod(a, 3) == (a // 3, a % 3)
+    assert 3 + a == a + 3 and 3 - a == -(a - 3) and 2 * a == a * 2
+    assert (a + 2).evaluate({"a": 5}) == 7
+    assert (a * b % 5).evaluate({"a": 3, "b": 4}) == 2
+    assert operator.pos(a) is a
+    with pytest.raises(ValueError, match="negative power"):
+        _ = a ** (-1)
+    with pytest.raises(ZeroDivisionError):
+        _ = a // 0
+    with pytest.raises(TypeError):
+        _ = a + "x"  # type: ignore[operator]
+
+
+def test_equality_is_total_and_hashable(ab):
+    a, b = ab
+    assert sv.max_dim(a, b) == sv.max_dim(b, a)
+    assert (a // b) * b + a % b == a
+    assert (a // 3) * 3 + a % 3 == a
+    assert a != b and a != 1 and (a == "a") is False
+    assert b in [a, b] and len({a + 1, 1 + a, b}) == 2
+    assert hash(sv.max_dim(a, b)) == hash(sv.max_dim(b, a))
+
+
+@pytest.mark.parametrize(
+    "claim",
+    ["a*b >= a", "a*a >= a", "a % b <= a", "a // b <= a", "b >= b % 3", "a + 1 > a",
+     "2*a + b >= 3", "a**2 >= 1", "max(a, b) >= b", "min(a, b) <= a", "a // 4 >= 0"],
+)
+def test_stronger_than_jax(claim):
+    a, b = sv.symbolic_shape("a, b")
+    assert eval(claim, {"a": a, "b": b, "max": sv.max_dim, "min": sv.min_dim}) is True
+
+
+def test_max_identity_bounds(ab):
+    a, b = ab
+    assert sv.bounds(sv.max_dim(a, b) - a - sv.max_dim(b - a, 0)) == (0, 0)
+
+
+def test_soundness_where_jax_is_wrong(ab):
+    a, _ = ab
+    e = ((a - 5) // 2) ** 2
+    assert e >= 0
+    with pytest.raises(sv.InconclusiveDimensionOperation):
+        _ = e >= 1  # false at a = 5
+
+
+def test_bounds(ab):
+    a, b = ab
+    assert sv.bounds(a) == (1, math.inf)
+    assert sv.bounds(-a) == (-math.inf, -1)
+    assert sv.bounds(a % 5) == (0, 4)
+    assert sv.bounds(a - b) == (-math.inf, math.inf)
+    assert sv.bounds(7) == (7, 7)
+    assert sv.bounds(a // 2) == (0, math.inf)
+
+
+def test_inconclusive_message_quotes_comparison_and_constraints():
+    a, b = sv.symbolic_shape("a, b", constraints=["a >= 2"])
+    with pytest.raises(sv.InconclusiveDimensionOperation) as info:
+        _ = a >= b
+    msg = str(info.value)
+    assert "Symbolic dimension comparison 'a >= b' is inconclusive" in msg
+    assert "'a >= 2'" in msg
+    assert "every dimension variable >= 1" in msg
+    assert "max_dim" in msg and "constraint" in msg
+
+
+def test_int_of_symbolic_dimension_points_to_asarray(ab):
+    a, _ = ab
+    for conv in (int, operator.index, float):
+        with pytest.raises(sv.InconclusiveDimensionOperation, match="asarray"):
+            conv(a)
+
+
+def test_truth_value(ab):
+    a, b = ab
+    assert bool(a) is True
+    with pytest.raises(sv.InconclusiveDimensionOperation, match="truth value"):
+        bool(a - b)
+
+
+def test_is_symbolic_dim(ab):
+    a, _ = ab
+    assert sv.is_symbolic_dim(a) and not sv.is_symbolic_dim(3)
+
+
+def test_max_min_dim_on_ints_and_dims(ab):
+    a, b = ab
+    assert sv.max_dim(3, 5) == 5 and sv.min_dim(3, 5) == 3
+    assert sv.max_dim(a, 1) == a and sv.min_dim(a, 1) == 1
+    assert str(sv.min_dim(a, b)) == "min(a, b)"
+    assert sv.max_dim(a, b).evaluate({"a": 2, "b": 9}) == 9
