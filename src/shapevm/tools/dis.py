@@ -19,6 +19,7 @@ from shapevm.bytecode import binary_format as F
 from shapevm.bytecode.binary_reader import Decoded, decode, map_file
 from shapevm.bytecode.errors import BytecodeFormatError, BytecodeSyntaxError
 from shapevm.bytecode.infer import BadDim, Inference
+from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.parser import parse_program
 from shapevm.bytecode.printer import format_signature, format_spec
 from shapevm.bytecode.program import (
@@ -40,7 +41,6 @@ from shapevm.bytecode.program import (
     TensorPhi,
     TensorResize,
 )
-from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.shape_expr import evaluate_shape_expr, format_shape_expr
 from shapevm.bytecode.verify import infer_types
 from shapevm.ops import Dynamic, get_op
