@@ -8,6 +8,7 @@ Run: ``python benchmarks/bytecode_bench.py`` (``--quick`` for fewer repetitions)
 from __future__ import annotations
 
 import argparse
+import gc
 import tempfile
 import time
 from collections.abc import Callable
@@ -55,6 +56,9 @@ def interleaved(steps: dict[str, list[Callable[[], Any]]], repeat: int) -> dict[
     for step, fns in steps.items():
         times: list[list[float]] = [[] for _ in fns]
         n = max(2, repeat // 10) if step == "serialize" else repeat
+        for fn in fns:  # warm up caches and lazy imports outside the timing
+            fn()
+        gc.collect()
         for _ in range(n):
             for i, fn in enumerate(fns):
                 start = time.perf_counter()
