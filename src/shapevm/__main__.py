@@ -13,7 +13,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the built-in demonstration")
     demo.set_defaults(handler=_cmd_demo)
     dis = sub.add_parser(
-        "dis", help="disassemble a bytecode file", description="Disassemble a bytecode file."
+        "dis",
+        help="disassemble a bytecode file",
+        description="Disassemble a bytecode file.",
+        epilog="opcodes:\n" + _opcode_legend(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     dis.add_argument("file", help="binary (.svbc) or text bytecode file")
     dis.add_argument("--offsets", action="store_true", help="show byte offsets in the file")
@@ -33,6 +37,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from shapevm.tools.demo import run_demo
 
     return run_demo()
+
+
+def _opcode_legend() -> str:
+    from shapevm.tools.dis import opcode_legend
+
+    return opcode_legend()
 
 
 def _cmd_dis(args: argparse.Namespace) -> int:

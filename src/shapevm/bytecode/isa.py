@@ -47,11 +47,11 @@ class OpcodeInfo:
 OPCODES: dict[Opcode, OpcodeInfo] = {
     Opcode.BIND_INPUTS: OpcodeInfo(
         "s0, s1 = BIND_INPUTS b, h",
-        "solve dimension variables from the argument shapes into shape registers and check "
-        "the signature's constraints",
+        "solve dimension variables from the argument shapes into shape registers; check "
+        "the constraints",
     ),
     Opcode.SHAPE_PROPAGATE: OpcodeInfo(
-        "s0 = SHAPE_PROPAGATE t0, 1", "read dimension 1 of tensor t0 into shape register s0"
+        "s0 = SHAPE_PROPAGATE t0, 1", "read one dimension of a tensor into a shape register"
     ),
     Opcode.SHAPE_COMPUTE: OpcodeInfo(
         "s1 = SHAPE_COMPUTE 2*s0 + 1",
@@ -76,10 +76,11 @@ OPCODES: dict[Opcode, OpcodeInfo] = {
         "t5 = TENSOR_RESIZE t4, [s0, 2, 32]",
         "view a tensor with new dimensions (constants or shape registers), same elements",
     ),
-    Opcode.JUMP: OpcodeInfo("JUMP L2", "continue at label L2"),
+    Opcode.JUMP: OpcodeInfo("JUMP L2", "continue at a label"),
     Opcode.BRANCH_IF: OpcodeInfo(
         "BRANCH_IF s0 > 16, L1, L2",
-        "go to L1 if the shape predicate or scalar tensor is true, else to L2",
+        "go to the first label if the shape predicate or scalar bool tensor is true, else to "
+        "the second",
     ),
     Opcode.TENSOR_PHI: OpcodeInfo(
         "t6: f32[b, dynamic] = TENSOR_PHI (L1, t4), (L2, t5)",

@@ -75,7 +75,7 @@ def _check_function(fn: Function, program: Program, rep: Reporter) -> None:
     _check_kinds(fn, rep)
     created = _check_single_definition(fn, rep)
     try:
-        scope = SymbolicScope(fn.constraints)
+        scope = fn.make_scope()
     except Exception as exc:  # the engine's message names the bad constraint
         rep.signature("signature", f"bad constraint: {exc}", found=", ".join(fn.constraints))
         scope = SymbolicScope(())
@@ -92,13 +92,11 @@ def _check_function(fn: Function, program: Program, rep: Reporter) -> None:
 def infer_types(fn: Function, program: Program) -> Inference:
     """Type every register of ``fn`` as the verifier does, ignoring problems (for tools)."""
     try:
-        scope = SymbolicScope(fn.constraints)
+        scope = fn.make_scope()
     except Exception:
         scope = SymbolicScope(())
-    cfg = build_cfg(fn) if fn.blocks else None
+    cfg = build_cfg(fn)
     created = {i.out: n for n, _, i in fn.instructions() if isinstance(i, TensorCreate)}
-    if cfg is None:
-        return Inference(fn, program, scope, Reporter(fn, program), build_cfg(fn), created)
     inference = Inference(fn, program, scope, Reporter(fn, program), cfg, created)
     _signature_types(fn, inference, Reporter(fn, program))
     unreachable = [b for b in range(len(fn.blocks)) if b not in cfg.reachable]

@@ -19,7 +19,7 @@ from shapevm.bytecode import binary_format as F
 from shapevm.bytecode.binary_reader import Decoded, decode, map_file
 from shapevm.bytecode.errors import BytecodeFormatError, BytecodeSyntaxError
 from shapevm.bytecode.infer import BadDim, Inference
-from shapevm.bytecode.isa import Reg
+from shapevm.bytecode.isa import Opcode, Reg
 from shapevm.bytecode.parser import parse_program
 from shapevm.bytecode.printer import format_signature, format_spec
 from shapevm.bytecode.program import (
@@ -100,6 +100,15 @@ def disassemble(
         out.write(f"\nDimensions of @{fn.name}:\n")
         for line in _dimension_lines(fn, program):
             out.write(line + "\n")
+    used = sorted({i.opcode for fn in program.functions for _, _, i in fn.instructions()})
+    if used:
+        out.write("\nOpcodes:\n")
+        out.write(opcode_legend(used))
+
+
+def opcode_legend(opcodes: Sequence[Opcode] = tuple(Opcode)) -> str:
+    """One line per opcode with its doc line from the instruction-set table."""
+    return "".join(f"  {op.name:<{OPNAME_WIDTH}} {op.info.doc}\n" for op in opcodes)
 
 
 def _function(out: TextIO, fn: Function, program: Program, offsets: Sequence[int] | None) -> None:
