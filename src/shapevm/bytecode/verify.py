@@ -16,6 +16,7 @@ each reported with instruction index, opcode, expected vs found, a fix and a win
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 from shapevm.bytecode.errors import Diagnostic, Reporter, VerifyError, describe
@@ -276,7 +277,8 @@ def _check_dim_vars(
             rep.signature(
                 "solve",
                 f"dimension variable {var!r} cannot be solved from the inputs",
-                expected=f"an input dimension that is {var}, or k*{var} + c",
+                expected=f"an input dimension linear in {var} (such as 2*{var} + 1) or a "
+                f"polynomial increasing in {var}, its other variables solvable",
                 found=f"{var} appears only in " + where,
                 fix=f"pass it explicitly (dim_args {var}) or add an input with dimension {var}",
             )
@@ -295,8 +297,10 @@ def _check_dim_vars(
 
 
 def _solvable(inputs: Sequence[VType | None], known: set[str]) -> set[str]:
-    """Variables the entry binding can solve: repeatedly, from an input dimension that is
-    affine in a single unsolved variable (``b``, ``2*b``, ``2*b + 1`` once others are known).
+    """Variables the entry binding can solve, by the rule of ``solve_dim_vars``: repeatedly,
+    from an input dimension with one unsolved variable in which it is linear (``2*b + 1``)
+    or a polynomial increasing in it (``b^2 + b``), never from inside ``floordiv``, ``mod``,
+    ``max`` or ``min``.
     """
     solved = set(known)
     dims = [d for t in inputs if t is not None for d in t.shape if isinstance(d, DimExpr)]
@@ -305,16 +309,51 @@ def _solvable(inputs: Sequence[VType | None], known: set[str]) -> set[str]:
         changed = False
         for d in dims:
             unknown = d.free_vars() - solved
-            if len(unknown) == 1 and _affine_in(d, next(iter(unknown))):
+            if len(unknown) == 1 and _solvable_from(d, next(iter(unknown))):
                 solved |= unknown
                 changed = True
     return solved
 
 
-def _affine_in(d: DimExpr, var: str) -> bool:
+_CALL = re.compile(r"\b(floordiv|mod|max|min)\(")
+
+
+def _solvable_from(d: DimExpr, var: str) -> bool:
     text = str(d)
-    if any(f in text for f in ("floordiv", "mod", "max", "min")):
+    name = re.compile(rf"(?<![A-Za-z0-9_.]){re.escape(var)}(?![A-Za-z0-9_.])")
+    if any(name.search(call) for call in _calls(text)):
         return False
+    if _affine_in(d, var):
+        return True
+    return all(sign > 0 for sign, term in _terms(text) if name.search(term))
+
+
+def _calls(text: str) -> Iterator[str]:
+    """The text of every ``floordiv(...)``-like call in a canonical dimension."""
+    for m in _CALL.finditer(text):
+        depth, i = 0, m.end() - 1
+        while i < len(text):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        yield text[m.start() : i + 1]
+
+
+def _terms(text: str) -> Iterator[tuple[int, str]]:
+    """(sign, term) of a canonical sum such as ``2*b^2 - b + 3``, splitting outside calls."""
+    depth, start, sign = 0, 0, 1
+    if text.startswith("-"):
+        sign, start = -1, 1
+    for i, c in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth == 0 and text[i : i + 3] in (" + ", " - "):
+            yield sign, text[start:i]
+            sign, start = (1 if text[i + 1] == "+" else -1), i + 3
+    yield sign, text[start:]
+
+
+def _affine_in(d: DimExpr, var: str) -> bool:
     env = {v: 3 for v in d.free_vars()}
     try:
         f = [d.evaluate({**env, var: x}) for x in (1, 2, 3, 7)]
