@@ -359,7 +359,22 @@ CLOSED_GAPS = {
     "divisibility": _gap_divisibility,
 }
 
+def _gap_max_min_constraints() -> None:
+    _same_bounds("a, b", ["a + b >= 3"], lambda a, b, mx, mn: mx(a, b))
+
+
+def _max_min_under_constraints(e: Any, texts: list[str]) -> bool:
+    return bool(texts) and _has_max_min(e, texts)
+
+
 KNOWN_GAPS = [
+    Gap(
+        "max-min-constraints",
+        "the symbolic bounds of max/min (max(x, y) >= (x + y)/2) are not combined with the "
+        "constraints: max(a, b) under a + b >= 3: (1, inf) (JAX (2, inf))",
+        _gap_max_min_constraints,
+        _max_min_under_constraints,
+    ),
     Gap(
         "linear-combination",
         "two linear constraints are not combined to eliminate a variable: b under "

@@ -215,7 +215,9 @@ class Engine:
         if atom.op == "relu":
             lowers.append(self.lin(atom.args[0]))
         elif atom.op in ("max", "min"):
-            (lowers if atom.op == "max" else uppers).extend(self.lin(a) for a in atom.args)
+            x, y = (self.lin(a) for a in atom.args)
+            mean = {m: Fraction(c, 2) for m, c in poly_add(x, y).items()}  # type: ignore[arg-type]
+            (lowers if atom.op == "max" else uppers).extend([x, y, mean])
         elif atom.op in ("floordiv", "mod"):
             x, y = atom.args
             xl = self.bounds(x)[0]
@@ -332,30 +334,26 @@ class Engine:
 
     def substituted(self, p: QPoly, lo: Num, hi: Num, depth: int) -> Interval:
         for target, lowers, uppers in self.targets(p):
-            q: QPoly = {}
-            r: QPoly = {}
-            for mono, coeff in p.items():
-                rest = _mono_div(mono, target)
-                if rest is None:
-                    r[mono] = coeff
-                elif _mono_div(rest, target) is not None:
-                    break  # not linear in the target
-                else:
-                    q[rest] = coeff
-            else:
-                ql, qh = self.poly_bounds(q, depth - 1) if list(q) != [()] else (q[()],) * 2
-                if ql >= 0:
-                    below, above = lowers, uppers
-                elif qh <= 0:
-                    below, above = uppers, lowers
-                else:
-                    continue
-                for bound in below:
-                    cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
-                    lo = max(lo, self.poly_bounds(cand, depth - 1)[0])  # type: ignore[arg-type]
-                for bound in above:
-                    cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
-                    hi = min(hi, self.poly_bounds(cand, depth - 1)[1])  # type: ignore[arg-type]
+            split = _split(p, target)
+            if split is None:
+                continue  # not linear in the target
+            q, r = split
+            ql, qh = self.poly_bounds(q, depth - 1) if list(q) != [()] else (q[()],) * 2
+            below, above = (lowers, uppers) if ql >= 0 else (uppers, lowers) if qh <= 0 else ((), ())
+            for bound in below:
+                cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
+                lo = max(lo, self.poly_bounds(cand, depth - 1)[0])  # type: ignore[arg-type]
+            for bound in above:
+                cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
+                hi = min(hi, self.poly_bounds(cand, depth - 1)[1])  # type: ignore[arg-type]
+            if len(target) == 1 and target[0][0].op in ("max", "min"):
+                # max/min(x, y) is always exactly x or y: p lies in the hull of both cases.
+                cases = [
+                    self.poly_bounds(poly_add(r, poly_mul(q, self.lin(arg))), depth - 1)  # type: ignore[arg-type]
+                    for arg in target[0][0].args
+                ]
+                lo = max(lo, min(c[0] for c in cases))
+                hi = min(hi, max(c[1] for c in cases))
         return lo, hi
 
     def with_constraints(
@@ -463,6 +461,21 @@ class Engine:
                     total = poly_add(g1, {m: _mul(k, c) for m, c in g2.items()})  # type: ignore[arg-type]
                     if list(total) in ([], [()]) and total.get((), 0) < 0:
                         raise self.scope.unsatisfiable("two constraints contradict each other")
+
+
+def _split(p: QPoly, target: Mono) -> tuple[QPoly, QPoly] | None:
+    """``(q, r)`` with ``p == q*target + r`` and ``target`` in no term of ``q`` or ``r``."""
+    q: QPoly = {}
+    r: QPoly = {}
+    for mono, coeff in p.items():
+        rest = _mono_div(mono, target)
+        if rest is None:
+            r[mono] = coeff
+        elif _mono_div(rest, target) is not None:
+            return None
+        else:
+            q[rest] = coeff
+    return q, r
 
 
 def _floordiv_range(x: Interval, y: Interval) -> Interval:
