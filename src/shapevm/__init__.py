@@ -34,3 +34,8 @@ __all__ = [
     "symbolic_args_specs",
     "symbolic_shape",
 ]
+
+# Bytecode (shapevm.bytecode): the errors of loading and of verifying programs.
+from shapevm.bytecode.errors import BytecodeFormatError, VerifyError
+
+__all__ += ["BytecodeFormatError", "VerifyError"]

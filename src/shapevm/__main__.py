@@ -12,6 +12,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the built-in demonstration")
     demo.set_defaults(handler=_cmd_demo)
+    dis = sub.add_parser(
+        "dis",
+        help="disassemble a bytecode file",
+        description="Disassemble a bytecode file.",
+        epilog="opcodes:\n" + _opcode_legend(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    dis.add_argument("file", help="binary (.svbc) or text bytecode file")
+    dis.add_argument("--offsets", action="store_true", help="show byte offsets in the file")
+    dis.set_defaults(handler=_cmd_dis)
+    validate = sub.add_parser(
+        "validate",
+        help="check a bytecode file (exit 0 valid, 1 invalid, 2 corrupt)",
+        description="Load and verify a bytecode file: exit 0 when valid, 1 with the "
+        "verifier's report, 2 when the file is corrupt or unreadable.",
+    )
+    validate.add_argument("file", help="binary (.svbc) or text bytecode file")
+    validate.set_defaults(handler=_cmd_validate)
     return parser
 
 
@@ -19,6 +37,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from shapevm.tools.demo import run_demo
 
     return run_demo()
+
+
+def _opcode_legend() -> str:
+    from shapevm.tools.dis import opcode_legend
+
+    return opcode_legend()
+
+
+def _cmd_dis(args: argparse.Namespace) -> int:
+    from shapevm.tools.dis import run_dis
+
+    return run_dis(args.file, args.offsets)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from shapevm.tools.validate import run_validate
+
+    return run_validate(args.file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

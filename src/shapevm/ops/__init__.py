@@ -1,0 +1,56 @@
+"""The op table: what each op means, for the tracer, verifier, interpreter and JIT alike.
+
+>>> from shapevm.ops import get_op
+>>> info = get_op("matmul")
+>>> info.min_arity, info.doc
+(2, 'matrix product with batch broadcasting (np.matmul)')
+"""
+
+from shapevm.ops import table as _table  # noqa: F401  (registers the rows)
+from shapevm.ops.core import (
+    DYNAMIC,
+    REQUIRED,
+    AttrKind,
+    AttrSpec,
+    AttrValue,
+    Condition,
+    Dynamic,
+    OpFlag,
+    OpInfo,
+    RuleAttr,
+    ShapeResult,
+    ShapeRuleError,
+    SymDim,
+    SymShape,
+    all_ops,
+    format_attr,
+    format_float,
+    get_op,
+    register,
+    suggest_op,
+)
+from shapevm.ops.dtypes import DType
+
+__all__ = [
+    "DYNAMIC",
+    "REQUIRED",
+    "AttrKind",
+    "AttrSpec",
+    "AttrValue",
+    "Condition",
+    "DType",
+    "Dynamic",
+    "OpFlag",
+    "OpInfo",
+    "RuleAttr",
+    "ShapeResult",
+    "ShapeRuleError",
+    "SymDim",
+    "SymShape",
+    "all_ops",
+    "format_attr",
+    "format_float",
+    "get_op",
+    "register",
+    "suggest_op",
+]

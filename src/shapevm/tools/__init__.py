@@ -1,0 +1,1 @@
+"""Command line tools behind ``shapevm`` / ``python -m shapevm``."""
