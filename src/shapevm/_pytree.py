@@ -27,7 +27,7 @@ class TreeDef:
         if self.kind == "none":
             return "None"
         if self.kind == "dict":
-            inner = ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children))
+            inner = ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children, strict=False))
             return "{" + inner + "}"
         inner = ", ".join(str(c) for c in self.children)
         if self.kind == "tuple":
@@ -70,7 +70,7 @@ def _build(td: TreeDef, it: Any) -> Any:
         return None
     kids = [_build(c, it) for c in td.children]
     if td.kind == "dict":
-        return dict(zip(td.keys, kids))
+        return dict(zip(td.keys, kids, strict=False))
     return tuple(kids) if td.kind == "tuple" else kids
 
 
@@ -105,7 +105,7 @@ def _broadcast(prefix: Any, tree: Any, out: list[Any], path: str, what: str) -> 
             f"the arguments there are {_kind(tree)}; the {what} must be a prefix of the "
             "argument tree"
         )
-    for i, (p, t) in enumerate(zip(prefix, tree)):
+    for i, (p, t) in enumerate(zip(prefix, tree, strict=False)):
         _broadcast(p, t, out, f"{path}[{i}]", what)
 
 

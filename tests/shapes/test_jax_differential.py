@@ -359,6 +359,7 @@ CLOSED_GAPS = {
     "divisibility": _gap_divisibility,
 }
 
+
 def _gap_max_min_constraints() -> None:
     _same_bounds("a, b", ["a + b >= 3"], lambda a, b, mx, mn: mx(a, b))
 

@@ -87,7 +87,7 @@ def _constraint() -> st.SearchStrategy[tuple[str, Callable[[dict[str, int]], boo
 def _valuations(checks: list[Callable[[dict[str, int]], bool]]) -> list[dict[str, int]]:
     out = []
     for values in itertools.product(range(1, N + 1), repeat=len(VARS)):
-        env = dict(zip(VARS, values))
+        env = dict(zip(VARS, values, strict=False))
         try:
             if all(c(env) for c in checks):
                 out.append(env)
@@ -108,7 +108,7 @@ class _Unsat(Exception):
 
 
 def _build(gen: Gen, scope: sv.SymbolicScope) -> DimSize | None:
-    dims = dict(zip(VARS, sv.symbolic_shape(", ".join(VARS), scope=scope)))
+    dims = dict(zip(VARS, sv.symbolic_shape(", ".join(VARS), scope=scope), strict=False))
     try:
         return gen[1](dims)
     except ZeroDivisionError:

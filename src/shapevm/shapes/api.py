@@ -162,7 +162,7 @@ def symbolic_args_specs(
     leaves, treedef = _pytree.flatten(args)
     specs = _pytree.broadcast_prefix(shapes_specs, args, "shapes_specs")
     out = []
-    for i, (arg, spec) in enumerate(zip(leaves, specs)):
+    for i, (arg, spec) in enumerate(zip(leaves, specs, strict=False)):
         shape = getattr(arg, "shape", None)
         dtype = getattr(arg, "dtype", None)
         if shape is None or dtype is None:

@@ -22,18 +22,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any
 
-from shapevm.shapes.errors import UnsatisfiableConstraintsError
-from shapevm.shapes.expr import Atom, DimExpr, DimSize, Mono, _mono_div, mono_mul, poly_add, poly_mul
+from shapevm.shapes.expr import (
+    Atom,
+    DimExpr,
+    DimSize,
+    Mono,
+    _mono_div,
+    mono_mul,
+    poly_add,
+    poly_mul,
+)
 
 if TYPE_CHECKING:
     from shapevm.shapes.scope import SymbolicScope
 
-Num = Union[int, Fraction, float]
+Num = int | Fraction | float
 Goal = Callable[[Num, Num], bool]
 Interval = tuple[Num, Num]
-QPoly = dict[Mono, Num]
+QPoly = dict[Mono, Any]
 INF = math.inf
 _SHIFT_LIMIT = 400  # expanded terms; beyond this the shift method is skipped
 _SUBST_DEPTH = 1
@@ -151,8 +159,8 @@ class Engine:
             for atom, exp in mono:
                 factor = self.lin_atom(atom, keep)
                 for _ in range(exp):
-                    term = poly_mul(term, factor)  # type: ignore[arg-type]
-            out = poly_add(out, term)  # type: ignore[arg-type]
+                    term = poly_mul(term, factor)
+            out = poly_add(out, term)
         if not keep and out == self.lin(x, keep=True):
             out = self.kept_cache[x]
         cache[x] = out
@@ -163,8 +171,8 @@ class Engine:
             return {((atom, 1),): 1}
         x, y = atom.args
         if atom.op == "max":  # max(x, y) = x + relu(y - x)
-            return poly_add(self.lin(x), self.relu(y - x))  # type: ignore[arg-type]
-        return poly_add(self.lin(x), self.relu(x - y), -1)  # type: ignore[arg-type]
+            return poly_add(self.lin(x), self.relu(y - x))
+        return poly_add(self.lin(x), self.relu(x - y), -1)
 
     def relu(self, z: DimSize) -> QPoly:
         if isinstance(z, int):
@@ -172,7 +180,7 @@ class Engine:
         if z._terms[0][1] > 0:
             return {((Atom("relu", (z,)), 1),): 1}
         neg = -z  # relu(z) = z + relu(-z)
-        return poly_add(self.lin(z), {((Atom("relu", (neg,)), 1),): 1})  # type: ignore[arg-type]
+        return poly_add(self.lin(z), {((Atom("relu", (neg,)), 1),): 1})
 
     # -- factor ranges -----------------------------------------------------------------------
     def atom_range(self, atom: Atom) -> Interval:
@@ -180,13 +188,15 @@ class Engine:
         if cached is not None:
             return cached
         fallbacks = self.fallbacks
+        lo: Num
+        hi: Num
         if atom.op == "var":
             lo, hi = 1, INF
             step = self.multiple_of.get(atom)
             if step is not None:  # mod(v, step) == 0
-                extra = self.prop.get(atom, [lo, hi])
-                lo = -(-max(lo, extra[0]) // step) * step
-                hi = hi if extra[1] == INF else extra[1] // step * step
+                known = self.prop.get(atom, [lo, hi])
+                lo = -(-max(lo, known[0]) // step) * step
+                hi = hi if known[1] == INF else known[1] // step * step
         elif atom.op == "relu":
             zl, zh = self.bounds(atom.args[0])
             lo, hi = max(zl, 0), max(zh, 0)
@@ -217,7 +227,7 @@ class Engine:
             lowers.append(self.lin(atom.args[0]))
         elif atom.op in ("max", "min"):
             x, y = (self.lin(a) for a in atom.args)
-            mean = {m: Fraction(c, 2) for m, c in poly_add(x, y).items()}  # type: ignore[arg-type]
+            mean = {m: Fraction(c, 2) for m, c in poly_add(x, y).items()}
             (lowers if atom.op == "max" else uppers).extend([x, y, mean])
         elif atom.op in ("floordiv", "mod"):
             x, y = atom.args
@@ -228,16 +238,16 @@ class Engine:
                 # (x - y + 1) / y <= floordiv(x, y) <= x / y
                 inv = Fraction(1, y)
                 uppers.append({m: c * inv for m, c in px.items()})
-                lowers.append({m: c * inv for m, c in poly_add(px, {(): 1 - y}).items()})  # type: ignore[arg-type]
+                lowers.append({m: c * inv for m, c in poly_add(px, {(): 1 - y}).items()})
             elif atom.op == "floordiv" and yl >= 1 and xl >= 0:
                 uppers.append(px)
             if atom.op == "mod" and yl >= 1:
                 if xl >= 0:
                     uppers.append(px)
                 if not isinstance(y, int):
-                    uppers.append(poly_add(self.lin(y), {(): -1}))  # type: ignore[arg-type]
+                    uppers.append(poly_add(self.lin(y), {(): -1}))
             elif atom.op == "mod" and yh <= -1 and not isinstance(y, int):
-                lowers.append(poly_add(self.lin(y), {(): 1}))  # type: ignore[arg-type]
+                lowers.append(poly_add(self.lin(y), {(): 1}))
         result = (lowers, uppers)
         if not self.propagating and fallbacks == self.fallbacks:
             self.sym_cache[atom] = result
@@ -287,10 +297,10 @@ class Engine:
             term: QPoly = {(): coeff}
             for atom, exp in mono:
                 for _ in range(exp):
-                    term = poly_mul(term, subs[atom])  # type: ignore[arg-type]
+                    term = poly_mul(term, subs[atom])
                     if len(term) > _SHIFT_LIMIT:
                         return -INF, INF
-            out = poly_add(out, term)  # type: ignore[arg-type]
+            out = poly_add(out, term)
         return self.interval(out, ranges.__getitem__)
 
     def quadratic(self, p: QPoly) -> Interval:
@@ -307,9 +317,10 @@ class Engine:
         def q(v: Num) -> Num:
             if v in (INF, -INF):
                 return INF if c2 > 0 else -INF
-            return c2 * v * v + c1 * v + c0
+            value: Num = c2 * v * v + c1 * v + c0
+            return value
 
-        vertex = Fraction(-c1) / (2 * Fraction(c2))  # type: ignore[arg-type]
+        vertex = Fraction(-c1) / (2 * Fraction(c2))
         near = [v for v in (math.floor(vertex), math.ceil(vertex)) if lo <= v <= hi]
         ends = [q(lo), q(hi)]
         inner = [q(v) for v in near]
@@ -319,7 +330,7 @@ class Engine:
 
     def targets(self, p: QPoly) -> list[tuple[Mono, list[QPoly], list[QPoly]]]:
         """Monomials of ``p`` with symbolic bounds: factors, and ``y*floordiv(x, y)``."""
-        out = []
+        out: list[tuple[Mono, list[QPoly], list[QPoly]]] = []
         atoms = {a for m in p for a, _ in m if a.op != "var"}
         for atom in sorted(atoms, key=lambda a: a.key):
             lowers, uppers = self.sym_bounds(atom)
@@ -329,7 +340,7 @@ class Engine:
             if isinstance(y, DimExpr) and len(y._terms) == 1 and y._terms[0][1] == 1:
                 if self.bounds(y)[0] >= 1:  # x - y + 1 <= y*floordiv(x, y) <= x
                     x = self.lin(atom.args[0])
-                    below = poly_add(x, poly_add(self.lin(y), {(): -1}), -1)  # type: ignore[arg-type]
+                    below = poly_add(x, poly_add(self.lin(y), {(): -1}), -1)
                     out.append((mono_mul(y._terms[0][0], ((atom, 1),)), [below], [x]))
         return out
 
@@ -340,17 +351,19 @@ class Engine:
                 continue  # not linear in the target
             q, r = split
             ql, qh = self.poly_bounds(q, depth - 1) if list(q) != [()] else (q[()],) * 2
-            below, above = (lowers, uppers) if ql >= 0 else (uppers, lowers) if qh <= 0 else ((), ())
+            below, above = (
+                (lowers, uppers) if ql >= 0 else (uppers, lowers) if qh <= 0 else ((), ())
+            )
             for bound in below:
-                cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
-                lo = max(lo, self.poly_bounds(cand, depth - 1)[0])  # type: ignore[arg-type]
+                cand = poly_add(r, poly_mul(q, bound))
+                lo = max(lo, self.poly_bounds(cand, depth - 1)[0])
             for bound in above:
-                cand = poly_add(r, poly_mul(q, bound))  # type: ignore[arg-type]
-                hi = min(hi, self.poly_bounds(cand, depth - 1)[1])  # type: ignore[arg-type]
+                cand = poly_add(r, poly_mul(q, bound))
+                hi = min(hi, self.poly_bounds(cand, depth - 1)[1])
             if len(target) == 1 and target[0][0].op in ("max", "min"):
                 # max/min(x, y) is always exactly x or y: p lies in the hull of both cases.
                 cases = [
-                    self.poly_bounds(poly_add(r, poly_mul(q, self.lin(arg))), depth - 1)  # type: ignore[arg-type]
+                    self.poly_bounds(poly_add(r, poly_mul(q, self.lin(arg))), depth - 1)
                     for arg in target[0][0].args
                 ]
                 lo = max(lo, min(c[0] for c in cases))
@@ -377,7 +390,7 @@ class Engine:
                 k = Fraction(pc) / Fraction(gc) if not isinstance(pc, float) else pc / gc
                 if isinstance(k, Fraction) and k.denominator == 1:
                     k = k.numerator
-                rest: QPoly = poly_add(p, {m: -_mul(k, c) for m, c in g.items()})  # type: ignore[arg-type, assignment]
+                rest: QPoly = poly_add(p, {m: -_mul(k, c) for m, c in g.items()})
                 rl, rh = self.poly_bounds(rest, _SUBST_DEPTH)
                 if depth > 1 and rest and (rl == -INF or rh == INF):
                     rl, rh = self.with_constraints(rest, rl, rh, depth - 1, (*used, i))
@@ -428,13 +441,15 @@ class Engine:
                         continue
                     atom = mono[0][0]
                     rest = {m: v for m, v in g.items() if m != mono}
-                    rest_hi = self.interval(rest, self.atom_range)[1]
-                    if rest_hi == INF or abs(rest_hi) > _PROPAGATION_LIMIT:
+                    rest_hi: Num = self.interval(rest, self.atom_range)[1]
+                    if rest_hi == INF or not -_PROPAGATION_LIMIT < rest_hi < _PROPAGATION_LIMIT:
                         continue  # no bound, or bounds creeping without end in a cycle
-                    cur = self.prop.setdefault(atom, list(self.atom_range(atom)))
+                    cur: list[Num] = self.prop.setdefault(atom, list(self.atom_range(atom)))
                     if c > 0:
-                        new_lo = -(rest_hi // c) if isinstance(rest_hi, int) else math.ceil(
-                            Fraction(-rest_hi) / c
+                        new_lo = (
+                            -(rest_hi // c)
+                            if isinstance(rest_hi, int)
+                            else math.ceil(Fraction(-rest_hi) / c)
                         )
                         if new_lo > cur[0]:
                             cur[0], changed = new_lo, True
@@ -459,7 +474,7 @@ class Engine:
                     if not mono or c2 is None or (c1 > 0) == (c2 > 0):
                         continue
                     k = Fraction(c1) / Fraction(-c2)
-                    total = poly_add(g1, {m: _mul(k, c) for m, c in g2.items()})  # type: ignore[arg-type]
+                    total = poly_add(g1, {m: _mul(k, c) for m, c in g2.items()})
                     if list(total) in ([], [()]) and total.get((), 0) < 0:
                         raise self.scope.unsatisfiable("two constraints contradict each other")
 

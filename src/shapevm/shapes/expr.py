@@ -339,7 +339,7 @@ def mono_mul(m1: Mono, m2: Mono) -> Mono:
     return tuple(sorted(d.items(), key=lambda ae: ae[0].key))
 
 
-def poly_add(p: Poly, q: Poly, k: int = 1) -> Poly:
+def poly_add(p: Mapping[Mono, Any], q: Mapping[Mono, Any], k: Any = 1) -> dict[Mono, Any]:
     out = dict(p)
     for m, c in q.items():
         v = out.get(m, 0) + k * c
@@ -350,8 +350,8 @@ def poly_add(p: Poly, q: Poly, k: int = 1) -> Poly:
     return out
 
 
-def poly_mul(p: Poly, q: Poly) -> Poly:
-    out: Poly = {}
+def poly_mul(p: Mapping[Mono, Any], q: Mapping[Mono, Any]) -> dict[Mono, Any]:
+    out: dict[Mono, Any] = {}
     for m1, c1 in p.items():
         for m2, c2 in q.items():
             m = mono_mul(m1, m2)
@@ -587,7 +587,7 @@ def compare(x: DimExpr, other: Any, op: str) -> bool:
         verdict_key = (diff, op)
         if verdict_key in verdicts:
             return verdicts[verdict_key]
-        lo, hi = x._scope._engine.bounds(diff, _GOALS[op])
+        lo, hi = x._scope._engine.bounds(diff, _GOALS[op])  # type: ignore[assignment]
     if op == ">=":
         verdict = True if lo >= 0 else False if hi < 0 else None
     elif op == ">":
@@ -624,7 +624,7 @@ def _poly_str(terms: Iterable[tuple[Mono, int]]) -> str:
     for mono, coeff in terms:
         body = _mono_str(mono)
         mag = abs(coeff)
-        text = (str(mag) if not body else body if mag == 1 else f"{mag}*{body}")
+        text = str(mag) if not body else body if mag == 1 else f"{mag}*{body}"
         if not parts:
             parts.append(text if coeff > 0 else f"-{text}")
         else:

@@ -85,8 +85,10 @@ class SymbolicScope:
         for (lhs, op, rhs), text in parsed:
             if op == "==" and not _is_monomial(lhs) and _is_monomial(rhs):
                 lhs, rhs = rhs, lhs
-            if op == "==" and _is_monomial(lhs) and not _mentions(rhs, lhs):
-                assert isinstance(lhs, E.DimExpr)
+            if op == "==" and isinstance(lhs, E.DimExpr) and _is_monomial(lhs):
+                if _mentions(rhs, lhs):
+                    rest.append(text)
+                    continue
                 rules.append((lhs._terms[0][0], E.as_poly(rhs)))
             else:
                 rest.append(text)

@@ -40,7 +40,8 @@ class _Context:
         self.obtained: list[str] = []
 
     def error(self, headline: str, fix: str) -> ShapeError:
-        specs = ", ".join(f"{n}.shape = {_shape_str(s)}" for n, s in zip(self.names, self.specs))
+        pairs = zip(self.names, self.specs, strict=False)
+        specs = ", ".join(f"{n}.shape = {_shape_str(s)}" for n, s in pairs)
         got = "; ".join(self.obtained) or "none"
         return ShapeError(
             "Input shapes do not match the symbolic shape specification.\n"
@@ -75,14 +76,14 @@ def solve_dim_vars(
     ctx = _Context(specs, names)
     env: dict[str, int] = dict(known or {})
     pending: list[_Equation] = []
-    for name, spec, shape in zip(names, specs, shapes):
+    for name, spec, shape in zip(names, specs, shapes, strict=False):
         if len(spec) != len(shape):
             raise ctx.error(
                 f"Rank mismatch for {name}: expected {len(spec)} dimensions "
                 f"{_shape_str(spec)}, found shape {tuple(shape)} with {len(shape)}.",
                 f"pass an array of rank {len(spec)}",
             )
-        for axis, (dim, value) in enumerate(zip(spec, shape)):
+        for axis, (dim, value) in enumerate(zip(spec, shape, strict=False)):
             if isinstance(dim, int):
                 if dim != value:
                     raise ctx.error(
