@@ -149,6 +149,8 @@ class Engine:
         """
         if isinstance(x, int):
             return {(): x} if x else {}
+        if keep and not any(a.op in ("max", "min") for m, _ in x._terms for a, _ in m):
+            keep = False  # the same polynomial either way
         cache = self.kept_cache if keep else self.lin_cache
         cached = cache.get(x)
         if cached is not None:
@@ -161,8 +163,6 @@ class Engine:
                 for _ in range(exp):
                     term = poly_mul(term, factor)
             out = poly_add(out, term)
-        if not keep and out == self.lin(x, keep=True):
-            out = self.kept_cache[x]
         cache[x] = out
         return out
 

@@ -84,8 +84,16 @@ def _key_of(x: DimSize) -> tuple[Any, ...]:
     return x._key
 
 
+_MONO_KEYS: dict[Mono, tuple[Any, ...]] = {}
+
+
 def _mono_key(m: Mono) -> tuple[Any, ...]:
-    return tuple((a.key, -e) for a, e in m)
+    key = _MONO_KEYS.get(m)
+    if key is None:
+        if len(_MONO_KEYS) > 50_000:
+            _MONO_KEYS.clear()
+        key = _MONO_KEYS[m] = tuple((a.key, -e) for a, e in m)
+    return key
 
 
 def _term_order(item: tuple[Mono, int]) -> tuple[Any, ...]:
