@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -60,7 +61,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except BrokenPipeError:  # output piped into a reader that stopped early (`| head`)
+        sys.stdout = open(os.devnull, "w")
+        return 0
     return code
 
 

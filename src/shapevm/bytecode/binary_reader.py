@@ -260,8 +260,8 @@ def _header(buf: memoryview) -> tuple[int, int, int]:
         raise BytecodeFormatError(
             "file size does not match the header (truncated or padded?)",
             offset=16,
-            expected=f"header size {F.HEADER_SIZE}, file size {len(buf)}",
-            found=f"header size {header_size}, file size {file_size}",
+            expected=f"header size {F.HEADER_SIZE} and a file of {file_size} bytes as recorded",
+            found=f"header size {header_size} and a file of {len(buf)} bytes",
         )
     table_end = F.HEADER_SIZE + count * F.SECTION.size
     if count > 64 or table_end > len(buf):
