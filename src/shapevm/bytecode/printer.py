@@ -128,6 +128,12 @@ def format_spec(spec: tuple[SpecDim, ...]) -> str:
 
 
 def _operands(instr: Instr) -> str:
+    text = operand_text(instr)
+    return " " + text if text else ""
+
+
+def operand_text(instr: Instr) -> str:
+    """The operands of ``instr`` as the text form writes them (results excluded)."""
     text: str
     if isinstance(instr, BindInputs):
         text = ", ".join(instr.names)
@@ -154,7 +160,7 @@ def _operands(instr: Instr) -> str:
     else:
         assert isinstance(instr, Return), instr
         text = ", ".join(str(r) for r in instr.values)
-    return " " + text if text else ""
+    return text
 
 
 class Meanings:

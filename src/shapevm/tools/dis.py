@@ -21,7 +21,7 @@ from shapevm.bytecode.errors import BytecodeFormatError, BytecodeSyntaxError
 from shapevm.bytecode.infer import BadDim, Inference
 from shapevm.bytecode.isa import Opcode, Reg
 from shapevm.bytecode.parser import parse_program
-from shapevm.bytecode.printer import format_signature, format_spec
+from shapevm.bytecode.printer import format_signature, operand_text
 from shapevm.bytecode.program import (
     BindInputs,
     BranchIf,
@@ -41,7 +41,7 @@ from shapevm.bytecode.program import (
     TensorPhi,
     TensorResize,
 )
-from shapevm.bytecode.shape_expr import evaluate_shape_expr, format_shape_expr
+from shapevm.bytecode.shape_expr import evaluate_shape_expr
 from shapevm.bytecode.verify import infer_types
 from shapevm.ops import Dynamic, get_op
 from shapevm.shapes import DimExpr, bounds
@@ -137,31 +137,7 @@ def _function(out: TextIO, fn: Function, program: Program, offsets: Sequence[int
 def _raw(instr: Instr) -> str:
     """Operands as written: results first, then ``<-`` and the inputs."""
     defs = ", ".join(str(r) for r in instr.defs())
-    if isinstance(instr, BindInputs):
-        rest = ", ".join(instr.names)
-    elif isinstance(instr, ShapePropagate):
-        rest = f"{instr.src}, {instr.axis}"
-    elif isinstance(instr, ShapeCompute):
-        rest = format_shape_expr(instr.expr)
-    elif isinstance(instr, TensorCreate):
-        rest = f"{format_spec(instr.spec)}, {instr.dtype}, {instr.device}"
-    elif isinstance(instr, (TensorAlloc, TensorFree)):
-        rest = str(instr.reg)
-    elif isinstance(instr, LoadConst):
-        rest = f"k{instr.const}"
-    elif isinstance(instr, OpCall):
-        rest = instr.call_text()
-    elif isinstance(instr, TensorResize):
-        rest = f"{instr.src}, {format_spec(instr.spec)}"
-    elif isinstance(instr, Jump):
-        rest = instr.target
-    elif isinstance(instr, BranchIf):
-        rest = f"{instr.cond}, {instr.if_true}, {instr.if_false}"
-    elif isinstance(instr, TensorPhi):
-        rest = ", ".join(f"({label}, {reg})" for label, reg in instr.incoming)
-    else:
-        assert isinstance(instr, Return)
-        rest = ", ".join(str(r) for r in instr.values)
+    rest = operand_text(instr)
     return f"{defs} <- {rest}" if defs else rest
 
 
