@@ -275,28 +275,9 @@ def _has_max_min(e: Any, texts: list[str]) -> bool:
     return any(atom.op in ("max", "min") for atom in _atoms(e))
 
 
-def _has_negative_divisor(e: Any, texts: list[str]) -> bool:
-    return any(
-        atom.op in ("floordiv", "mod") and isinstance(atom.args[1], int) and atom.args[1] < 0
-        for atom in _atoms(e)
-    )
-
-
-def _multiplies_floordiv(e: Any, texts: list[str]) -> bool:
-    return any(
-        atom.op == "floordiv" and not isinstance(atom.args[1], int) and (len(mono) > 1 or exp > 1)
-        for mono in _monomials(e)
-        for atom, exp in mono
-    )
-
-
 def _combines_linear_constraints(e: Any, texts: list[str]) -> bool:
     linear = [set(VARS) & set(t) for t in texts if "mod" not in t]
     return any(x & y for i, x in enumerate(linear) for y in linear[i + 1 :])
-
-
-def _has_divisibility_constraint(e: Any, texts: list[str]) -> bool:
-    return any(t.startswith("mod(") for t in texts)
 
 
 def _both(spec: str, constraints: list[str], fn: Callable[..., Any]) -> tuple[Any, Any]:
