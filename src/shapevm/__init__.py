@@ -1,5 +1,11 @@
 """shapevm: a virtual machine for tensor programs whose shapes change at run time."""
 
+from shapevm.bytecode.errors import BytecodeFormatError, VerifyError
+from shapevm.frontend.errors import ConcreteValueError, TracingError
+from shapevm.frontend.export import Exported, deserialize, export, load
+from shapevm.frontend.jit import Jitted, jit
+from shapevm.runtime.binding import InputCountError, InputDTypeError
+from shapevm.runtime.interpreter import RuntimeOpError
 from shapevm.shapes import (
     DimExpr,
     DimSize,
@@ -19,23 +25,31 @@ from shapevm.shapes import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BytecodeFormatError",
+    "ConcreteValueError",
     "DimExpr",
     "DimSize",
+    "Exported",
     "InconclusiveDimensionOperation",
+    "InputCountError",
+    "InputDTypeError",
+    "Jitted",
+    "RuntimeOpError",
     "ShapeDtypeStruct",
     "ShapeError",
     "SymbolicScope",
+    "TracingError",
+    "VerifyError",
     "__version__",
     "bounds",
+    "deserialize",
+    "export",
     "is_symbolic_dim",
+    "jit",
+    "load",
     "max_dim",
     "min_dim",
     "solve_dim_vars",
     "symbolic_args_specs",
     "symbolic_shape",
 ]
-
-# Bytecode (shapevm.bytecode): the errors of loading and of verifying programs.
-from shapevm.bytecode.errors import BytecodeFormatError, VerifyError
-
-__all__ += ["BytecodeFormatError", "VerifyError"]

@@ -120,7 +120,7 @@ def test_newer_major_version_is_refused_naming_both() -> None:
     with pytest.raises(BytecodeFormatError) as info:
         deserialize(blob)
     assert str(info.value) == (
-        "byte 8 (0x8): file format version 2.3 is newer than this shapevm reads (1.0)\n"
+        "byte 8 (0x8): file format version 2.3 is newer than this shapevm reads (1.1)\n"
         "  expected: major version 1 or older\n"
         "  found:    2.3\n"
         "  fix:      upgrade shapevm to read this file"

@@ -4,7 +4,8 @@ All integers are little-endian. A file is::
 
     header          64 bytes: magic, version, sizes, CRC-32 of all bytes before DATA
     section table   32 bytes per section: kind, flags, offset, length, CRC-32 of the section
-    sections        STRS (string table), CNST (constant table), FUNC (code), DATA (constants)
+    sections        STRS (string table), CNST (constant table), FUNC (code), DATA (constants),
+                    and since 1.1 the optional META (key/value string pairs)
 
 ``DATA`` starts on a 64-byte boundary, ends the file, and holds each constant's raw
 little-endian bytes at a 64-byte aligned offset, so a loader maps the file and hands out
@@ -13,7 +14,8 @@ covers every byte before ``DATA``; a loader checks all of them on every load, an
 on request, since reading it costs time proportional to the weights. Nothing in the format
 is executable: no pickle, no code.
 
-Version 1.0 is the first format. A reader accepts files of its own major version with any
+Version 1.0 is the first format; 1.1 adds the optional META section, which 1.0 readers
+skip. A reader accepts files of its own major version with any
 minor version (it skips unknown section kinds) and refuses newer major versions.
 """
 
@@ -24,7 +26,7 @@ from typing import Final
 
 MAGIC: Final = b"SHAPEVM\x00"
 MAJOR: Final = 1
-MINOR: Final = 0
+MINOR: Final = 1
 HEADER = struct.Struct("<8sHHIQII32x")  # magic, major, minor, header size, file size,
 HEADER_SIZE: Final = 64  # section count, header crc, reserved
 SECTION = struct.Struct("<4sIQQI4x")  # kind, flags, offset, length, crc
@@ -35,6 +37,7 @@ STRS: Final = b"STRS"
 CNST: Final = b"CNST"
 FUNC: Final = b"FUNC"
 DATA: Final = b"DATA"
+META: Final = b"META"
 REQUIRED_SECTIONS: Final = (STRS, CNST, FUNC, DATA)
 
 MAX_RANK: Final = 64

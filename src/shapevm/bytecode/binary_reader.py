@@ -406,7 +406,17 @@ def _read_v1(buf: memoryview, count: int, check_data: bool) -> Decoded:
         offsets.append(tuple(fn_offsets))
     if r.pos != r.end:
         r.fail("unexpected bytes after the last function", "end of section", f"{r.end - r.pos}")
-    program = Program(tuple(functions), tuple(constants))
+    metadata: list[tuple[str, str]] = []
+    if F.META in sections:
+        m = Input(buf, sections[F.META][0], sum(sections[F.META]), strings)
+        for _ in range(m.count("metadata entries", 8)):
+            key = m.string("metadata key")
+            value = m.string("metadata value")
+            assert key is not None and value is not None
+            metadata.append((key, value))
+        if m.pos != m.end:
+            m.fail("unexpected bytes after the metadata", "end of section", f"{m.end - m.pos}")
+    program = Program(tuple(functions), tuple(constants), tuple(metadata))
     return Decoded(program, tuple(offsets), tuple(const_offsets), (1, 0), len(buf))
 
 

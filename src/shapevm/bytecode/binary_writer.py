@@ -279,13 +279,21 @@ def _sections(program: Program) -> tuple[list[tuple[bytes, bytearray]], Plan, in
         consts.u64(arr.nbytes)
         plan.append((offset, arr))
         offset += arr.nbytes
+    meta = _Out(strings)
+    meta.u32(len(program.metadata))
+    for key, value in program.metadata:
+        meta.str(key)
+        meta.str(value)
     table = _Out(strings)
     table.u32(len(strings))
     for s in strings:  # insertion order is index order
         encoded = s.encode("utf-8")
         table.u32(len(encoded))
         table.buf += encoded
-    return [(F.STRS, table.buf), (F.CNST, consts.buf), (F.FUNC, code.buf)], plan, offset
+    sections = [(F.STRS, table.buf), (F.CNST, consts.buf), (F.FUNC, code.buf)]
+    if program.metadata:
+        sections.append((F.META, meta.buf))
+    return sections, plan, offset
 
 
 def serialize(program: Program) -> bytes:

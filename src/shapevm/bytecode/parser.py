@@ -53,6 +53,7 @@ from shapevm.shapes import SymbolicScope, symbolic_shape
 _TYPE = re.compile(r"([a-z0-9]+)\[(.*)\]")
 _INSTR = re.compile(r"(?:(?P<lhs>.*?)\s+=\s+)?(?P<opcode>[A-Z][A-Z_]*)(?:\s+(?P<rest>.*))?")
 _LOC = re.compile(r'\s+loc\(("(?:[^"\\]|\\.)*")\)$')
+_META = re.compile(r'meta ("(?:[^"\\]|\\.)*") = ("(?:[^"\\]|\\.)*")')
 _CONST = re.compile(r'const k(\d+) ("(?:[^"\\]|\\.)*"): (.*) = b64"([A-Za-z0-9+/=]*)"')
 _FUNC = re.compile(r"func @(\S+?)\((.*)\) -> (.*)")
 _REG_TOKEN = re.compile(r"[ts]\d+")
@@ -195,6 +196,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
         self.constants: list[Constant] = []
+        self.metadata: list[tuple[str, str]] = []
         self.functions: list[Function] = []
         self.current: _FunctionText | None = None
         self.lineno = 0
@@ -210,7 +212,7 @@ class _Parser:
             except _LineError as exc:
                 raise self._error(exc, line) from None
         self._finish()
-        return Program(tuple(self.functions), tuple(self.constants))
+        return Program(tuple(self.functions), tuple(self.constants), tuple(self.metadata))
 
     def _error(self, exc: _LineError, line: str) -> BytecodeSyntaxError:
         col = (
@@ -225,6 +227,11 @@ class _Parser:
     def _line(self, line: str, stripped: str) -> None:
         if stripped.startswith("const "):
             self._const(stripped)
+        elif stripped.startswith("meta ") and self.current is None and not self.functions:
+            m = _META.fullmatch(stripped)
+            if m is None:
+                raise _LineError("bad metadata line", 'meta "key" = "value"')
+            self.metadata.append((json.loads(m.group(1)), json.loads(m.group(2))))
         elif stripped.startswith("func "):
             self._finish()
             m = _FUNC.fullmatch(stripped)

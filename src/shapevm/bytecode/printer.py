@@ -55,7 +55,8 @@ INDENT = "    "
 
 def format_program(program: Program) -> str:
     """The whole program as text (ends with a newline)."""
-    parts = [format_constant(i, c) for i, c in enumerate(program.constants)]
+    parts = [f"meta {json.dumps(k)} = {json.dumps(v)}" for k, v in program.metadata]
+    parts += [format_constant(i, c) for i, c in enumerate(program.constants)]
     chunks = ["\n".join(parts)] if parts else []
     for fn in program.functions:
         chunks.append("\n".join(text for _, text in function_lines(fn, program)))

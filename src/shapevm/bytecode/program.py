@@ -449,14 +449,24 @@ def _le_bytes(array: np.ndarray[Any, Any]) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Program:
-    """Functions and the constant pool; look functions up by name with `function`."""
+    """Functions, the constant pool and string metadata (key, value) pairs, e.g. the
+    argument trees of an exported function; look functions up by name with `function`."""
 
     functions: tuple[Function, ...]
     constants: tuple[Constant, ...] = ()
+    metadata: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "functions", tuple(self.functions))
         object.__setattr__(self, "constants", tuple(self.constants))
+        object.__setattr__(self, "metadata", tuple((str(k), str(v)) for k, v in self.metadata))
+
+    def meta(self, key: str) -> str | None:
+        """The metadata value of ``key``, if present."""
+        for k, v in self.metadata:
+            if k == key:
+                return v
+        return None
 
     def function(self, name: str) -> Function:
         """The function called ``name`` (without ``@``)."""

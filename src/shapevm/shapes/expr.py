@@ -281,6 +281,10 @@ def _not_constant(e: DimExpr) -> InconclusiveDimensionOperation:
 # supported here, Python raises its usual TypeError.
 nonint_operand_handler: Callable[[DimExpr, Any, str], Any] | None = None
 
+# Called with ``(lhs, op, rhs, error)`` when a comparison cannot be decided; the tracing
+# frontend returns a deferred predicate that only ``lax.cond`` accepts. ``None``: raise.
+inconclusive_comparison_handler: Callable[[DimExpr, str, Any, Exception], Any] | None = None
+
 
 def _nonint_operand(e: DimExpr, other: Any, method: str) -> Any:
     if nonint_operand_handler is not None:
@@ -605,7 +609,10 @@ def compare(x: DimExpr, other: Any, op: str) -> bool:
     else:
         verdict = True if hi < 0 else False if lo >= 0 else None
     if verdict is None:
-        raise x._scope.inconclusive(f"{x} {op} {other}", diff, lo, hi)
+        error = x._scope.inconclusive(f"{x} {op} {other}", diff, lo, hi)
+        if inconclusive_comparison_handler is not None:
+            return inconclusive_comparison_handler(x, op, other, error)  # type: ignore[no-any-return]
+        raise error
     if not isinstance(diff, int):
         x._scope._engine.verdicts[(diff, op)] = verdict
     return verdict

@@ -1,0 +1,238 @@
+"""`export` and `Exported`: a function traced once with symbolic shapes, serializable.
+
+An `Exported` carries everything needed to run without the Python source: the bytecode,
+its constants, the symbolic signature with the scope's constraints (enforced on every
+call, also after loading), and the argument and result trees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from shapevm import _pytree
+from shapevm.bytecode.binary_writer import serialize as _serialize_program
+from shapevm.bytecode.program import Program
+from shapevm.bytecode.serialize import deserialize as _deserialize_program
+from shapevm.bytecode.serialize import load as _load_program
+from shapevm.frontend.trace import LeafKind, Traced, trace
+from shapevm.runtime.binding import sym_dim
+from shapevm.runtime.interpreter import Executable
+from shapevm.shapes import DimExpr, ShapeDtypeStruct
+
+if TYPE_CHECKING:
+    from shapevm.frontend.jit import Jitted
+
+FORMAT_KEY = "shapevm.exported"
+
+
+class Exported:
+    """A function exported with symbolic shapes.
+
+    ``in_avals``/``out_avals`` hold a `ShapeDtypeStruct` per array argument and result
+    (``.shape`` has ints and symbolic dimensions); ``in_tree``/``out_tree`` the argument and
+    result structures. `call` runs any concrete shape of the family.
+    """
+
+    def __init__(
+        self,
+        program: Program,
+        in_tree: _pytree.TreeDef,
+        out_tree: _pytree.TreeDef,
+        leaf_kinds: Sequence[LeafKind],
+        arg_names: Sequence[str] | None = None,
+    ) -> None:
+        self.program = program
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.leaf_kinds = tuple(leaf_kinds)
+        fn = program.functions[0]
+        self.fun_name = fn.name
+        self.constraints = tuple(fn.constraints)
+        names = list(arg_names or _leaf_names(in_tree, self.leaf_kinds))
+        self._arg_names = names
+        array_names = [n for n, k in zip(names, self.leaf_kinds, strict=True) if k.is_array]
+        self.executable = Executable(program, arg_names=array_names)
+        scope = self.executable.scope
+        self.in_avals = tuple(
+            ShapeDtypeStruct(
+                tuple(sym_dim(d, scope) for d in p.type.shape),  # type: ignore[misc]
+                p.type.dtype.numpy.newbyteorder("="),
+            )
+            for p in fn.params
+        )
+        self.out_avals = tuple(
+            ShapeDtypeStruct(
+                tuple(sym_dim(d, scope) for d in t.shape),  # type: ignore[misc]
+                t.dtype.numpy.newbyteorder("="),
+            )
+            for t in fn.results
+        )
+        self.dim_args = tuple(k.dim for k in self.leaf_kinds if k.dim is not None)
+
+    @classmethod
+    def _from_traced(cls, traced: Traced, arg_names: Sequence[str] | None) -> Exported:
+        meta = {
+            "in_tree": _tree_to_json(traced.in_tree),
+            "out_tree": _tree_to_json(traced.out_tree),
+            "leaf_kinds": [k.encode() for k in traced.leaf_kinds],
+            "arg_names": list(arg_names) if arg_names else None,
+        }
+        program = Program(
+            traced.program.functions,
+            traced.program.constants,
+            ((FORMAT_KEY, json.dumps(meta, sort_keys=True)),),
+        )
+        return cls(program, traced.in_tree, traced.out_tree, traced.leaf_kinds, arg_names)
+
+    @classmethod
+    def from_program(cls, program: Program) -> Exported:
+        """The `Exported` stored in ``program`` (its metadata holds the trees)."""
+        text = program.meta(FORMAT_KEY)
+        if text is None:
+            fn = program.functions[0]
+            n = len(fn.params)
+            tree = _pytree.TreeDef("tuple", tuple(_pytree.TreeDef("leaf") for _ in range(n)))
+            out = _pytree.TreeDef("tuple", tuple(_pytree.TreeDef("leaf") for _ in fn.results))
+            return cls(program, tree, out, [LeafKind()] * n)
+        try:
+            meta = json.loads(text)
+            in_tree = _tree_from_json(meta["in_tree"])
+            out_tree = _tree_from_json(meta["out_tree"])
+            kinds = [LeafKind.decode(k) for k in meta["leaf_kinds"]]
+            names = meta.get("arg_names")
+        except (ValueError, KeyError, TypeError) as exc:
+            from shapevm.bytecode.errors import BytecodeFormatError
+
+            raise BytecodeFormatError(f"bad exported-function metadata: {exc}") from None
+        return cls(program, in_tree, out_tree, kinds, names)
+
+    # -- running --------------------------------------------------------------------------
+    def call(self, *args: Any) -> Any:
+        """Run on concrete arguments of any shape in the family (non-static arguments only)."""
+        leaves, tree = _pytree.flatten(tuple(args))
+        if tree != self.in_tree:
+            raise TypeError(
+                f"exported function {self.fun_name!r} called with arguments structured as "
+                f"{tree}, but it was exported for {self.in_tree}\n"
+                "  fix: pass the same arguments as at export time, except static ones"
+            )
+        arrays: list[Any] = []
+        dims: dict[str, int] = {}
+        for leaf, kind in zip(leaves, self.leaf_kinds, strict=True):
+            if kind.dim is None:
+                arrays.append(leaf)
+            else:
+                dims[kind.dim] = leaf
+        outs = self.executable(*arrays, dims=dims)
+        return _pytree.unflatten(self.out_tree, outs)
+
+    __call__ = call
+
+    # -- bytes ------------------------------------------------------------------------------
+    def serialize(self) -> bytes:
+        """The binary form: bytecode, constants, signature, constraints and trees."""
+        return _serialize_program(self.program)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "wb") as f:
+            f.write(self.serialize())
+
+    def text(self) -> str:
+        """The bytecode as text (the disassembler's view)."""
+        from shapevm.bytecode.printer import format_program
+
+        return format_program(self.program)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(_aval(a) for a in self.in_avals)
+        outs = ", ".join(_aval(a) for a in self.out_avals)
+        where = f" where {', '.join(self.constraints)}" if self.constraints else ""
+        return f"Exported({self.fun_name}: ({ins}) -> ({outs}){where})"
+
+
+def _aval(a: ShapeDtypeStruct) -> str:
+    from shapevm.ops import DType
+
+    return f"{DType.from_numpy(a.dtype)}[{', '.join(str(d) for d in a.shape)}]"
+
+
+def _leaf_names(tree: _pytree.TreeDef, kinds: Sequence[LeafKind]) -> list[str]:
+    return [f"args{p}" for p in _paths(tree, "")]
+
+
+def _paths(td: _pytree.TreeDef, prefix: str) -> list[str]:
+    if td.kind == "leaf":
+        return [prefix]
+    if td.kind == "none":
+        return []
+    out: list[str] = []
+    keys = td.keys if td.kind == "dict" else range(len(td.children))
+    for k, child in zip(keys, td.children, strict=True):
+        out += _paths(child, f"{prefix}[{k!r}]")
+    return out
+
+
+def _tree_to_json(td: _pytree.TreeDef) -> Any:
+    if td.kind in ("leaf", "none"):
+        return td.kind
+    out: dict[str, Any] = {"kind": td.kind, "children": [_tree_to_json(c) for c in td.children]}
+    if td.kind == "dict":
+        if not all(isinstance(k, str) for k in td.keys):
+            raise TypeError("exported functions need dict arguments with string keys")
+        out["keys"] = list(td.keys)
+    return out
+
+
+def _tree_from_json(obj: Any, depth: int = 0) -> _pytree.TreeDef:
+    if depth > 64:
+        raise ValueError("tree is nested too deeply")
+    if obj in ("leaf", "none"):
+        return _pytree.TreeDef(obj)
+    if not isinstance(obj, dict) or obj.get("kind") not in ("tuple", "list", "dict"):
+        raise ValueError(f"bad tree node {obj!r:.60}")
+    children = tuple(_tree_from_json(c, depth + 1) for c in obj["children"])
+    keys = tuple(obj.get("keys", ()))
+    if obj["kind"] == "dict" and (
+        len(keys) != len(children) or not all(isinstance(k, str) for k in keys)
+    ):
+        raise ValueError("bad dict node")
+    return _pytree.TreeDef(obj["kind"], children, keys)
+
+
+def export(jitted: Jitted | Callable[..., Any]) -> Callable[..., Exported]:
+    """``export(jit(f))(*arg_specs)``: trace ``f`` once for the specifications.
+
+    Each argument is a pytree of `ShapeDtypeStruct` (symbolic dimensions allowed), concrete
+    arrays (their shapes become static), or a symbolic dimension: a dimension variable the
+    caller passes as an integer. Arguments at ``static_argnums`` are baked in.
+    """
+    from shapevm.frontend.jit import Jitted
+
+    jit_obj = jitted if isinstance(jitted, Jitted) else Jitted(jitted)
+
+    def do_export(*args: Any) -> Exported:
+        static: dict[int, Any] = {}
+        dynamic: list[Any] = []
+        for i, a in enumerate(args):
+            if i in jit_obj.static_argnums and not isinstance(a, DimExpr):
+                static[i] = a
+            else:
+                dynamic.append(a)
+        names = jit_obj.leaf_names(args)
+        traced = trace(jit_obj.fun, dynamic, static, jit_obj.name, names)
+        return Exported._from_traced(traced, names)
+
+    return do_export
+
+
+def deserialize(data: bytes | bytearray | memoryview) -> Exported:
+    """The `Exported` of ``Exported.serialize()`` bytes (verified before use)."""
+    return Exported.from_program(_deserialize_program(data))
+
+
+def load(path: str | os.PathLike[str]) -> Exported:
+    """The `Exported` saved at ``path`` (memory-mapped, verified before use)."""
+    return Exported.from_program(_load_program(path))

@@ -1,0 +1,348 @@
+"""`shapevm.jit`: trace once, run every shape of the family.
+
+With ``shapes=`` (specifications as for `symbolic_args_specs`) a call traces once with
+those symbolic shapes. Without it the first call traces with the concrete shapes; when a
+later call differs in some dimensions, exactly those dimensions become symbolic and the
+function is traced once more (dimensions that always vary together share one variable).
+So a function called on a stream of batch sizes is traced twice in all, and
+`Jitted.report` says what was made symbolic. If the function cannot be traced with a
+symbolic dimension (it needs a concrete value), each shape gets its own trace, and the
+report says why.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from shapevm import _pytree
+from shapevm.frontend.trace import Traced, trace
+from shapevm.runtime.interpreter import Executable
+from shapevm.shapes import DimExpr, ShapeDtypeStruct, SymbolicScope, symbolic_args_specs
+
+log = logging.getLogger("shapevm")
+
+CACHE_MODES = ("exact", "bucket", "adaptive")
+
+
+class _Entry:
+    """One trace of the function and the executable that runs it."""
+
+    __slots__ = ("executable", "kinds", "out_tree", "symbolic", "traced")
+
+    def __init__(self, traced: Traced, names: Sequence[str], symbolic: dict[str, str]) -> None:
+        self.traced = traced
+        self.kinds = traced.leaf_kinds
+        self.out_tree = traced.out_tree
+        self.executable = Executable(traced.program, arg_names=names)
+        self.symbolic = symbolic
+
+
+class Jitted:
+    """A function prepared for tracing; call it like the function. See `jit`."""
+
+    def __init__(
+        self,
+        fun: Callable[..., Any],
+        *,
+        shapes: Any = None,
+        constraints: Sequence[str] = (),
+        static_argnums: int | Sequence[int] = (),
+        cache_mode: str = "exact",
+        bucket_boundaries: Sequence[int] | None = None,
+        mem_optimize: bool = True,
+        fallback: bool = True,
+        **jit_options: Any,
+    ) -> None:
+        if cache_mode not in CACHE_MODES:
+            raise ValueError(f"cache_mode must be one of {CACHE_MODES}, found {cache_mode!r}")
+        if cache_mode == "bucket" and not bucket_boundaries:
+            raise ValueError(
+                "cache_mode='bucket' needs bucket_boundaries, e.g. [1, 8, 32, 64]: each "
+                "variant serves the shapes between two boundaries"
+            )
+        self.fun = fun
+        self.shapes = shapes
+        self.constraints = tuple(constraints)
+        self.static_argnums = (
+            (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        )
+        self.cache_mode = cache_mode
+        self.bucket_boundaries = tuple(bucket_boundaries or ())
+        self.mem_optimize = mem_optimize
+        self.fallback = fallback
+        self.jit_options = jit_options
+        self.name = _fun_name(fun)
+        try:
+            self._params = list(inspect.signature(fun).parameters)
+        except (TypeError, ValueError):
+            self._params = []
+        self._entries: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        self.trace_count = 0
+        self.report: list[str] = []
+        functools.update_wrapper(self, fun)  # type: ignore[arg-type]
+
+    def leaf_names(self, args: Sequence[Any]) -> list[str]:
+        """``x``, ``params['w']``... one per leaf of the non-static arguments."""
+        names: list[str] = []
+        for i, a in enumerate(args):
+            if i in self.static_argnums and not isinstance(a, DimExpr):
+                continue
+            base = self._params[i] if i < len(self._params) else f"args[{i}]"
+            _leaves, td = _pytree.flatten(a)
+            if td.kind == "leaf":
+                names.append(base)
+            else:
+                names += [f"{base}{p}" for p in _leaf_paths(td)]
+        return names
+
+    # -- calls ------------------------------------------------------------------------------
+    def __call__(self, *args: Any) -> Any:
+        static = tuple(args[i] for i in self.static_argnums if i < len(args))
+        dynamic = [a for i, a in enumerate(args) if i not in self.static_argnums]
+        leaves, tree = _pytree.flatten(tuple(dynamic))
+        arrays = [_as_array(x) for x in leaves]
+        key = (static, tree, tuple(a.dtype for a in arrays), tuple(a.ndim for a in arrays))
+        try:
+            group = self._entries.get(key)
+        except TypeError:
+            raise TypeError(
+                f"static arguments of {self.name} must be hashable, found {static!r}"
+            ) from None
+        if group is None:
+            with self._lock:
+                group = self._entries.get(key)
+                if group is None:
+                    group = (
+                        _SpecGroup(self, args)
+                        if self.shapes is not None
+                        else _AutoGroup(self, args)
+                    )
+                    self._entries[key] = group
+        entry = group.entry_for(args, arrays)
+        outs = entry.executable(*arrays)
+        return _pytree.unflatten(entry.out_tree, outs)
+
+    def _trace(self, args: Sequence[Any], specs: Sequence[Any], symbolic: dict[str, str]) -> _Entry:
+        static = {i: args[i] for i in self.static_argnums if i < len(args)}
+        names = self.leaf_names(args)
+        traced = trace(self.fun, list(specs), static, self.name, names)
+        self.trace_count += 1
+        return _Entry(traced, names, symbolic)
+
+    def lower(self, *args: Any) -> Traced:
+        """The trace for these arguments (specifications or arrays), without running."""
+        static = {i: args[i] for i in self.static_argnums if i < len(args)}
+        dynamic = [a for i, a in enumerate(args) if i not in self.static_argnums]
+        return trace(self.fun, dynamic, static, self.name, self.leaf_names(args))
+
+    def __repr__(self) -> str:
+        return f"<shapevm.jit of {self.name}>"
+
+
+class _SpecGroup:
+    """Traced once with the symbolic shapes the user gave."""
+
+    def __init__(self, jitted: Jitted, args: Sequence[Any]) -> None:
+        dynamic = [a for i, a in enumerate(args) if i not in jitted.static_argnums]
+        specs = symbolic_args_specs(tuple(dynamic), jitted.shapes, jitted.constraints)
+        self.entry = jitted._trace(args, specs, {})
+
+    def entry_for(self, args: Sequence[Any], arrays: Sequence[np.ndarray[Any, Any]]) -> _Entry:
+        return self.entry
+
+
+class _AutoGroup:
+    """Traces with concrete shapes first, then makes the dimensions that vary symbolic."""
+
+    def __init__(self, jitted: Jitted, args: Sequence[Any]) -> None:
+        self.jitted = jitted
+        dynamic = [a for i, a in enumerate(args) if i not in jitted.static_argnums]
+        leaves, self.tree = _pytree.flatten(tuple(dynamic))
+        arrays = [_as_array(x) for x in leaves]
+        self.first = [a.shape for a in arrays]
+        self.varying: set[tuple[int, int]] = set()
+        self.symbolic: _Entry | None = None
+        self.groups: dict[tuple[int, int], str] = {}
+        self.per_shape: dict[Any, _Entry] = {}
+        self.static_only = False
+        specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
+        self.per_shape[tuple(self.first)] = jitted._trace(
+            args, _pytree.unflatten(self.tree, specs), {}
+        )
+        self.lock = threading.Lock()
+
+    def entry_for(self, args: Sequence[Any], arrays: Sequence[np.ndarray[Any, Any]]) -> _Entry:
+        shapes = tuple(a.shape for a in arrays)
+        hit = self.per_shape.get(shapes)
+        if hit is not None:
+            return hit
+        sym = self.symbolic
+        if sym is not None and self._fits(shapes):
+            return sym
+        with self.lock:
+            return self._retrace(args, arrays, shapes)
+
+    def _fits(self, shapes: Sequence[tuple[int, ...]]) -> bool:
+        values: dict[str, int] = {}
+        for li, (first, now) in enumerate(zip(self.first, shapes, strict=True)):
+            for ax, (d0, d) in enumerate(zip(first, now, strict=True)):
+                var = self.groups.get((li, ax))
+                if var is None:
+                    if d != d0:
+                        return False
+                elif values.setdefault(var, d) != d or d < 1:
+                    return False
+        return True
+
+    def _retrace(
+        self, args: Sequence[Any], arrays: Sequence[np.ndarray[Any, Any]], shapes: Any
+    ) -> _Entry:
+        j = self.jitted
+        if self.static_only:
+            return self._static_entry(args, arrays, shapes)
+        new = {
+            (li, ax)
+            for li, (first, now) in enumerate(zip(self.first, shapes, strict=True))
+            for ax, (d0, d) in enumerate(zip(first, now, strict=True))
+            if d != d0 and d0 >= 1 and d >= 1
+        }
+        if any(d < 1 for s in shapes for d in s):
+            return self._static_entry(args, arrays, shapes)
+        self.varying |= new
+        groups = self._group(shapes)
+        names = j.leaf_names(args)
+        scope = SymbolicScope()
+        var_dims: dict[str, Any] = {}
+        specs = []
+        symbolic: dict[str, str] = {}
+        for li, a in enumerate(arrays):
+            dims: list[Any] = []
+            for ax, d0 in enumerate(self.first[li]):
+                var = groups.get((li, ax))
+                if var is None:
+                    dims.append(d0)
+                else:
+                    if var not in var_dims:
+                        var_dims[var] = scope.var(var)
+                    dims.append(var_dims[var])
+                    symbolic[f"{names[li]}.shape[{ax}]"] = var
+            specs.append(ShapeDtypeStruct(tuple(dims), a.dtype))
+        try:
+            entry = j._trace(args, _pytree.unflatten(self.tree, specs), symbolic)
+        except Exception as exc:  # the function needs concrete values of these dimensions
+            self.static_only = True
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+            msg = (
+                f"{j.name}: could not trace with symbolic dimensions "
+                f"{', '.join(f'{k} as {v}' for k, v in symbolic.items())} ({why}); "
+                "each new shape is traced separately. Give shapes= (and constraints=) to "
+                "shapevm.jit to trace once."
+            )
+            j.report.append(msg)
+            log.warning(msg)
+            return self._static_entry(args, arrays, shapes)
+        self.groups = groups
+        self.symbolic = entry
+        msg = f"{j.name}: made symbolic: {', '.join(f'{k} as {v}' for k, v in symbolic.items())}"
+        j.report.append(msg)
+        log.info(msg)
+        return entry
+
+    def _static_entry(
+        self, args: Sequence[Any], arrays: Sequence[np.ndarray[Any, Any]], shapes: Any
+    ) -> _Entry:
+        specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
+        entry = self.jitted._trace(args, _pytree.unflatten(self.tree, specs), {})
+        self.per_shape[shapes] = entry
+        return entry
+
+    def _group(self, shapes: Sequence[tuple[int, ...]]) -> dict[tuple[int, int], str]:
+        """A variable per class of varying dimensions equal in every observed call."""
+        out: dict[tuple[int, int], str] = {}
+        by_values: dict[tuple[int, int], str] = {}
+        for pos in sorted(self.varying):
+            li, ax = pos
+            sig = (self.first[li][ax], shapes[li][ax])
+            same_as_old = self.groups.get(pos)
+            if sig in by_values and (same_as_old is None or same_as_old == by_values[sig]):
+                out[pos] = by_values[sig]
+                continue
+            var = f"d{len(set(out.values()))}"
+            by_values[sig] = var
+            out[pos] = var
+        return out
+
+
+def _leaf_paths(td: _pytree.TreeDef) -> list[str]:
+    if td.kind == "leaf":
+        return [""]
+    if td.kind == "none":
+        return []
+    out: list[str] = []
+    keys = td.keys if td.kind == "dict" else range(len(td.children))
+    for k, child in zip(keys, td.children, strict=True):
+        out += [f"[{k!r}]{p}" for p in _leaf_paths(child)]
+    return out
+
+
+def _as_array(x: Any) -> np.ndarray[Any, Any]:
+    if type(x) is np.ndarray:
+        return x
+    if isinstance(x, bool):
+        return np.asarray(x)
+    if isinstance(x, int):
+        return np.asarray(x, dtype=np.int32)
+    if isinstance(x, float):
+        return np.asarray(x, dtype=np.float32)
+    return np.asarray(x)
+
+
+def _fun_name(fun: Callable[..., Any]) -> str:
+    name = getattr(fun, "__name__", "fun")
+    return name if name.isidentifier() else "fun"
+
+
+def jit(
+    fun: Callable[..., Any] | None = None,
+    *,
+    shapes: Any = None,
+    constraints: Sequence[str] = (),
+    static_argnums: int | Sequence[int] = (),
+    cache_mode: str = "exact",
+    bucket_boundaries: Sequence[int] | None = None,
+    mem_optimize: bool = True,
+    fallback: bool = True,
+    **jit_options: Any,
+) -> Any:
+    """Prepare ``fun`` to be traced once and run on any shape of its family.
+
+    Usable as ``jit(f)``, ``jit(f, shapes=...)`` or as a decorator ``@jit(...)``.
+    ``shapes`` follows `symbolic_args_specs` (``"b, 256"``, a pytree prefix, or ``None``
+    to discover the varying dimensions from the calls).
+
+    >>> import numpy as np, shapevm as sv
+    >>> f = sv.jit(lambda x: x * 2.0 + 1.0, shapes="b, 4")
+    >>> f(np.ones((3, 4), np.float32)).shape
+    (3, 4)
+    """
+    options = dict(
+        shapes=shapes,
+        constraints=constraints,
+        static_argnums=static_argnums,
+        cache_mode=cache_mode,
+        bucket_boundaries=bucket_boundaries,
+        mem_optimize=mem_optimize,
+        fallback=fallback,
+        **jit_options,
+    )
+    if fun is None:
+        return lambda f: Jitted(f, **options)
+    return Jitted(fun, **options)

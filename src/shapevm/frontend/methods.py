@@ -1,0 +1,287 @@
+"""NumPy-like methods, operators and indexing of `Tracer` (installed on import).
+
+Indexing supports ints, slices (bounds may be symbolic), ``None``, ``...`` and a boolean
+mask array (whose result has a data-dependent first dimension). Slice bounds are
+normalized as NumPy does (negative from the end, clamped to the axis); with a symbolic
+axis size the comparisons that clamping needs must be decidable under the scope's
+constraints, else `InconclusiveDimensionOperation` (as in JAX: ``x[0:16]`` on an axis
+``b`` needs the constraint ``b >= 16``, or the dimension ``b + 15``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from shapevm.frontend import numpy_api as snp
+from shapevm.frontend.errors import ConcreteValueError, TracingError
+from shapevm.frontend.tracer import Tracer, bind_op, user_location
+from shapevm.ops import DType, Dynamic
+
+
+def _norm_slice(s: slice, d: Any) -> tuple[Any, Any, int]:
+    step = 1 if s.step is None else int(s.step)
+    if step <= 0:
+        raise TracingError(
+            "slices with a step <= 0 are not supported on traced arrays",
+            expected="a positive step",
+            found=f"step={step}",
+            fix="slice with a positive step; reverse with snp.flip when available, or "
+            "compute the reversed order with an index arithmetic",
+            loc=user_location() or "",
+        )
+    start: Any = 0 if s.start is None else s.start
+    stop: Any = d if s.stop is None else s.stop
+    if isinstance(start, int) and start < 0:
+        start = d + start
+        if isinstance(start, int) and start < 0:
+            start = 0
+    if isinstance(stop, int) and stop < 0:
+        stop = d + stop
+        if isinstance(stop, int) and stop < 0:
+            stop = 0
+    if not isinstance(d, Dynamic):
+        if not _same(stop, d) and stop > d:
+            stop = d
+        if not _same(start, d) and start > d:
+            start = d
+    if not _same(stop, start) and not isinstance(stop, Dynamic) and stop < start:
+        stop = start
+    return start, stop, step
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Structural equality of two dimensions (never decides anything)."""
+    return bool(a is b or (not isinstance(a, Dynamic) and not isinstance(b, Dynamic) and a == b))
+
+
+def _full_range(a: Any, b: Any, c: int, d: Any) -> bool:
+    return _same(a, 0) and _same(b, d) and c == 1
+
+
+def _norm_index(i: int, d: Any, axis: int) -> Any:
+    j: Any = i + d if i < 0 else i
+    ok = j >= 0 and j < d if not isinstance(d, Dynamic) else True
+    if not ok:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {d}")
+    return j
+
+
+def getitem(x: Tracer, idx: Any) -> Any:
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if len(idx) == 1 and _is_mask(idx[0]):
+        return _mask(x, idx[0])
+    for item in idx:
+        if isinstance(item, (Tracer, np.ndarray, list)):
+            raise TracingError(
+                "indexing a traced array with an integer array is not supported",
+                expected="ints, slices, None, ... or one boolean mask",
+                found=f"an index of type {type(item).__name__}",
+                fix="use snp.where, snp.sort/argsort or top_k; or a boolean mask",
+                loc=user_location() or "",
+            )
+    n_axes = len([i for i in idx if i is not None and i is not Ellipsis])
+    if n_axes > x.ndim:
+        raise IndexError(
+            f"too many indices for array: array is {x.ndim}-dimensional, but {n_axes} were indexed"
+        )
+    if Ellipsis in idx:
+        at = idx.index(Ellipsis)
+        idx = idx[:at] + (slice(None),) * (x.ndim - n_axes) + idx[at + 1 :]
+    else:
+        idx = idx + (slice(None),) * (x.ndim - n_axes)
+    starts: list[Any] = []
+    stops: list[Any] = []
+    steps: list[int] = []
+    final: list[Any] = []
+    axis = 0
+    for item in idx:
+        if item is None:
+            final.append(1)
+            continue
+        d = x.shape[axis]
+        if isinstance(item, slice):
+            a, b, c = _norm_slice(item, d)
+            starts.append(a)
+            stops.append(b)
+            steps.append(c)
+            final.append(d if _full_range(a, b, c, d) else (b - a + c - 1) // c)
+        else:
+            j = _norm_index(int(item), d, axis)
+            starts.append(j)
+            stops.append(j + 1)
+            steps.append(1)
+        axis += 1
+    out: Any = x
+    if not all(map(_full_range, starts, stops, steps, x.shape)):
+        attrs = {"start": tuple(starts), "stop": tuple(stops), "step": tuple(steps)}
+        out = bind_op("slice", [x], attrs)
+    if tuple(final) != tuple(out.shape):
+        out = snp.reshape(out, tuple(final))
+    return out
+
+
+def _is_mask(item: Any) -> bool:
+    if isinstance(item, Tracer):
+        return item.dt is DType.BOOL
+    return isinstance(item, np.ndarray) and item.dtype == np.bool_
+
+
+def _mask(x: Tracer, mask: Any) -> Any:
+    return bind_op("mask_select", [x, mask])
+
+
+def _concrete_error(x: Tracer, what: str) -> ConcreteValueError:
+    return ConcreteValueError(
+        f"{what} of a traced array {x!r}: its value is only known when the program runs.\n"
+        "  fix: use shapevm.numpy.where for data-dependent choices, shapevm.lax.cond for "
+        "data-dependent branches, or mark the argument static (static_argnums)"
+    )
+
+
+def _bool(self: Tracer) -> bool:
+    raise _concrete_error(self, "the truth value (if/while/and/or)")
+
+
+def _int(self: Tracer) -> int:
+    raise _concrete_error(self, "int()")
+
+
+def _float(self: Tracer) -> float:
+    raise _concrete_error(self, "float()")
+
+
+def _array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
+    raise _concrete_error(self, "conversion to a NumPy array (np.asarray)")
+
+
+def _iter(self: Tracer) -> Iterator[Any]:
+    n = len(self)
+    return (self[i] for i in range(n))
+
+
+_UFUNCS = {
+    "add": snp.add,
+    "subtract": snp.subtract,
+    "multiply": snp.multiply,
+    "true_divide": snp.divide,
+    "divide": snp.divide,
+    "floor_divide": snp.floor_divide,
+    "remainder": snp.mod,
+    "power": snp.power,
+    "maximum": snp.maximum,
+    "minimum": snp.minimum,
+    "negative": snp.negative,
+    "absolute": snp.absolute,
+    "exp": snp.exp,
+    "log": snp.log,
+    "sqrt": snp.sqrt,
+    "tanh": snp.tanh,
+    "sin": snp.sin,
+    "cos": snp.cos,
+    "less": snp.less,
+    "less_equal": snp.less_equal,
+    "greater": snp.greater,
+    "greater_equal": snp.greater_equal,
+    "equal": snp.equal,
+    "not_equal": snp.not_equal,
+    "logical_and": snp.logical_and,
+    "logical_or": snp.logical_or,
+    "logical_not": snp.logical_not,
+    "matmul": snp.matmul,
+}
+
+
+def _array_ufunc(self: Tracer, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    fn = _UFUNCS.get(ufunc.__name__)
+    if method != "__call__" or fn is None or kwargs:
+        raise TracingError(
+            f"NumPy's {ufunc.__name__}.{method} cannot run on a traced array",
+            expected="a shapevm.numpy function",
+            found=f"np.{ufunc.__name__} applied to {self!r}",
+            fix=f"use shapevm.numpy.{ufunc.__name__} (import shapevm.numpy as snp)",
+            loc=user_location() or "",
+        )
+    return fn(*inputs)
+
+
+def _swap(fn: Any) -> Any:
+    return lambda self, other: fn(other, self)
+
+
+def _reshape(self: Tracer, *shape: Any, order: str = "C") -> Any:
+    target = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    return snp.reshape(self, tuple(target), order)
+
+
+def _transpose(self: Tracer, *axes: Any) -> Any:
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    return snp.transpose(self, axes or None)
+
+
+_METHODS: dict[str, Any] = {
+    "__add__": snp.add,
+    "__radd__": _swap(snp.add),
+    "__sub__": snp.subtract,
+    "__rsub__": _swap(snp.subtract),
+    "__mul__": snp.multiply,
+    "__rmul__": _swap(snp.multiply),
+    "__truediv__": snp.divide,
+    "__rtruediv__": _swap(snp.divide),
+    "__floordiv__": snp.floor_divide,
+    "__rfloordiv__": _swap(snp.floor_divide),
+    "__mod__": snp.mod,
+    "__rmod__": _swap(snp.mod),
+    "__pow__": snp.power,
+    "__rpow__": _swap(snp.power),
+    "__matmul__": snp.matmul,
+    "__rmatmul__": _swap(snp.matmul),
+    "__neg__": snp.negative,
+    "__pos__": lambda self: self,
+    "__abs__": snp.absolute,
+    "__lt__": snp.less,
+    "__le__": snp.less_equal,
+    "__gt__": snp.greater,
+    "__ge__": snp.greater_equal,
+    "__eq__": snp.equal,
+    "__ne__": snp.not_equal,
+    "__and__": snp.logical_and,
+    "__rand__": _swap(snp.logical_and),
+    "__or__": snp.logical_or,
+    "__ror__": _swap(snp.logical_or),
+    "__xor__": snp.logical_xor,
+    "__rxor__": _swap(snp.logical_xor),
+    "__invert__": snp.logical_not,
+    "__getitem__": getitem,
+    "__bool__": _bool,
+    "__int__": _int,
+    "__index__": _int,
+    "__float__": _float,
+    "__array__": _array,
+    "__iter__": _iter,
+    "__array_ufunc__": _array_ufunc,
+    "__hash__": object.__hash__,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "astype": snp.astype,
+    "sum": snp.sum,
+    "mean": snp.mean,
+    "max": snp.max,
+    "min": snp.min,
+    "prod": snp.prod,
+    "var": snp.var,
+    "argmax": snp.argmax,
+    "argmin": snp.argmin,
+    "swapaxes": snp.swapaxes,
+    "squeeze": snp.squeeze,
+    "ravel": snp.ravel,
+    "flatten": snp.ravel,
+    "clip": snp.clip,
+}
+for _name, _fn in _METHODS.items():
+    setattr(Tracer, _name, _fn)
+Tracer.T = property(lambda self: snp.transpose(self))  # type: ignore[attr-defined]

@@ -1,0 +1,819 @@
+"""``shapevm.numpy``: NumPy's API over traced arrays with symbolic shapes.
+
+Every function accepts `Tracer` s, NumPy arrays, Python scalars and symbolic dimensions.
+Inside a traced function it records bytecode; on plain NumPy inputs it computes eagerly
+with the op table's reference kernels.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from shapevm.frontend.errors import TracingError
+from shapevm.frontend.promote import float_of, result_dtype
+from shapevm.frontend.tracer import Tracer, bind_op, fmt_shape, user_location
+from shapevm.ops import DType, Dynamic
+from shapevm.shapes import DimExpr, InconclusiveDimensionOperation
+
+ArrayLike = Any
+
+# dtype names users spell as in NumPy
+bool_ = np.bool_
+int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
+uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
+float16, float32, float64 = np.float16, np.float32, np.float64
+pi, e, inf, nan = np.pi, np.e, np.inf, np.nan
+ndarray = np.ndarray
+
+
+# ---------------------------------------------------------------------------------------
+# conversions
+
+
+def _is_dim(x: Any) -> bool:
+    return isinstance(x, DimExpr)
+
+
+def _dtype_of(x: Any) -> DType | None:
+    """The dtype of an array operand, or ``None`` for weak scalars and dimensions."""
+    if isinstance(x, Tracer):
+        return x.dt
+    if isinstance(x, (bool, int, float, DimExpr)):
+        return None
+    if isinstance(x, np.generic) and not isinstance(x, np.ndarray):
+        return None  # NumPy scalars are weak, like Python's
+    return DType.from_numpy(np.asarray(x).dtype)
+
+
+def _weak_type(x: Any) -> type:
+    if isinstance(x, (bool, np.bool_)):
+        return bool
+    if isinstance(x, (int, np.integer, DimExpr)):
+        return int
+    return float
+
+
+def _dt_name(d: DType) -> str:
+    return d.value
+
+
+def _to_dtype(dtype: Any) -> DType:
+    if isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str) and dtype in {d.value for d in DType}:
+        return DType(dtype)
+    return DType.from_numpy(np.dtype(dtype))
+
+
+def asarray(x: ArrayLike, dtype: Any = None) -> Any:
+    """An array from ``x``: a symbolic dimension (or a shape tuple holding some) becomes an
+    array computed when the program runs (i32 unless ``dtype`` says otherwise)."""
+    if isinstance(x, Tracer):
+        return x if dtype is None else astype(x, dtype)
+    if isinstance(x, DimExpr) or (
+        isinstance(x, (tuple, list)) and any(isinstance(d, DimExpr) for d in x)
+    ):
+        dt = _to_dtype(dtype) if dtype is not None else DType.I32
+        if isinstance(x, DimExpr):
+            return bind_op("dim_value", [], {"dims": (x,), "dtype": dt.value, "scalar": True})
+        return bind_op("dim_value", [], {"dims": tuple(x), "dtype": dt.value, "scalar": False})
+    if isinstance(x, (tuple, list)) and any(isinstance(v, Tracer) for v in x):
+        return stack([asarray(v, dtype) for v in x])
+    return np.asarray(x, dtype=dtype)
+
+
+array = asarray
+
+
+def _materialize(x: Any, dt: DType) -> Any:
+    """Operand ``x`` ready for an op computing in ``dt``: arrays cast, dims as arrays."""
+    if isinstance(x, DimExpr):
+        return asarray(x, dt.numpy.newbyteorder("="))
+    if isinstance(x, Tracer):
+        return x if x.dt is dt else astype(x, dt)
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, np.generic) and not isinstance(x, np.ndarray):
+        return x.item()
+    arr = np.asarray(x)
+    want = dt.numpy.newbyteorder("=")
+    return arr if arr.dtype == want else arr.astype(want)
+
+
+def _common(xs: Sequence[Any], *, to_float: bool = False) -> tuple[list[Any], DType]:
+    typed = [d for d in (_dtype_of(x) for x in xs) if d is not None]
+    weak = [_weak_type(x) for x in xs if _dtype_of(x) is None]
+    dt = result_dtype(typed, weak)
+    if to_float:
+        dt = float_of(dt)
+    return [_materialize(x, dt) for x in xs], dt
+
+
+def _binary(name: str, x: Any, y: Any, *, to_float: bool = False) -> Any:
+    (a, b), _ = _common([x, y], to_float=to_float)
+    return bind_op(name, [a, b])
+
+
+def _unary_float(name: str, x: Any) -> Any:
+    (a,), _ = _common([x], to_float=True)
+    return bind_op(name, [a])
+
+
+# ---------------------------------------------------------------------------------------
+# elementwise
+
+
+def add(x: Any, y: Any) -> Any:
+    return _binary("add", x, y)
+
+
+def subtract(x: Any, y: Any) -> Any:
+    return _binary("sub", x, y)
+
+
+def multiply(x: Any, y: Any) -> Any:
+    return _binary("mul", x, y)
+
+
+def divide(x: Any, y: Any) -> Any:
+    """True division; integer operands are divided as f32 (as in JAX)."""
+    return _binary("div", x, y, to_float=True)
+
+
+true_divide = divide
+
+
+def floor_divide(x: Any, y: Any) -> Any:
+    return _binary("floordiv", x, y)
+
+
+def mod(x: Any, y: Any) -> Any:
+    return _binary("mod", x, y)
+
+
+remainder = mod
+
+
+def power(x: Any, y: Any) -> Any:
+    return _binary("pow", x, y)
+
+
+def maximum(x: Any, y: Any) -> Any:
+    return _binary("maximum", x, y)
+
+
+def minimum(x: Any, y: Any) -> Any:
+    return _binary("minimum", x, y)
+
+
+def negative(x: Any) -> Any:
+    (a,), _ = _common([x])
+    return bind_op("neg", [a])
+
+
+def absolute(x: Any) -> Any:
+    (a,), _ = _common([x])
+    return bind_op("abs", [a])
+
+
+abs = absolute
+
+
+def sign(x: Any) -> Any:
+    (a,), _ = _common([x])
+    return bind_op("sign", [a])
+
+
+def square(x: Any) -> Any:
+    return multiply(x, x)
+
+
+def exp(x: Any) -> Any:
+    return _unary_float("exp", x)
+
+
+def log(x: Any) -> Any:
+    return _unary_float("log", x)
+
+
+def sqrt(x: Any) -> Any:
+    return _unary_float("sqrt", x)
+
+
+def tanh(x: Any) -> Any:
+    return _unary_float("tanh", x)
+
+
+def sin(x: Any) -> Any:
+    return _unary_float("sin", x)
+
+
+def cos(x: Any) -> Any:
+    return _unary_float("cos", x)
+
+
+def erf(x: Any) -> Any:
+    """The error function (``scipy.special.erf``), elementwise."""
+    return _unary_float("erf", x)
+
+
+def floor(x: Any) -> Any:
+    return _unary_float("floor", x)
+
+
+def ceil(x: Any) -> Any:
+    return _unary_float("ceil", x)
+
+
+def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Any:
+    out = x
+    if a_min is not None:
+        out = maximum(out, a_min)
+    if a_max is not None:
+        out = minimum(out, a_max)
+    return out
+
+
+def _compare(name: str, x: Any, y: Any) -> Any:
+    (a, b), _ = _common([x, y])
+    return bind_op(name, [a, b])
+
+
+def less(x: Any, y: Any) -> Any:
+    return _compare("less", x, y)
+
+
+def less_equal(x: Any, y: Any) -> Any:
+    return _compare("less_equal", x, y)
+
+
+def greater(x: Any, y: Any) -> Any:
+    return _compare("greater", x, y)
+
+
+def greater_equal(x: Any, y: Any) -> Any:
+    return _compare("greater_equal", x, y)
+
+
+def equal(x: Any, y: Any) -> Any:
+    return _compare("equal", x, y)
+
+
+def not_equal(x: Any, y: Any) -> Any:
+    return _compare("not_equal", x, y)
+
+
+def _logical(name: str, *xs: Any) -> Any:
+    args = [_materialize(x, DType.BOOL) if _dtype_of(x) is not DType.BOOL else x for x in xs]
+    args = [bool(a) if isinstance(a, (int, float)) else a for a in args]
+    return bind_op(name, args)
+
+
+def logical_and(x: Any, y: Any) -> Any:
+    return _logical("logical_and", x, y)
+
+
+def logical_or(x: Any, y: Any) -> Any:
+    return _logical("logical_or", x, y)
+
+
+def logical_xor(x: Any, y: Any) -> Any:
+    return _logical("logical_xor", x, y)
+
+
+def logical_not(x: Any) -> Any:
+    return _logical("logical_not", x)
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    """``x`` where ``condition`` holds, else ``y``; with one argument, `nonzero`."""
+    if x is None and y is None:
+        return nonzero(condition)
+    if x is None or y is None:
+        raise TypeError("where() takes either 1 or 3 arguments")
+    (a, b), _ = _common([x, y])
+    cond = condition
+    if _dtype_of(cond) not in (DType.BOOL, None):
+        cond = not_equal(cond, 0)
+    return bind_op("where", [cond, a, b])
+
+
+def astype(x: Any, dtype: Any) -> Any:
+    dt = _to_dtype(dtype)
+    if isinstance(x, Tracer) and x.dt is dt:
+        return x
+    if isinstance(x, DimExpr):
+        return asarray(x, dtype)
+    return bind_op("cast", [x], {"dtype": dt.value})
+
+
+# ---------------------------------------------------------------------------------------
+# linear algebra
+
+
+def matmul(x: Any, y: Any) -> Any:
+    (a, b), _ = _common([x, y])
+    return bind_op("matmul", [a, b])
+
+
+def dot(x: Any, y: Any) -> Any:
+    """``np.dot`` for operands of rank <= 2 (a matrix product), else `matmul` semantics
+    for a last-axis contraction with a 1-D or 2-D right operand."""
+    if ndim(x) == 0 or ndim(y) == 0:
+        return multiply(x, y)
+    if ndim(y) <= 2:
+        return matmul(x, y)
+    raise TracingError(
+        "dot of operands of rank > 2 is not supported",
+        expected="a right operand of rank <= 2",
+        found=f"shapes {fmt_shape(shape(x))} and {fmt_shape(shape(y))}",
+        fix="use matmul (batched) or einsum with an explicit equation",
+        loc=user_location() or "",
+    )
+
+
+def einsum(subscripts: str, *operands: Any) -> Any:
+    """``np.einsum`` with an explicit or implicit output (``'ij,jk'`` means ``'ij,jk->ik'``)."""
+    eq = subscripts.replace(" ", "")
+    if "->" not in eq:
+        letters = [c for c in eq if c.isalpha()]
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        eq = f"{eq}->{out}"
+    args, _ = _common(list(operands))
+    return bind_op("einsum", args, {"equation": eq})
+
+
+# ---------------------------------------------------------------------------------------
+# shapes
+
+
+def shape(x: Any) -> tuple[Any, ...]:
+    if isinstance(x, Tracer):
+        return x.shape
+    return tuple(np.shape(x))
+
+
+def ndim(x: Any) -> int:
+    return len(shape(x))
+
+
+def _prod(dims: Sequence[Any]) -> Any:
+    out: Any = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _is_zero(r: Any) -> bool:
+    if isinstance(r, int):
+        return r == 0
+    from shapevm.shapes import bounds
+
+    return bounds(r) == (0, 0)
+
+
+def _resolve_reshape(old: Sequence[Any], new: Sequence[Any]) -> tuple[Any, ...]:
+    if any(isinstance(d, Dynamic) for d in old) and -1 in new:
+        raise TracingError(
+            "reshape with -1 of an array with a data-dependent dimension",
+            expected="a target shape without -1",
+            found=f"shape {fmt_shape(old)} -> {fmt_shape(new)}",
+            fix="spell every dimension of the target shape",
+            loc=user_location() or "",
+        )
+    dims = [d.item() if isinstance(d, np.integer) else d for d in new]
+    holes = [i for i, d in enumerate(dims) if isinstance(d, int) and d == -1]
+    if len(holes) > 1:
+        raise ValueError(f"can only specify one unknown dimension, found {fmt_shape(new)}")
+    if not holes:
+        return tuple(dims)
+    total = _prod(old)
+    known = _prod([d for i, d in enumerate(dims) if i != holes[0]])
+    rem = total % known if not isinstance(known, int) or known != 0 else 0
+    if not _is_zero(rem):
+        raise InconclusiveDimensionOperation(
+            f"Cannot divide evenly the sizes of shapes {fmt_shape(old)} and {fmt_shape(new)}.\n"
+            f"The remainder {rem} should be 0.\n"
+            "Fix: choose symbolic shapes that make the division exact (e.g. '4*b' instead of "
+            "'b'), or spell every dimension of the target shape."
+        )
+    dims[holes[0]] = total // known
+    return tuple(dims)
+
+
+def reshape(x: Any, newshape: Any, order: str = "C") -> Any:
+    if order != "C":
+        raise ValueError(f"reshape supports order='C' only, found order={order!r}")
+    if isinstance(newshape, (int, DimExpr, np.integer)):
+        newshape = (newshape,)
+    if isinstance(newshape, Tracer):
+        raise TypeError(
+            "Shapes must be 1D sequences of concrete values of integer type, got a traced "
+            f"array {newshape!r}. Array values are only known when the program runs; use "
+            "dimensions (x.shape[i] and expressions of them) to build shapes."
+        )
+    for d in newshape:
+        if isinstance(d, Tracer):
+            raise TypeError(
+                "Shapes must be 1D sequences of concrete values of integer type, got "
+                f"{list(newshape)!r}: an array cannot be a dimension. Use x.shape[i] instead."
+            )
+    target = _resolve_reshape(shape(x), tuple(newshape))
+    if not isinstance(x, Tracer) and not any(isinstance(d, DimExpr) for d in target):
+        return np.reshape(np.asarray(x), target)
+    if isinstance(x, Tracer) and tuple(target) == x.shape:
+        return x
+    return bind_op("reshape", [x], {"shape": target})
+
+
+def ravel(x: Any) -> Any:
+    return reshape(x, (-1,))
+
+
+def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
+    if axes is None:
+        perm = tuple(reversed(range(ndim(x))))
+    else:
+        perm = tuple(operator.index(a) % max(ndim(x), 1) for a in axes)
+    if perm == tuple(range(ndim(x))):
+        return x
+    return bind_op("transpose", [x], {"perm": perm})
+
+
+def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+    n = ndim(x)
+    perm = list(range(n))
+    a, b = axis1 % n, axis2 % n
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+def moveaxis(x: Any, source: int, destination: int) -> Any:
+    n = ndim(x)
+    perm = [i for i in range(n) if i != source % n]
+    perm.insert(destination % n, source % n)
+    return transpose(x, perm)
+
+
+def expand_dims(x: Any, axis: int | Sequence[int]) -> Any:
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    n = ndim(x) + len(axes)
+    norm = sorted(a % n for a in axes)
+    dims = list(shape(x))
+    for a in norm:
+        dims.insert(a, 1)
+    return reshape(x, tuple(dims))
+
+
+def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Any:
+    dims = shape(x)
+    if axis is None:
+        axes = {i for i, d in enumerate(dims) if isinstance(d, int) and d == 1}
+    else:
+        axes = {a % len(dims) for a in ((axis,) if isinstance(axis, int) else axis)}
+        for a in axes:
+            if not (isinstance(dims[a], int) and dims[a] == 1):
+                raise ValueError(
+                    f"cannot select an axis to squeeze out which has size not equal to one: "
+                    f"axis {a} of shape {fmt_shape(dims)}"
+                )
+    return reshape(x, tuple(d for i, d in enumerate(dims) if i not in axes))
+
+
+def broadcast_to(x: Any, shape_: Sequence[Any]) -> Any:
+    target = tuple(shape_)
+    if not isinstance(x, Tracer) and not any(isinstance(d, DimExpr) for d in target):
+        return np.broadcast_to(np.asarray(x), target)
+    if isinstance(x, Tracer) and x.shape == target:
+        return x
+    return bind_op("broadcast_to", [_as_tensor(x)], {"shape": target})
+
+
+def _as_tensor(x: Any) -> Any:
+    if isinstance(x, (Tracer, np.ndarray)):
+        return x
+    if isinstance(x, DimExpr):
+        return asarray(x)
+    return np.asarray(x)
+
+
+def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
+    args, _ = _common([_as_tensor(a) for a in arrays])
+    if len(args) == 1:
+        return args[0]
+    return bind_op("concatenate", args, {"axis": axis})
+
+
+def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+    arrays = [_as_tensor(a) for a in arrays]
+    n = ndim(arrays[0]) + 1
+    return concatenate([expand_dims(a, axis % n) for a in arrays], axis=axis % n)
+
+
+def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
+    dims = shape(x)
+    axis = axis % len(dims)
+    size = dims[axis]
+    if isinstance(indices_or_sections, int):
+        n = indices_or_sections
+        rem = size % n
+        if not _is_zero(rem):
+            raise InconclusiveDimensionOperation(
+                f"array split does not result in an equal division: axis {axis} of size "
+                f"{size} into {n} sections leaves the remainder {rem}, which should be 0"
+            )
+        step = size // n
+        bounds_ = [step * i for i in range(n + 1)]
+    else:
+        bounds_ = [0, *indices_or_sections, size]
+    return [_slice_axis(x, axis, lo, hi) for lo, hi in itertools.pairwise(bounds_)]
+
+
+def _slice_axis(x: Any, axis: int, start: Any, stop: Any, step: int = 1) -> Any:
+    dims = shape(x)
+    starts = tuple(start if i == axis else 0 for i in range(len(dims)))
+    stops = tuple(stop if i == axis else d for i, d in enumerate(dims))
+    steps = tuple(step if i == axis else 1 for i in range(len(dims)))
+    if not isinstance(x, Tracer) and not any(isinstance(v, DimExpr) for v in (*starts, *stops)):
+        return np.asarray(x)[
+            tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps, strict=True))
+        ]
+    return bind_op("slice", [x], {"start": starts, "stop": stops, "step": steps})
+
+
+def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Any:
+    if mode != "constant":
+        raise ValueError(f"pad supports mode='constant' only, found mode={mode!r}")
+    n = ndim(x)
+    if isinstance(pad_width, (int, DimExpr)):
+        widths = [(pad_width, pad_width)] * n
+    else:
+        pw = list(pad_width)
+        if len(pw) == 2 and all(isinstance(v, (int, DimExpr)) for v in pw):
+            widths = [(pw[0], pw[1])] * n
+        else:
+            widths = [(lo, hi) for lo, hi in pw]
+    low = tuple(lo for lo, _ in widths)
+    high = tuple(hi for _, hi in widths)
+    return bind_op("pad", [x], {"low": low, "high": high, "value": float(constant_values)})
+
+
+# ---------------------------------------------------------------------------------------
+# reductions
+
+
+def _axes(x: Any, axis: Any) -> tuple[int, ...] | None:
+    if axis is None:
+        return None
+    n = ndim(x)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(int(a) % n if n else int(a) for a in axes)
+
+
+def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
+    return bind_op(name, [_as_tensor(x)], {"axis": _axes(x, axis), "keepdims": keepdims})
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
+    if dtype is not None:
+        x = astype(x, dtype)
+    return _reduce("sum", x, axis, keepdims)
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("mean", x, axis, keepdims)
+
+
+def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("min", x, axis, keepdims)
+
+
+amax, amin = max, min
+
+
+def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce("prod", x, axis, keepdims)
+
+
+def var(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    mu = mean(x, axis=axis, keepdims=True)
+    d = subtract(x, mu)
+    return mean(multiply(d, d), axis=axis, keepdims=keepdims)
+
+
+def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
+    ax = None if axis is None else int(axis) % ndim(x)
+    return bind_op(name, [_as_tensor(x)], {"axis": ax, "keepdims": keepdims})
+
+
+def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _arg("argmax", x, axis, keepdims)
+
+
+def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return _arg("argmin", x, axis, keepdims)
+
+
+def sort(x: Any, axis: int = -1) -> Any:
+    return bind_op("sort", [_as_tensor(x)], {"axis": axis, "descending": False})
+
+
+def argwhere(x: Any) -> Any:
+    return bind_op("nonzero", [_as_tensor(x)])
+
+
+def nonzero(x: Any) -> tuple[Any, ...]:
+    """Indices of the non-zero elements, one array per axis; their length is a
+    data-dependent (``dynamic``) dimension bound when the program runs."""
+    idx = argwhere(x)
+    return tuple(_take_column(idx, i) for i in range(ndim(x)))
+
+
+def _take_column(idx: Any, i: int) -> Any:
+    if not isinstance(idx, Tracer):
+        return np.asarray(idx)[:, i]
+    col = _slice_axis(idx, 1, i, i + 1)
+    return (
+        bind_op("reshape", [col], {"shape": (idx.shape[0],)})
+        if not isinstance(idx.shape[0], Dynamic)
+        else _squeeze_dynamic(col)
+    )
+
+
+def _squeeze_dynamic(col: Tracer) -> Any:
+    # a [dynamic, 1] column becomes [dynamic] by summing the unit axis away
+    return bind_op("sum", [col], {"axis": (1,), "keepdims": False})
+
+
+def count_nonzero(x: Any, axis: Any = None) -> Any:
+    return sum(astype(not_equal(x, 0), np.int64), axis=axis)
+
+
+# ---------------------------------------------------------------------------------------
+# creation
+
+
+def full(shape_: Any, fill_value: Any, dtype: Any = None) -> Any:
+    dims = (shape_,) if isinstance(shape_, (int, DimExpr)) else tuple(shape_)
+    if dtype is None:
+        dtype = (
+            np.bool_
+            if isinstance(fill_value, bool)
+            else np.int64
+            if isinstance(fill_value, int)
+            else np.float32
+        )
+    dt = _to_dtype(dtype)
+    if not any(isinstance(d, DimExpr) for d in dims):
+        return np.full(dims, fill_value, dtype=dt.numpy.newbyteorder("="))
+    return bind_op("full", [], {"shape": dims, "value": float(fill_value), "dtype": dt.value})
+
+
+def zeros(shape_: Any, dtype: Any = np.float32) -> Any:
+    return full(shape_, 0, dtype)
+
+
+def ones(shape_: Any, dtype: Any = np.float32) -> Any:
+    return full(shape_, 1, dtype)
+
+
+def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Any:
+    return full(shape(x), fill_value, dtype if dtype is not None else _np_dtype(x))
+
+
+def zeros_like(x: Any, dtype: Any = None) -> Any:
+    return full_like(x, 0, dtype)
+
+
+def ones_like(x: Any, dtype: Any = None) -> Any:
+    return full_like(x, 1, dtype)
+
+
+def _np_dtype(x: Any) -> Any:
+    return x.dtype if isinstance(x, Tracer) else np.asarray(x).dtype
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
+    """``np.arange``; ``start``, ``stop`` may be symbolic dimensions (then the length is)."""
+    if stop is None:
+        start, stop = 0, start
+    if not any(isinstance(v, DimExpr) for v in (start, stop, step)):
+        return np.arange(start, stop, step, dtype=dtype)
+    if not isinstance(step, int) or step == 0:
+        raise ValueError(f"arange with symbolic bounds needs a non-zero int step, found {step!r}")
+    length = (stop - start + step - 1) // step if step > 0 else (start - stop - step - 1) // -step
+    dt = _to_dtype(dtype) if dtype is not None else DType.I64
+    out = bind_op("iota", [], {"size": (length,), "dtype": dt.value})
+    if step != 1:
+        out = multiply(out, step)
+    if not (isinstance(start, int) and start == 0):
+        out = add(out, start if isinstance(start, int) else asarray(start, out.dtype))
+    return out
+
+
+__all__ = [
+    "abs",
+    "absolute",
+    "add",
+    "amax",
+    "amin",
+    "arange",
+    "argmax",
+    "argmin",
+    "argwhere",
+    "array",
+    "asarray",
+    "astype",
+    "bool_",
+    "broadcast_to",
+    "ceil",
+    "clip",
+    "concatenate",
+    "cos",
+    "count_nonzero",
+    "divide",
+    "dot",
+    "e",
+    "einsum",
+    "equal",
+    "erf",
+    "exp",
+    "expand_dims",
+    "float16",
+    "float32",
+    "float64",
+    "floor",
+    "floor_divide",
+    "full",
+    "full_like",
+    "greater",
+    "greater_equal",
+    "inf",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "less",
+    "less_equal",
+    "log",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
+    "mod",
+    "moveaxis",
+    "multiply",
+    "nan",
+    "ndarray",
+    "ndim",
+    "negative",
+    "nonzero",
+    "not_equal",
+    "ones",
+    "ones_like",
+    "pad",
+    "pi",
+    "power",
+    "prod",
+    "ravel",
+    "remainder",
+    "reshape",
+    "shape",
+    "sign",
+    "sin",
+    "sort",
+    "split",
+    "sqrt",
+    "square",
+    "squeeze",
+    "stack",
+    "subtract",
+    "sum",
+    "swapaxes",
+    "tanh",
+    "transpose",
+    "true_divide",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "var",
+    "where",
+    "zeros",
+    "zeros_like",
+]

@@ -1,0 +1,446 @@
+"""The tracer: runs a Python function on `Tracer` arrays and records bytecode.
+
+A `TraceContext` owns the function being built: its scope (symbolic dimensions), its
+blocks, its registers and its constants. Every array operation goes through `bind_op`,
+which reads the op's row in the op table, applies the shape and dtype rules to the
+operands, decides the conditions the rule needs with the symbolic engine (an undecided or
+false condition is a `TracingError` at trace time, never a failure at run time) and
+appends one ``OP_CALL``. NumPy arrays the function closes over become constants; Python
+scalars become literals. Operations on plain NumPy arrays only (no tracer involved) run
+eagerly with the op's reference kernel, as JAX folds constants.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from shapevm.bytecode.isa import Reg
+from shapevm.bytecode.program import (
+    BindInputs,
+    Block,
+    Instr,
+    LoadConst,
+    OpCall,
+    Operand,
+    TensorType,
+)
+from shapevm.bytecode.shape_expr import Verdict, decide
+from shapevm.frontend.errors import EscapedTracerError, TracingError
+from shapevm.ops import (
+    AttrKind,
+    AttrValue,
+    Condition,
+    DType,
+    OpFlag,
+    OpInfo,
+    RuleAttr,
+    ShapeRuleError,
+    SymDim,
+    get_op,
+)
+from shapevm.shapes import DimExpr, InconclusiveDimensionOperation, SymbolicScope
+from shapevm.shapes import expr as E
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_local = threading.local()
+
+
+def current_trace() -> TraceContext | None:
+    """The innermost active trace of this thread, if any."""
+    stack: list[TraceContext] = getattr(_local, "stack", [])
+    return stack[-1] if stack else None
+
+
+def user_location() -> str | None:
+    """``file:line`` of the innermost frame outside the shapevm package."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_PKG_DIR):
+            return f"{os.path.basename(filename)}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def fmt_shape(shape: Sequence[Any]) -> str:
+    inner = ", ".join(str(d) for d in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
+class DimPredicate:
+    """A comparison of symbolic dimensions that the engine cannot decide at trace time.
+
+    Only `shapevm.lax.cond` accepts it (the branch is then chosen when the program runs);
+    anything else that needs a Python ``bool`` gets the engine's own
+    `InconclusiveDimensionOperation`.
+    """
+
+    __slots__ = ("error", "lhs", "op", "rhs")
+
+    def __init__(self, lhs: DimExpr, op: str, rhs: Any, error: Exception) -> None:
+        self.lhs, self.op, self.rhs, self.error = lhs, op, rhs, error
+
+    def __bool__(self) -> bool:
+        raise self.error
+
+    def __repr__(self) -> str:
+        return f"DimPredicate({self.lhs} {self.op} {self.rhs})"
+
+
+class TraceContext:
+    """The function under construction."""
+
+    def __init__(self, scope: SymbolicScope, name: str) -> None:
+        self.scope = scope
+        self.name = name
+        self.active = True
+        self._next_tensor = 0
+        self._next_shape = 0
+        self._next_label = 1
+        self.prologue: list[Instr] = []  # BIND_INPUTS and constants: always dominate uses
+        self.blocks: list[Block] = []
+        self.label = "L0"
+        self.instrs: list[Instr] = []
+        self.constants: list[np.ndarray[Any, Any]] = []
+        self._const_regs: dict[int, Tracer] = {}
+        self._keepalive: list[Any] = []
+        self.dim_regs: dict[str, Reg] = {}
+
+    # -- registers and blocks ---------------------------------------------------------------
+    def new_tensor(self) -> Reg:
+        reg = Reg.tensor(self._next_tensor)
+        self._next_tensor += 1
+        return reg
+
+    def new_shape(self) -> Reg:
+        reg = Reg.shape(self._next_shape)
+        self._next_shape += 1
+        return reg
+
+    def new_label(self) -> str:
+        label = f"L{self._next_label}"
+        self._next_label += 1
+        return label
+
+    def emit(self, instr: Instr) -> None:
+        if not self.active:
+            raise EscapedTracerError(_ESCAPED)
+        self.instrs.append(instr)
+
+    def end_block(self, terminator: Instr, next_label: str | None) -> None:
+        """Close the current block with ``terminator`` and start ``next_label``."""
+        self.instrs.append(terminator)
+        self.blocks.append(Block(self.label, tuple(self.instrs)))
+        self.instrs = []
+        if next_label is not None:
+            self.label = next_label
+
+    def bind_dims(self, names: Sequence[str]) -> None:
+        """``BIND_INPUTS``: one shape register per dimension variable."""
+        if not names:
+            return
+        regs = tuple(self.new_shape() for _ in names)
+        self.dim_regs = dict(zip(names, regs, strict=True))
+        self.prologue.append(BindInputs(regs, tuple(names)))
+
+    def finish_blocks(self) -> tuple[Block, ...]:
+        blocks = list(self.blocks)
+        if blocks:
+            first = blocks[0]
+            blocks[0] = Block(first.label, (*self.prologue, *first.instrs))
+        return tuple(blocks)
+
+    # -- constants ------------------------------------------------------------------------
+    def const(self, array: np.ndarray[Any, Any]) -> Tracer:
+        """The tracer of a constant array (loaded once, in the entry block)."""
+        key = id(array)
+        hit = self._const_regs.get(key)
+        if hit is not None:
+            return hit
+        arr = np.asarray(array)
+        if arr.dtype.byteorder not in ("=", "|", "<"):
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        try:
+            dtype = DType.from_numpy(arr.dtype)
+        except ValueError:
+            raise TracingError(
+                f"cannot use an array of dtype {arr.dtype} as a constant",
+                expected="bool, signed or unsigned integers, f16, f32 or f64",
+                found=f"a closed-over array of dtype {arr.dtype} and shape {arr.shape}",
+                fix="convert it with .astype() before tracing",
+                loc=user_location() or "",
+            ) from None
+        index = len(self.constants)
+        self.constants.append(arr)
+        reg = self.new_tensor()
+        ttype = TensorType(dtype, tuple(int(d) for d in arr.shape))
+        self.prologue.append(LoadConst(reg, index, ttype))
+        tracer = Tracer(self, reg, dtype, tuple(int(d) for d in arr.shape), const=arr)
+        self._const_regs[key] = tracer
+        self._keepalive.append(array)  # ids stay unique while the trace lives
+        return tracer
+
+
+_ESCAPED = (
+    "a traced array was used after the function that made it finished tracing; "
+    "return it from the function instead of storing it outside"
+)
+
+
+@contextmanager
+def tracing(ctx: TraceContext) -> Iterator[TraceContext]:
+    stack: list[TraceContext] = getattr(_local, "stack", None) or []
+    _local.stack = stack
+    stack.append(ctx)
+    old_nonint, old_cmp = E.nonint_operand_handler, E.inconclusive_comparison_handler
+    E.nonint_operand_handler = _dim_nonint_operand
+    E.inconclusive_comparison_handler = _dim_inconclusive
+    try:
+        yield ctx
+    finally:
+        stack.pop()
+        E.nonint_operand_handler, E.inconclusive_comparison_handler = old_nonint, old_cmp
+        ctx.active = False
+
+
+def _dim_nonint_operand(dim: DimExpr, other: Any, method: str) -> Any:
+    """A dimension meeting a float or an array becomes an array (as in JAX)."""
+    from shapevm.numpy import asarray
+
+    if current_trace() is None:
+        return NotImplemented
+    arr = asarray(dim)
+    return getattr(arr, method)(other)
+
+
+def _dim_inconclusive(lhs: DimExpr, op: str, rhs: Any, error: Exception) -> Any:
+    if current_trace() is None:
+        raise error
+    return DimPredicate(lhs, op, rhs, error)
+
+
+# ---------------------------------------------------------------------------------------
+# Tracer
+
+
+class Tracer:
+    """An array inside a traced function: a register with a dtype and a symbolic shape.
+
+    The methods and operators mirror NumPy's (see `shapevm.numpy`).
+    """
+
+    __slots__ = ("_const", "ctx", "dt", "reg", "shape")
+    __array_priority__ = 1000
+
+    def __init__(
+        self,
+        ctx: TraceContext,
+        reg: Reg,
+        dt: DType,
+        shape: tuple[SymDim, ...],
+        const: np.ndarray[Any, Any] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.reg = reg
+        self.dt = dt
+        self.shape = shape
+        self._const = const
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return np.dtype(self.dt.numpy.newbyteorder("="))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> Any:
+        out: Any = 1
+        for d in self.shape:
+            out = out * d
+        return out
+
+    def __repr__(self) -> str:
+        return f"Traced<{self.dt}[{', '.join(str(d) for d in self.shape)}]>"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        d = self.shape[0]
+        if isinstance(d, int):
+            return d
+        raise InconclusiveDimensionOperation(
+            f"len() of a traced array whose first dimension is symbolic ({d}): len() must "
+            "return an int. Use x.shape[0] instead, which stays symbolic."
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Binding ops
+
+
+def _attr_for_rule(kind: AttrKind, value: Any) -> Any:
+    if kind is AttrKind.DIMS:
+        return tuple(value)
+    return value
+
+
+def _attr_for_bytecode(kind: AttrKind, value: Any) -> AttrValue:
+    if kind is AttrKind.DIMS:
+        return tuple(d if isinstance(d, int) else str(d) for d in value)
+    if kind is AttrKind.INTS:
+        return tuple(int(v) for v in value)
+    if kind is AttrKind.FLOAT:
+        return float(value)
+    out: AttrValue = value
+    return out
+
+
+def _is_symbolic(value: Any) -> bool:
+    if isinstance(value, DimExpr):
+        return True
+    if isinstance(value, tuple):
+        return any(isinstance(v, DimExpr) for v in value)
+    return False
+
+
+def _operand_text(i: int, shapes: Sequence[Sequence[SymDim]], dtypes: Sequence[Any]) -> str:
+    dt = dtypes[i]
+    return f"operand {i} ({dt or 'scalar'}[{', '.join(str(d) for d in shapes[i])}])"
+
+
+def _fill(text: str, shapes: Sequence[Sequence[SymDim]], dtypes: Sequence[Any]) -> str:
+    names = [_operand_text(i, shapes, dtypes) for i in range(len(shapes))]
+    try:
+        return text.format(*names)
+    except (IndexError, KeyError, ValueError):
+        return text
+
+
+def _condition_error(
+    info: OpInfo,
+    cond: Condition,
+    verdict: Verdict,
+    shapes: Sequence[Sequence[SymDim]],
+    dtypes: Sequence[Any],
+) -> TracingError:
+    loc = user_location() or ""
+    tensor_shapes = ", ".join(fmt_shape(s) for s, d in zip(shapes, dtypes, strict=True) if d)
+    if OpFlag.ELEMENTWISE in info.flags:
+        what = f"{info.name} got incompatible shapes for broadcasting: {tensor_shapes}."
+    else:
+        what = f"{info.name}: {cond.what}; got shapes {tensor_shapes}."
+    why = (
+        "it is false"
+        if verdict is Verdict.FAILS
+        else "the dimensions are not provably related this way for every value of the "
+        "dimension variables allowed by the constraints"
+    )
+    fix = cond.fix
+    if verdict is Verdict.UNKNOWN:
+        fix = (
+            f"{fix}; or add the constraint '{cond.lhs} {cond.rel} {cond.rhs}' to the symbolic scope"
+        ).lstrip("; ")
+    return TracingError(
+        what,
+        expected=f"{_fill(cond.expected, shapes, dtypes)} ({cond.lhs} {cond.rel} {cond.rhs})",
+        found=f"{why}",
+        fix=fix,
+        loc=loc,
+    )
+
+
+def bind_op(name: str, operands: Sequence[Any], attrs: Mapping[str, Any] | None = None) -> Any:
+    """Apply op ``name``: traced when an operand is a `Tracer`, eager otherwise.
+
+    Returns one result, or a tuple for ops with several outputs.
+    """
+    info = get_op(name)
+    assert info is not None, name
+    attrs = dict(attrs or {})
+    ctx = None
+    for x in operands:
+        if isinstance(x, Tracer):
+            ctx = x.ctx
+            break
+    if ctx is None:
+        if any(_is_symbolic(v) for v in attrs.values()):
+            ctx = current_trace()
+        if ctx is None:
+            return _eager(info, operands, attrs)
+    if not ctx.active:
+        raise EscapedTracerError(_ESCAPED)
+    ins: list[Operand] = []
+    shapes: list[tuple[SymDim, ...]] = []
+    dtypes: list[DType | None] = []
+    for x in operands:
+        if isinstance(x, Tracer):
+            if x.ctx is not ctx:
+                raise EscapedTracerError(_ESCAPED)
+            ins.append(x.reg)
+            shapes.append(x.shape)
+            dtypes.append(x.dt)
+        elif isinstance(x, (bool, int, float)):
+            ins.append(x)
+            shapes.append(())
+            dtypes.append(None)
+        else:
+            t = ctx.const(np.asarray(x))
+            ins.append(t.reg)
+            shapes.append(t.shape)
+            dtypes.append(t.dt)
+    filled = info.filled_attrs({})
+    rule_attrs: dict[str, RuleAttr] = dict(filled)  # type: ignore[arg-type]
+    stored: list[tuple[str, AttrValue]] = []
+    for key, value in attrs.items():
+        spec = info.attr_spec(key)
+        assert spec is not None, (name, key)
+        if value is None:
+            continue
+        rule_attrs[key] = _attr_for_rule(spec.kind, value)
+        stored.append((key, _attr_for_bytecode(spec.kind, value)))
+    loc = user_location()
+    try:
+        out_dtypes = info.dtype_rule(dtypes, rule_attrs)
+        result = info.shape_rule(shapes, rule_attrs)
+    except ShapeRuleError as e:
+        raise TracingError(
+            f"{name}: {e.what}",
+            expected=_fill(e.expected, shapes, dtypes),
+            found=_fill(e.found, shapes, dtypes),
+            fix=e.fix,
+            loc=loc or "",
+        ) from None
+    for cond in result.conditions:
+        verdict = decide(cond.lhs, cond.rel, cond.rhs)
+        if verdict in (Verdict.FAILS, Verdict.UNKNOWN):
+            raise _condition_error(info, cond, verdict, shapes, dtypes)
+    outs = tuple(ctx.new_tensor() for _ in out_dtypes)
+    types = tuple(
+        TensorType(dt, shape) for dt, shape in zip(out_dtypes, result.shapes, strict=True)
+    )
+    ctx.emit(OpCall(outs, name, tuple(ins), tuple(stored), types, loc=loc))
+    tracers = tuple(
+        Tracer(ctx, reg, dt, tuple(shape))
+        for reg, dt, shape in zip(outs, out_dtypes, result.shapes, strict=True)
+    )
+    return tracers[0] if len(tracers) == 1 else tracers
+
+
+def _eager(info: OpInfo, operands: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    args = [x if isinstance(x, (bool, int, float)) else np.asarray(x) for x in operands]
+    full = info.filled_attrs({})
+    for k, v in attrs.items():
+        if v is not None:
+            spec = info.attr_spec(k)
+            full[k] = tuple(v) if spec is not None and spec.kind is AttrKind.DIMS else v
+    results = info.kernel(args, full)
+    return results[0] if len(results) == 1 else tuple(results)

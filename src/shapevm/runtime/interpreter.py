@@ -1,0 +1,392 @@
+"""The interpreter: the reference semantics of bytecode, a small loop over instructions.
+
+`Executable` prepares a function once: each instruction becomes a small closure over
+register numbers. For every new assignment of the dimension variables it builds a `Plan`
+(attributes with symbolic dimensions evaluated, a kernel variant chosen per op by the
+scheduler), cached by the variables' values, so a steady stream of calls pays for neither.
+Registers live in one Python list: tensor registers first, then shape registers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shapevm.bytecode.isa import Reg
+from shapevm.bytecode.printer import format_instr
+from shapevm.bytecode.program import (
+    BindInputs,
+    BranchIf,
+    Function,
+    Instr,
+    Jump,
+    LoadConst,
+    OpCall,
+    Program,
+    Return,
+    ShapeCompute,
+    ShapePropagate,
+    SpecDim,
+    TensorAlloc,
+    TensorCreate,
+    TensorFree,
+    TensorPhi,
+    TensorResize,
+)
+from shapevm.bytecode.shape_expr import COMPARISONS, ShapeCmp, evaluate_shape_expr
+from shapevm.ops import AttrKind, Dynamic, OpInfo, get_op
+from shapevm.runtime.binding import Binder, sym_dim
+
+Regs = list[Any]
+Step = Callable[[Regs], None]
+KernelChooser = Callable[[OpInfo, OpCall, Mapping[str, Any], Mapping[str, int]], Any]
+
+
+class RuntimeOpError(RuntimeError):
+    """An op failed while the program ran (a data-dependent check, a kernel error)."""
+
+
+def reference_kernel(
+    info: OpInfo, instr: OpCall, attrs: Mapping[str, Any], env: Mapping[str, int]
+) -> Any:
+    return info.kernel
+
+
+@dataclass(slots=True)
+class _Block:
+    label: str
+    phis: tuple[tuple[int, dict[str, int]], ...]
+    steps: tuple[Step, ...]
+    instrs: tuple[Instr, ...]  # for error messages, aligned with steps
+    term: Instr
+
+
+class Plan:
+    """The function specialized to one assignment of its dimension variables."""
+
+    __slots__ = ("blocks", "entry", "n_regs", "params", "straight")
+
+    def __init__(
+        self, blocks: dict[str, _Block], entry: str, n_regs: int, params: Sequence[int]
+    ) -> None:
+        self.blocks = blocks
+        self.entry = entry
+        self.n_regs = n_regs
+        self.params = tuple(params)
+        only = blocks[entry]
+        self.straight = len(blocks) == 1 and isinstance(only.term, Return) and not only.phis
+
+    def run(self, arrays: Sequence[Any]) -> list[Any]:
+        regs: Regs = [None] * self.n_regs
+        for i, a in zip(self.params, arrays, strict=True):
+            regs[i] = a
+        block = self.blocks[self.entry]
+        prev = ""
+        while True:
+            for out, incoming in block.phis:
+                regs[out] = regs[incoming[prev]]
+            i = 0
+            try:
+                for i, step in enumerate(block.steps):  # noqa: B007  (i names the failing step)
+                    step(regs)
+            except (ValueError, TypeError, IndexError, FloatingPointError, MemoryError) as exc:
+                raise _runtime_error(block, i, exc) from exc
+            term = block.term
+            if isinstance(term, Return):
+                return [regs[r.index] for r in term.values]
+            prev = block.label
+            if isinstance(term, Jump):
+                block = self.blocks[term.target]
+            else:
+                assert isinstance(term, BranchIf)
+                block = self.blocks[term.if_true if _branch(term, regs) else term.if_false]
+
+
+def _runtime_error(block: _Block, i: int, exc: Exception) -> RuntimeOpError:
+    instr = block.instrs[i] if i < len(block.instrs) else block.term
+    where = f" (traced at {instr.loc})" if instr.loc else ""
+    return RuntimeOpError(
+        f"{format_instr(instr).strip()} failed{where}: {exc}\n"
+        "  this check depends on data-dependent (dynamic) dimensions and could not be "
+        "proved before running"
+    )
+
+
+def _branch(term: BranchIf, regs: Regs) -> bool:
+    cond = term.cond
+    if isinstance(cond, Reg):
+        return bool(regs[cond.index])
+    raise AssertionError("shape predicates are resolved when the plan is built")
+
+
+class Executable:
+    """A function of a verified program, ready to run on concrete arrays."""
+
+    def __init__(
+        self,
+        program: Program,
+        name: str | None = None,
+        *,
+        arg_names: Sequence[str] | None = None,
+        choose: KernelChooser | None = None,
+        max_plans: int = 256,
+    ) -> None:
+        self.program = program
+        self.fn: Function = program.function(name) if name else program.functions[0]
+        self.binder = Binder(self.fn, arg_names)
+        self.scope = self.binder.scope
+        self.choose = choose or reference_kernel
+        self.constants = [np.asarray(c.array) for c in program.constants]
+        n_t = n_s = 0
+        for _, _, instr in self.fn.instructions():
+            for r in (*instr.defs(), *instr.uses()):
+                if r.is_tensor:
+                    n_t = max(n_t, r.index + 1)
+                else:
+                    n_s = max(n_s, r.index + 1)
+        for p in self.fn.params:
+            n_t = max(n_t, p.reg.index + 1)
+        self.n_tensor = n_t
+        self.n_regs = n_t + n_s
+        self._plans: OrderedDict[tuple[int, ...], Plan] = OrderedDict()
+        self._max_plans = max_plans
+        self.plan_builds = 0
+        self.plan_build_seconds = 0.0
+        self._dims_cache: dict[str, Any] = {}
+
+    # -- calls ----------------------------------------------------------------------------
+    def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
+        arrays = self.binder.convert(args)
+        env = self.binder.bind(arrays, dims)
+        return self.plan_for(env).run(arrays)
+
+    def plan_for(self, env: Mapping[str, int]) -> Plan:
+        key = tuple(env[v] for v in self.binder.variables)
+        plan = self._plans.get(key)
+        if plan is None:
+            t0 = time.perf_counter()
+            plan = self._build(env)
+            self.plan_build_seconds += time.perf_counter() - t0
+            self.plan_builds += 1
+            if len(self._plans) >= self._max_plans:
+                self._plans.popitem(last=False)
+            self._plans[key] = plan
+        return plan
+
+    # -- building plans ---------------------------------------------------------------------
+    def _reg(self, r: Reg) -> int:
+        return r.index if r.is_tensor else self.n_tensor + r.index
+
+    def _dim(self, d: Any, env: Mapping[str, int]) -> int:
+        if isinstance(d, int):
+            return d
+        sym = self._dims_cache.get(d)
+        if sym is None:
+            sym = sym_dim(d, self.scope)
+            self._dims_cache[d] = sym
+        if isinstance(sym, Dynamic):
+            raise AssertionError("dynamic dimension in an attribute")
+        return sym if isinstance(sym, int) else sym.evaluate(env)
+
+    def _build(self, env: Mapping[str, int]) -> Plan:
+        blocks: dict[str, _Block] = {}
+        for block in self.fn.blocks:
+            phis: list[tuple[int, dict[str, int]]] = []
+            steps: list[Step] = []
+            instrs: list[Instr] = []
+            for instr in block.instrs[:-1]:
+                if isinstance(instr, TensorPhi):
+                    incoming = {label: self._reg(r) for label, r in instr.incoming}
+                    phis.append((self._reg(instr.out), incoming))
+                    continue
+                step = self._step(instr, env)
+                if step is not None:
+                    steps.append(step)
+                    instrs.append(instr)
+            term = block.instrs[-1]
+            if isinstance(term, BranchIf) and isinstance(term.cond, ShapeCmp):
+                term = self._static_branch(term, steps, instrs)
+            blocks[block.label] = _Block(
+                block.label, tuple(phis), tuple(steps), tuple(instrs), term
+            )
+        params = [self._reg(p.reg) for p in self.fn.params]
+        return Plan(blocks, self.fn.blocks[0].label, self.n_regs + 1, params)
+
+    def _static_branch(self, term: BranchIf, steps: list[Step], instrs: list[Instr]) -> Instr:
+        """A shape predicate: evaluated on the shape registers at run time."""
+        cond = term.cond
+        assert isinstance(cond, ShapeCmp)
+        cmp = COMPARISONS[cond.op]
+        n_t = self.n_tensor
+        flag = self.n_regs  # one scratch slot past the registers holds the verdict
+
+        def step(regs: Regs) -> None:
+            values = _ShapeView(regs, n_t)
+            lhs = evaluate_shape_expr(cond.lhs, values)
+            rhs = evaluate_shape_expr(cond.rhs, values)
+            regs[flag] = bool(cmp(lhs, rhs))
+
+        steps.append(step)
+        instrs.append(term)
+        return BranchIf(Reg.tensor(flag), term.if_true, term.if_false, loc=term.loc)
+
+    def _step(self, instr: Instr, env: Mapping[str, int]) -> Step | None:
+        if isinstance(instr, OpCall):
+            return self._op_step(instr, env)
+        if isinstance(instr, LoadConst):
+            out, value = self._reg(instr.out), self.constants[instr.const]
+            return _setter(out, value)
+        if isinstance(instr, BindInputs):
+            outs = [self._reg(r) for r in instr.outs]
+            values = [env[n] for n in instr.names]
+
+            def bind(regs: Regs) -> None:
+                for o, v in zip(outs, values, strict=True):
+                    regs[o] = v
+
+            return bind
+        if isinstance(instr, ShapePropagate):
+            o, src, axis = self._reg(instr.out), self._reg(instr.src), instr.axis
+
+            def propagate(regs: Regs) -> None:
+                regs[o] = regs[src].shape[axis]
+
+            return propagate
+        if isinstance(instr, ShapeCompute):
+            o, expr, n_t = self._reg(instr.out), instr.expr, self.n_tensor
+
+            def compute(regs: Regs) -> None:
+                regs[o] = evaluate_shape_expr(expr, _ShapeView(regs, n_t))
+
+            return compute
+        if isinstance(instr, TensorCreate):
+            return None
+        if isinstance(instr, TensorAlloc):
+            return self._alloc_step(instr)
+        if isinstance(instr, TensorFree):
+            return _setter(self._reg(instr.reg), None)
+        if isinstance(instr, TensorResize):
+            o, src = self._reg(instr.out), self._reg(instr.src)
+            spec = self._spec(instr.spec)
+
+            def resize(regs: Regs) -> None:
+                regs[o] = regs[src].reshape([d if isinstance(d, int) else regs[d[0]] for d in spec])
+
+            return resize
+        raise AssertionError(f"unexpected instruction {instr!r}")
+
+    def _spec(self, spec: Sequence[SpecDim]) -> list[int | tuple[int]]:
+        out: list[int | tuple[int]] = []
+        for d in spec:
+            if isinstance(d, Reg):
+                out.append((self._reg(d),))
+            elif isinstance(d, Dynamic):
+                out.append(-1)
+            else:
+                out.append(d)
+        return out
+
+    def _alloc_step(self, instr: TensorAlloc) -> Step | None:
+        for _, _, other in self.fn.instructions():
+            if isinstance(other, TensorCreate) and other.out == instr.reg:
+                return _alloc(self._reg(instr.reg), self._spec(other.spec), other)
+        return None
+
+    def _op_step(self, instr: OpCall, env: Mapping[str, int]) -> Step:
+        info = get_op(instr.op)
+        assert info is not None, instr.op
+        attrs: dict[str, Any] = {}
+        for key, value in info.filled_attrs(instr.attr_dict()).items():
+            spec = info.attr_spec(key)
+            if spec is not None and spec.kind is AttrKind.DIMS and isinstance(value, tuple):
+                attrs[key] = tuple(self._dim(d, env) for d in value)
+            else:
+                attrs[key] = value
+        kernel = self.choose(info, instr, attrs, env)
+        outs = tuple(self._reg(r) for r in instr.outs)
+        template: list[Any] = []
+        slots: list[tuple[int, int]] = []
+        for pos, x in enumerate(instr.ins):
+            if isinstance(x, Reg):
+                slots.append((pos, self._reg(x)))
+                template.append(None)
+            else:
+                template.append(x)
+        return _make_op_step(kernel, attrs, outs, template, slots)
+
+
+class _ShapeView(Mapping[Reg, int]):
+    """Shape registers of a register list, as `evaluate_shape_expr` reads them."""
+
+    __slots__ = ("n_t", "regs")
+
+    def __init__(self, regs: Regs, n_t: int) -> None:
+        self.regs, self.n_t = regs, n_t
+
+    def __getitem__(self, r: Reg) -> int:
+        value: int = self.regs[self.n_t + r.index if not r.is_tensor else r.index]
+        return value
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _alloc(o: int, spec: list[int | tuple[int]], create: TensorCreate) -> Step:
+    dtype = create.dtype.numpy.newbyteorder("=")
+
+    def alloc(regs: Regs) -> None:
+        regs[o] = np.empty([d if isinstance(d, int) else regs[d[0]] for d in spec], dtype)
+
+    return alloc
+
+
+def _setter(out: int, value: Any) -> Step:
+    def step(regs: Regs) -> None:
+        regs[out] = value
+
+    return step
+
+
+def _make_op_step(
+    kernel: Any,
+    attrs: dict[str, Any],
+    outs: tuple[int, ...],
+    template: list[Any],
+    slots: list[tuple[int, int]],
+) -> Step:
+    """The closure of one OP_CALL; the common shapes get their own short closures."""
+    if len(outs) == 1 and len(template) == len(slots):
+        (o,) = outs
+        regs_in = tuple(r for _, r in slots)
+        if len(regs_in) == 1:
+            (a,) = regs_in
+
+            def unary(regs: Regs) -> None:
+                regs[o] = kernel((regs[a],), attrs)[0]
+
+            return unary
+        if len(regs_in) == 2:
+            a, b = regs_in
+
+            def binary(regs: Regs) -> None:
+                regs[o] = kernel((regs[a], regs[b]), attrs)[0]
+
+            return binary
+
+    def general(regs: Regs) -> None:
+        args = list(template)
+        for pos, r in slots:
+            args[pos] = regs[r]
+        results = kernel(args, attrs)
+        for o, value in zip(outs, results, strict=True):
+            regs[o] = value
+
+    return general
