@@ -19,7 +19,7 @@ import numpy as np
 
 from shapevm import _pytree
 from shapevm.bytecode.isa import Reg
-from shapevm.bytecode.program import Block, BranchIf, Jump, TensorPhi, TensorType
+from shapevm.bytecode.program import Block, BranchIf, Jump, TensorPhi
 from shapevm.bytecode.shape_expr import ShapeBin, ShapeCmp, ShapeExpr
 from shapevm.frontend import numpy_api as snp
 from shapevm.frontend.errors import TracingError
@@ -29,6 +29,7 @@ from shapevm.frontend.tracer import (
     TraceContext,
     Tracer,
     current_trace,
+    ttype,
     user_location,
 )
 from shapevm.ops import DYNAMIC, DType, SymDim
@@ -134,7 +135,7 @@ def cond(
             )
         shape = _join_dims(a.shape, b.shape)
         reg = ctx.new_tensor()
-        ctx.emit(TensorPhi(reg, ((end_t, a.reg), (end_f, b.reg)), TensorType(a.dt, shape)))
+        ctx.emit(TensorPhi(reg, ((end_t, a.reg), (end_f, b.reg)), ttype(a.dt, shape)))
         merged.append(Tracer(ctx, reg, a.dt, shape))
     return _pytree.unflatten(tree_t, merged)
 
@@ -199,9 +200,9 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
     i_next = snp.add(i_t, 1)
     end = ctx.label
     ctx.end_block(Jump(head), exit_)
-    phis = [TensorPhi(i_reg, ((pre, i0.reg), (end, i_next.reg)), TensorType(DType.I32, ()))]
+    phis = [TensorPhi(i_reg, ((pre, i0.reg), (end, i_next.reg)), ttype(DType.I32, ()))]
     for a, b, c in zip(init, new_t, carry, strict=True):
-        phis.append(TensorPhi(c.reg, ((pre, a.reg), (end, b.reg)), TensorType(c.dt, c.shape)))
+        phis.append(TensorPhi(c.reg, ((pre, a.reg), (end, b.reg)), ttype(c.dt, c.shape)))
     blk = ctx.blocks[head_index]
     ctx.blocks[head_index] = Block(blk.label, (*phis, *blk.instrs))
     return _pytree.unflatten(tree, carry)

@@ -106,7 +106,7 @@ class Exported:
         except (ValueError, KeyError, TypeError) as exc:
             from shapevm.bytecode.errors import BytecodeFormatError
 
-            raise BytecodeFormatError(f"bad exported-function metadata: {exc}") from None
+            raise BytecodeFormatError(f"bad exported-function metadata: {exc}", offset=0) from None
         return cls(program, in_tree, out_tree, kinds, names)
 
     # -- running --------------------------------------------------------------------------

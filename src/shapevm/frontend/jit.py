@@ -87,7 +87,7 @@ class Jitted:
         self._lock = threading.Lock()
         self.trace_count = 0
         self.report: list[str] = []
-        functools.update_wrapper(self, fun)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fun)
 
     def leaf_names(self, args: Sequence[Any]) -> list[str]:
         """``x``, ``params['w']``... one per leaf of the non-static arguments."""

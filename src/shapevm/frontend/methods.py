@@ -10,7 +10,7 @@ constraints, else `InconclusiveDimensionOperation` (as in JAX: ``x[0:16]`` on an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -160,10 +160,10 @@ def _array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
 
 def _iter(self: Tracer) -> Iterator[Any]:
     n = len(self)
-    return (self[i] for i in range(n))
+    return (getitem(self, i) for i in range(n))
 
 
-_UFUNCS = {
+_UFUNCS: dict[str, Callable[..., Any]] = {
     "add": snp.add,
     "subtract": snp.subtract,
     "multiply": snp.multiply,

@@ -16,11 +16,11 @@ import numpy as np
 
 from shapevm import _pytree
 from shapevm.bytecode.errors import VerifyError
-from shapevm.bytecode.program import Constant, Function, Param, Program, Return, TensorType
+from shapevm.bytecode.program import Constant, Function, Param, Program, Return
 from shapevm.bytecode.verify import check
 from shapevm.frontend import methods as _methods  # noqa: F401  (Tracer operators)
 from shapevm.frontend.errors import TracingError
-from shapevm.frontend.tracer import TraceContext, Tracer, tracing
+from shapevm.frontend.tracer import TraceContext, Tracer, tracing, ttype
 from shapevm.ops import DType
 from shapevm.shapes import DimExpr, ShapeDtypeStruct, SymbolicScope
 
@@ -108,7 +108,7 @@ def trace(
         spec = _as_spec(leaf)
         dt = DType.from_numpy(spec.dtype)
         reg = ctx.new_tensor()
-        params.append(Param(reg, TensorType(dt, spec.shape)))
+        params.append(Param(reg, ttype(dt, spec.shape)))
         for d in spec.shape:
             if isinstance(d, DimExpr):
                 variables |= d.free_vars()
@@ -127,7 +127,7 @@ def trace(
     fn = Function(
         name=name,
         params=tuple(params),
-        results=tuple(TensorType(t.dt, t.shape) for t in results),
+        results=tuple(ttype(t.dt, t.shape) for t in results),
         blocks=ctx.finish_blocks(),
         constraints=scope.constraints,
         dim_args=tuple(dim_args),

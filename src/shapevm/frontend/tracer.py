@@ -38,6 +38,7 @@ from shapevm.ops import (
     AttrValue,
     Condition,
     DType,
+    Dynamic,
     OpFlag,
     OpInfo,
     RuleAttr,
@@ -67,6 +68,11 @@ def user_location() -> str | None:
             return f"{os.path.basename(filename)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return None
+
+
+def ttype(dt: DType, shape: Sequence[Any]) -> TensorType:
+    """A bytecode type for a dtype and symbolic dimensions (kept as canonical text)."""
+    return TensorType(dt, tuple(d if isinstance(d, (int, Dynamic)) else str(d) for d in shape))
 
 
 def fmt_shape(shape: Sequence[Any]) -> str:
@@ -180,8 +186,8 @@ class TraceContext:
         index = len(self.constants)
         self.constants.append(arr)
         reg = self.new_tensor()
-        ttype = TensorType(dtype, tuple(int(d) for d in arr.shape))
-        self.prologue.append(LoadConst(reg, index, ttype))
+        const_type = TensorType(dtype, tuple(int(d) for d in arr.shape))
+        self.prologue.append(LoadConst(reg, index, const_type))
         tracer = Tracer(self, reg, dtype, tuple(int(d) for d in arr.shape), const=arr)
         self._const_regs[key] = tracer
         self._keepalive.append(array)  # ids stay unique while the trace lives
@@ -255,7 +261,8 @@ class Tracer:
 
     @property
     def dtype(self) -> np.dtype[Any]:
-        return np.dtype(self.dt.numpy.newbyteorder("="))
+        out: np.dtype[Any] = self.dt.numpy.newbyteorder("=")
+        return out
 
     @property
     def ndim(self) -> int:
@@ -424,9 +431,7 @@ def bind_op(name: str, operands: Sequence[Any], attrs: Mapping[str, Any] | None 
         if verdict in (Verdict.FAILS, Verdict.UNKNOWN):
             raise _condition_error(info, cond, verdict, shapes, dtypes)
     outs = tuple(ctx.new_tensor() for _ in out_dtypes)
-    types = tuple(
-        TensorType(dt, shape) for dt, shape in zip(out_dtypes, result.shapes, strict=True)
-    )
+    types = tuple(ttype(dt, shape) for dt, shape in zip(out_dtypes, result.shapes, strict=True))
     ctx.emit(OpCall(outs, name, tuple(ins), tuple(stored), types, loc=loc))
     tracers = tuple(
         Tracer(ctx, reg, dt, tuple(shape))

@@ -62,8 +62,7 @@ class SCDReport:
             src = "; ".join(t.sources)
             lines.append(f"  {t.reg:<6}{t.type:<28}{t.scd:>6.2f}  {src}".rstrip())
         lines.append(
-            f"function SCD: {self.scd:.2f} ({self.known} of {self.total} dimensions known "
-            "at entry)"
+            f"function SCD: {self.scd:.2f} ({self.known} of {self.total} dimensions known at entry)"
         )
         return "\n".join(lines)
 
@@ -77,13 +76,7 @@ def _dims(t: TensorType) -> tuple[int, int]:
 def analyze(fn: Function) -> SCDReport:
     """The SCD of every tensor defined in ``fn``."""
     variables = sorted(
-        {
-            name
-            for p in fn.params
-            for d in p.type.shape
-            if isinstance(d, str)
-            for name in _names(d)
-        }
+        {name for p in fn.params for d in p.type.shape if isinstance(d, str) for name in _names(d)}
         | set(fn.dim_args)
     )
     report = SCDReport(fn.name, tuple(variables))
