@@ -31,7 +31,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("file", help="binary (.svbc) or text bytecode file")
     validate.set_defaults(handler=_cmd_validate)
+    run = sub.add_parser(
+        "run",
+        help="run an exported file on random inputs",
+        description="Run an exported file on random inputs of the given shapes and print "
+        "the result shapes and timings.",
+    )
+    run.add_argument("file", help="an exported function (.svbc)")
+    run.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="shape of an argument with symbolic dimensions (repeatable)",
+    )
+    run.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="value of a dimension variable passed as an integer argument",
+    )
+    run.add_argument("--repeat", type=int, default=10, help="number of calls to time")
+    run.set_defaults(handler=_cmd_run)
     return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from shapevm.tools.run import run_file
+
+    return run_file(args.file, args.shape, args.dim, args.repeat)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
