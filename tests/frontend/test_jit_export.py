@@ -131,10 +131,10 @@ def test_traced_values_cannot_be_used_as_python_values() -> None:
             return x
         return -x
 
-    with pytest.raises(sv.ConcreteValueError, match="lax.cond"):
+    with pytest.raises(sv.ConcreteValueError, match=r"lax\.cond"):
         sv.jit(f)(np.ones(3, np.float32))
     with pytest.raises(
-        sv.InconclusiveDimensionOperation, match="snp.asarray|shapevm.numpy.asarray"
+        sv.InconclusiveDimensionOperation, match=r"snp\.asarray|shapevm\.numpy\.asarray"
     ):
         sv.export(sv.jit(lambda x: x * int(x.shape[0])))(
             sv.ShapeDtypeStruct(sv.symbolic_shape("b"), np.float32)
