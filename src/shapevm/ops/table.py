@@ -21,82 +21,21 @@ from shapevm.ops.core import (
     Kernel,
     OpFlag,
     OpInfo,
-    RuleAttr,
     ShapeRule,
-    ShapeRuleError,
     register,
+)
+from shapevm.ops.dtype_rules import (
+    bool_result,
+    cast_dtype,
+    float_dtype,
+    index_dtype,
+    same_dtype,
+    sum_dtype,
+    where_dtype,
 )
 from shapevm.ops.dtypes import DType
 
-Attrs = Mapping[str, RuleAttr]
 _EW = OpFlag.ELEMENTWISE | OpFlag.FUSIBLE
-
-
-def _fmt_dtypes(dtypes: Sequence[DType | None]) -> str:
-    return ", ".join(f"{{{i}}}: {d or 'scalar'}" for i, d in enumerate(dtypes))
-
-
-def same_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    """All tensor operands share one dtype, which is the result's; scalars adopt it."""
-    typed = [d for d in dtypes if d is not None]
-    if not typed:
-        raise ShapeRuleError(
-            "at least one operand must be a tensor",
-            expected="a tensor operand",
-            found="only scalars",
-            fix="load the scalar as a constant tensor",
-        )
-    if any(d != typed[0] for d in typed):
-        raise ShapeRuleError(
-            "operand dtypes differ",
-            expected=f"all operands {typed[0]}",
-            found=_fmt_dtypes(dtypes),
-            fix="cast one operand first (op cast)",
-        )
-    return (typed[0],)
-
-
-def float_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    (out,) = same_dtype(dtypes, attrs)
-    if not out.is_float:
-        raise ShapeRuleError(
-            "operand must have a floating dtype",
-            expected="f16, f32 or f64",
-            found=_fmt_dtypes(dtypes),
-            fix="cast the operand to a float dtype first (op cast)",
-        )
-    return (out,)
-
-
-def bool_result(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    same_dtype(dtypes, attrs)
-    return (DType.BOOL,)
-
-
-def sum_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    (out,) = same_dtype(dtypes, attrs)
-    return (DType.I64,) if out is DType.BOOL else (out,)
-
-
-def where_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    if dtypes[0] not in (DType.BOOL, None):
-        raise ShapeRuleError(
-            "the condition of where must be bool",
-            expected="{0}: bool",
-            found=_fmt_dtypes(dtypes),
-            fix="compare to produce a bool tensor (e.g. op greater)",
-        )
-    return same_dtype(dtypes[1:], attrs)
-
-
-def cast_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    target = attrs["dtype"]
-    assert isinstance(target, str)
-    return (DType.parse(target),)
-
-
-def index_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    return (DType.I64,)
 
 
 def _np_kernel(fn: Callable[..., Any]) -> Kernel:
