@@ -73,8 +73,7 @@ def bool_result(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
 
 
 def logical_dtype(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
-    """Bool operands only (scalars too must be ``true`` or ``false``), bool result."""
-    same_dtype(dtypes, attrs)
+    """Bool tensor operands only (scalars adopt bool), bool result."""
     if any(d not in (DType.BOOL, None) for d in dtypes):
         raise ShapeRuleError(
             "logical ops take bool operands",
@@ -82,7 +81,7 @@ def logical_dtype(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
             found=_fmt_dtypes(dtypes),
             fix="compare to produce bool tensors first (e.g. op not_equal with 0)",
         )
-    return (DType.BOOL,)
+    return bool_result(dtypes, attrs)
 
 
 def sum_dtype(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:

@@ -36,12 +36,15 @@ def _slice(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
         slice(lo, hi, st)
         for lo, hi, st in zip(attrs["start"], attrs["stop"], attrs["step"], strict=True)
     )
-    return (np.asarray(args[0])[index],)
+    return (np.asarray(np.asarray(args[0])[index]),)  # a rank-0 index gives a NumPy scalar
 
 
 def _pad(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
+    x = np.asarray(args[0])
+    if x.ndim == 0:  # np.pad refuses a scalar even with nothing to pad
+        return (x.copy(),)
     widths = list(zip(attrs["low"], attrs["high"], strict=True))
-    return (np.pad(np.asarray(args[0]), widths, constant_values=attrs["value"]),)
+    return (np.pad(x, widths, constant_values=attrs["value"]),)
 
 
 def _sort(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
