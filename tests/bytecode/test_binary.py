@@ -65,6 +65,18 @@ def test_round_trip(name: str) -> None:
     assert deserialize(serialize(program)) == program
 
 
+def test_negative_axes_in_attribute_lists_round_trip() -> None:
+    program = parse_program(
+        """
+func @f(t0: f32[b, 3]) -> f32[b]
+  L0:
+    t1: f32[b] = OP_CALL sum(t0, axis=[-1])
+    RETURN t1
+"""
+    )
+    assert deserialize(serialize(program)) == program
+
+
 def test_serialize_is_deterministic() -> None:
     program = programs()["consts"]
     assert serialize(program) == serialize(deserialize(serialize(program)))

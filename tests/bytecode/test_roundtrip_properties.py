@@ -78,7 +78,9 @@ def types(scope: SymbolicScope) -> st.SearchStrategy[TensorType]:
 
 def attr_values(scope: SymbolicScope) -> st.SearchStrategy[Any]:
     sym = st.sampled_from(DIM_TEXTS).map(lambda t: symbolic_shape(t, scope=scope)[0])
-    dims = st.one_of(st.integers(0, 2**40), sym.map(lambda d: d if isinstance(d, int) else str(d)))
+    # Lists hold axes as well as sizes, so their ints may be negative (``axis=[-1]``).
+    items = sym.map(lambda d: d if isinstance(d, int) else str(d))
+    dims = st.one_of(st.integers(-(2**40), 2**40), items)
     return st.one_of(
         st.booleans(),
         st.integers(-(2**63), 2**63 - 1),

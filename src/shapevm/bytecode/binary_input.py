@@ -140,14 +140,15 @@ class Input:
     def regs(self, what: str) -> tuple[Reg, ...]:
         return tuple(self.reg(what) for _ in range(self.count(what, 5)))
 
-    def dim(self, what: str, allow: tuple[int, ...]) -> Dim | SpecDim:
+    def dim(self, what: str, allow: tuple[int, ...], signed: bool = False) -> Dim | SpecDim:
+        """A dimension with one of the tags ``allow``; ``signed`` lets an int be negative."""
         at = self.pos
         tag = self.u8(what)
         if tag not in allow:
             self.fail(f"bad dimension tag in {what}", f"one of {list(allow)}", str(tag), at)
         if tag == F.DIM_INT:
             value = self.i64(what)
-            if value < 0:
+            if value < 0 and not signed:
                 self.fail(f"negative dimension in {what}", "a size >= 0", str(value), at)
             return value
         if tag == F.DIM_SYM:

@@ -132,7 +132,8 @@ def _attr(r: Input) -> AttrValue:
     if tag != F.ATTR_LIST:
         r.fail("bad attribute tag", "0 to 4", str(tag), at)
     n = r.count("attribute list items", 2)
-    items = [r.dim("attribute list", (F.DIM_INT, F.DIM_SYM)) for _ in range(n)]
+    # An attribute list holds axes (``axis=[-1]``) as well as sizes: ints may be negative.
+    items = [r.dim("attribute list", (F.DIM_INT, F.DIM_SYM), signed=True) for _ in range(n)]
     return tuple(i for i in items if isinstance(i, (int, str)))
 
 

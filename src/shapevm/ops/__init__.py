@@ -7,6 +7,8 @@
 """
 
 from shapevm.ops import table as _table  # noqa: F401  (registers the rows)
+from shapevm.ops import table_layout as _table_layout  # noqa: F401
+from shapevm.ops import table_nn as _table_nn  # noqa: F401
 from shapevm.ops.core import (
     DYNAMIC,
     REQUIRED,

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from shapevm.ops import shape_rules as rules
+from shapevm.ops import special
 from shapevm.ops.core import (
     REQUIRED,
     AttrKind,
@@ -21,85 +22,28 @@ from shapevm.ops.core import (
     Kernel,
     OpFlag,
     OpInfo,
-    RuleAttr,
     ShapeRule,
-    ShapeRuleError,
     register,
+)
+from shapevm.ops.dtype_rules import (
+    arg_reduce_dtype,
+    bool_result,
+    cast_dtype,
+    float_dtype,
+    index_dtype,
+    logical_dtype,
+    mean_dtype,
+    numeric_dtype,
+    same_dtype,
+    sum_dtype,
+    where_dtype,
 )
 from shapevm.ops.dtypes import DType
 
-Attrs = Mapping[str, RuleAttr]
 _EW = OpFlag.ELEMENTWISE | OpFlag.FUSIBLE
 
 
-def _fmt_dtypes(dtypes: Sequence[DType | None]) -> str:
-    return ", ".join(f"{{{i}}}: {d or 'scalar'}" for i, d in enumerate(dtypes))
-
-
-def same_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    """All tensor operands share one dtype, which is the result's; scalars adopt it."""
-    typed = [d for d in dtypes if d is not None]
-    if not typed:
-        raise ShapeRuleError(
-            "at least one operand must be a tensor",
-            expected="a tensor operand",
-            found="only scalars",
-            fix="load the scalar as a constant tensor",
-        )
-    if any(d != typed[0] for d in typed):
-        raise ShapeRuleError(
-            "operand dtypes differ",
-            expected=f"all operands {typed[0]}",
-            found=_fmt_dtypes(dtypes),
-            fix="cast one operand first (op cast)",
-        )
-    return (typed[0],)
-
-
-def float_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    (out,) = same_dtype(dtypes, attrs)
-    if not out.is_float:
-        raise ShapeRuleError(
-            "operand must have a floating dtype",
-            expected="f16, f32 or f64",
-            found=_fmt_dtypes(dtypes),
-            fix="cast the operand to a float dtype first (op cast)",
-        )
-    return (out,)
-
-
-def bool_result(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    same_dtype(dtypes, attrs)
-    return (DType.BOOL,)
-
-
-def sum_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    (out,) = same_dtype(dtypes, attrs)
-    return (DType.I64,) if out is DType.BOOL else (out,)
-
-
-def where_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    if dtypes[0] not in (DType.BOOL, None):
-        raise ShapeRuleError(
-            "the condition of where must be bool",
-            expected="{0}: bool",
-            found=_fmt_dtypes(dtypes),
-            fix="compare to produce a bool tensor (e.g. op greater)",
-        )
-    return same_dtype(dtypes[1:], attrs)
-
-
-def cast_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    target = attrs["dtype"]
-    assert isinstance(target, str)
-    return (DType.parse(target),)
-
-
-def index_dtype(dtypes: Sequence[DType | None], attrs: Attrs) -> tuple[DType, ...]:
-    return (DType.I64,)
-
-
-def _np_kernel(fn: Callable[..., Any]) -> Kernel:
+def np_kernel(fn: Callable[..., Any]) -> Kernel:
     """A kernel from a NumPy function of the operands, attributes ignored."""
 
     def kernel(args: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[np.ndarray[Any, Any], ...]:
@@ -108,7 +52,9 @@ def _np_kernel(fn: Callable[..., Any]) -> Kernel:
     return kernel
 
 
-def _attr_kernel(fn: Callable[..., Any]) -> Kernel:
+def attr_kernel(fn: Callable[..., Any]) -> Kernel:
+    """A kernel from a NumPy function of the operands and the attributes as keywords."""
+
     def kernel(args: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[np.ndarray[Any, Any], ...]:
         return (np.asarray(fn(*args, **attrs)),)
 
@@ -123,7 +69,50 @@ def _reduce(fn: Callable[..., Any]) -> Kernel:
     return kernel
 
 
-def _op(
+def _keep_ints(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Rounding leaves ints as they are (older NumPy would return float64)."""
+
+    def rounded(x: Any) -> Any:
+        arr = np.asarray(x)
+        return arr.copy() if arr.dtype.kind in "iu" else fn(arr)
+
+    return rounded
+
+
+def _quiet(fn: Callable[..., Any]) -> Kernel:
+    """Division by zero gives NumPy's values (0 for ints, inf or nan for floats), no warning."""
+
+    def kernel(args: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[np.ndarray[Any, Any], ...]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (np.asarray(fn(*args)),)
+
+    return kernel
+
+
+def _accumulate(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Sum and product in the operand's dtype (NumPy widens small ints); bool in i64."""
+
+    def reduce(x: Any, **kw: Any) -> Any:
+        arr = np.asarray(x)
+        return fn(arr, dtype=np.int64 if arr.dtype == np.bool_ else arr.dtype, **kw)
+
+    return reduce
+
+
+def _mean(x: Any, **kw: Any) -> Any:
+    arr = np.asarray(x)
+    out = np.mean(arr, **kw)  # ints average in float64, then round once to f32
+    return np.asarray(out).astype(arr.dtype if arr.dtype.kind == "f" else np.float32)
+
+
+def _index_of(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def index(x: Any, **kw: Any) -> Any:
+        return np.asarray(fn(x, **kw)).astype(np.int64)
+
+    return index
+
+
+def define(
     name: str,
     arity: int | tuple[int, int | None],
     shape_rule: ShapeRule,
@@ -134,6 +123,7 @@ def _op(
     attrs: tuple[AttrSpec, ...] = (),
     num_outputs: int = 1,
 ) -> OpInfo:
+    """Register a row; ``arity`` is a count or ``(min, max)`` with ``None`` for no maximum."""
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
     return register(
         OpInfo(name, lo, hi, num_outputs, attrs, shape_rule, dtype_rule, kernel, flags, doc)
@@ -147,9 +137,17 @@ _UNARY: list[tuple[str, Callable[..., Any], DTypeRule, str]] = [
     ("log", np.log, float_dtype, "elementwise natural logarithm"),
     ("sqrt", np.sqrt, float_dtype, "elementwise square root"),
     ("tanh", np.tanh, float_dtype, "elementwise hyperbolic tangent"),
+    ("sin", np.sin, float_dtype, "elementwise sine"),
+    ("cos", np.cos, float_dtype, "elementwise cosine"),
+    ("erf", special.erf, float_dtype, "elementwise error function"),
+    ("sigmoid", special.sigmoid, float_dtype, "elementwise logistic 1 / (1 + exp(-x))"),
+    ("floor", _keep_ints(np.floor), numeric_dtype, "elementwise round down (ints unchanged)"),
+    ("ceil", _keep_ints(np.ceil), numeric_dtype, "elementwise round up (ints unchanged)"),
+    ("sign", np.sign, numeric_dtype, "elementwise -1, 0 or 1 by sign (nan stays nan)"),
+    ("logical_not", np.logical_not, logical_dtype, "elementwise not of a bool tensor"),
 ]
 for _name, _fn, _dt, _doc in _UNARY:
-    _op(_name, 1, rules.elementwise, _dt, _np_kernel(_fn), _EW, _doc)
+    define(_name, 1, rules.elementwise, _dt, np_kernel(_fn), _EW, _doc)
 
 _COMM = OpFlag.BINARY | OpFlag.COMMUTATIVE
 _BINARY: list[tuple[str, Callable[..., Any], OpFlag, str]] = [
@@ -162,71 +160,115 @@ _BINARY: list[tuple[str, Callable[..., Any], OpFlag, str]] = [
     ("pow", np.power, OpFlag.BINARY, "elementwise power, broadcasting"),
 ]
 for _name, _fn, _flags, _doc in _BINARY:
-    _op(_name, 2, rules.elementwise, same_dtype, _np_kernel(_fn), _EW | _flags, _doc)
+    define(_name, 2, rules.elementwise, same_dtype, np_kernel(_fn), _EW | _flags, _doc)
+
+_INT_DIV: list[tuple[str, Callable[..., Any], str]] = [
+    (
+        "floordiv",
+        np.floor_divide,
+        "elementwise a // b rounded down, broadcasting (int x // 0 is 0)",
+    ),
+    ("mod", np.mod, "elementwise a % b with the sign of b, broadcasting (int x % 0 is 0)"),
+]
+for _name, _fn, _doc in _INT_DIV:
+    define(_name, 2, rules.elementwise, numeric_dtype, _quiet(_fn), _EW | OpFlag.BINARY, _doc)
+
+_LOGICAL: list[tuple[str, Callable[..., Any], str]] = [
+    ("logical_and", np.logical_and, "elementwise and of bool tensors, broadcasting"),
+    ("logical_or", np.logical_or, "elementwise or of bool tensors, broadcasting"),
+    ("logical_xor", np.logical_xor, "elementwise exclusive or of bool tensors, broadcasting"),
+]
+for _name, _fn, _doc in _LOGICAL:
+    define(_name, 2, rules.elementwise, logical_dtype, np_kernel(_fn), _EW | _COMM, _doc)
 
 _CMP: list[tuple[str, Callable[..., Any], OpFlag, str]] = [
     ("less", np.less, OpFlag.NONE, "elementwise a < b as bool"),
     ("greater", np.greater, OpFlag.NONE, "elementwise a > b as bool"),
     ("equal", np.equal, OpFlag.COMMUTATIVE, "elementwise a == b as bool"),
+    ("less_equal", np.less_equal, OpFlag.NONE, "elementwise a <= b as bool"),
+    ("greater_equal", np.greater_equal, OpFlag.NONE, "elementwise a >= b as bool"),
+    ("not_equal", np.not_equal, OpFlag.COMMUTATIVE, "elementwise a != b as bool"),
 ]
 for _name, _fn, _flags, _doc in _CMP:
     _flags |= _EW | OpFlag.BINARY | OpFlag.COMPARISON
-    _op(_name, 2, rules.elementwise, bool_result, _np_kernel(_fn), _flags, _doc)
+    define(_name, 2, rules.elementwise, bool_result, np_kernel(_fn), _flags, _doc)
 
-_op(
+define(
     "cast",
     1,
     rules.elementwise,
     cast_dtype,
-    _attr_kernel(lambda x, dtype: np.asarray(x).astype(DType.parse(dtype).numpy.newbyteorder("="))),
+    attr_kernel(lambda x, dtype: np.asarray(x).astype(DType.parse(dtype).numpy.newbyteorder("="))),
     _EW,
     "convert elements to another dtype",
     (AttrSpec("dtype", AttrKind.DTYPE, REQUIRED, "the result dtype"),),
 )
-_op(
+define(
     "where",
     3,
     rules.elementwise,
     where_dtype,
-    _np_kernel(np.where),
+    np_kernel(np.where),
     _EW,
     "pick from x where cond is true, else from y, broadcasting",
 )
-_op(
+define(
     "matmul",
     2,
     rules.matmul,
     same_dtype,
-    _np_kernel(np.matmul),
+    np_kernel(np.matmul),
     OpFlag.NONE,
     "matrix product with batch broadcasting (np.matmul)",
 )
 _AXIS = AttrSpec("axis", AttrKind.INTS, None, "axes to reduce; all when absent")
 _KEEP = AttrSpec("keepdims", AttrKind.BOOL, False, "keep reduced axes with size 1")
 _RED = OpFlag.REDUCTION | OpFlag.FUSIBLE
-_op("sum", 1, rules.reduction, sum_dtype, _reduce(np.sum), _RED, "sum over axes", (_AXIS, _KEEP))
-_op("max", 1, rules.reduction, same_dtype, _reduce(np.max), _RED, "max over axes", (_AXIS, _KEEP))
-_op(
+_REDUCTIONS: list[tuple[str, Callable[..., Any], DTypeRule, str]] = [
+    ("sum", _accumulate(np.sum), sum_dtype, "sum over axes (bool counts as i64)"),
+    ("max", np.max, same_dtype, "max over axes"),
+    ("min", np.min, same_dtype, "min over axes"),
+    ("prod", _accumulate(np.prod), sum_dtype, "product over axes (bool as i64)"),
+    ("mean", _mean, mean_dtype, "mean over axes (f32 for ints and bool)"),
+]
+for _name, _fn, _dt, _doc in _REDUCTIONS:
+    define(_name, 1, rules.reduction, _dt, _reduce(_fn), _RED, _doc, (_AXIS, _KEEP))
+
+_ARG_AXIS = AttrSpec(
+    "axis", AttrKind.INT, None, "the axis to search; the flattened operand when absent"
+)
+for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
+    define(
+        _name,
+        1,
+        rules.arg_reduction,
+        arg_reduce_dtype,
+        _reduce(_index_of(_fn)),
+        OpFlag.REDUCTION,
+        f"i64 index of the first {_name[3:]}imum along axis (np.{_name})",
+        (_ARG_AXIS, _KEEP),
+    )
+define(
     "reshape",
     1,
     rules.reshape,
     same_dtype,
-    _attr_kernel(lambda x, shape: np.reshape(x, shape)),
+    attr_kernel(lambda x, shape: np.reshape(x, shape)),
     OpFlag.LAYOUT,
     "same elements in a new shape",
     (AttrSpec("shape", AttrKind.DIMS, REQUIRED, "the new dimensions"),),
 )
-_op(
+define(
     "transpose",
     1,
     rules.transpose,
     same_dtype,
-    _attr_kernel(lambda x, perm: np.transpose(x, perm)),
+    attr_kernel(lambda x, perm: np.transpose(x, perm)),
     OpFlag.LAYOUT,
     "permute axes (reversed when perm is absent)",
     (AttrSpec("perm", AttrKind.INTS, None, "new order of the axes"),),
 )
-_op(
+define(
     "concatenate",
     (1, None),
     rules.concatenate,
@@ -236,12 +278,12 @@ _op(
     "join tensors along an existing axis",
     (AttrSpec("axis", AttrKind.INT, 0, "the axis to join along"),),
 )
-_op(
+define(
     "nonzero",
     1,
     rules.nonzero,
     index_dtype,
-    _np_kernel(np.argwhere),
+    np_kernel(np.argwhere),
     OpFlag.DATA_DEPENDENT,
     "indices of the non-zero elements as [n, rank] i64 (np.argwhere)",
 )
