@@ -112,7 +112,7 @@ def test_inconclusive_comparison_in_user_code() -> None:
 def test_max_dim_defers_the_comparison() -> None:
     f = lambda x: snp.zeros((sv.max_dim(x.shape[0], 4),), np.float32)  # noqa: E731
     exp = sv.export(sv.jit(f))(spec("b"))
-    assert shapes(exp.out_avals) == ["float32[max(b, 4)]"]
+    assert shapes(exp.out_avals) == ["float32[max(4, b)]"]
     assert exp.call(np.ones(2, np.int32)).shape == (4,)
     assert exp.call(np.ones(9, np.int32)).shape == (9,)
 
@@ -200,7 +200,7 @@ def test_nonlinear_dimension_is_solved() -> None:
         sv.ShapeDtypeStruct((a * a,), np.int32)
     )
     assert int(exp.call(np.ones(9, np.int32))) == 9
-    with pytest.raises(ValueError, match=r"Cannot solve|no integer"):
+    with pytest.raises(ValueError, match="No integer value of 'a' gives 'a\\^2' = 8"):
         exp.call(np.ones(8, np.int32))
 
 

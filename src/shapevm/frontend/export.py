@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from shapevm import _pytree
 from shapevm.bytecode.binary_writer import serialize as _serialize_program
 from shapevm.bytecode.program import Program
@@ -26,6 +28,34 @@ if TYPE_CHECKING:
     from shapevm.frontend.jit import Jitted
 
 FORMAT_KEY = "shapevm.exported"
+
+
+class Aval:
+    """The type of a result: ``.shape`` (ints, symbolic dimensions, or ``dynamic`` for a
+    data-dependent size) and ``.dtype``."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, shape: tuple[Any, ...], dtype: Any) -> None:
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Aval({self.dtype.name}[{', '.join(str(d) for d in self.shape)}])"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (Aval, ShapeDtypeStruct)):
+            return NotImplemented
+        return tuple(map(str, self.shape)) == tuple(map(str, other.shape)) and (
+            self.dtype == other.dtype
+        )
+
+    def __hash__(self) -> int:
+        return hash((tuple(map(str, self.shape)), self.dtype))
 
 
 class Exported:
@@ -64,10 +94,7 @@ class Exported:
             for p in fn.params
         )
         self.out_avals = tuple(
-            ShapeDtypeStruct(
-                tuple(sym_dim(d, scope) for d in t.shape),  # type: ignore[misc]
-                t.dtype.numpy.newbyteorder("="),
-            )
+            Aval(tuple(sym_dim(d, scope) for d in t.shape), t.dtype.numpy.newbyteorder("="))
             for t in fn.results
         )
         self.dim_args = tuple(k.dim for k in self.leaf_kinds if k.dim is not None)
@@ -153,7 +180,7 @@ class Exported:
         return f"Exported({self.fun_name}: ({ins}) -> ({outs}){where})"
 
 
-def _aval(a: ShapeDtypeStruct) -> str:
+def _aval(a: ShapeDtypeStruct | Aval) -> str:
     from shapevm.ops import DType
 
     return f"{DType.from_numpy(a.dtype)}[{', '.join(str(d) for d in a.shape)}]"

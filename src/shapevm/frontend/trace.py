@@ -54,7 +54,6 @@ class Traced:
     out_tree: _pytree.TreeDef
     leaf_kinds: tuple[LeafKind, ...]
     in_avals: tuple[ShapeDtypeStruct, ...]
-    out_avals: tuple[ShapeDtypeStruct, ...]
     scope: SymbolicScope
 
 
@@ -137,8 +136,7 @@ def trace(
     problems = check(program)
     if problems:
         raise VerifyError(problems)
-    out_avals = tuple(ShapeDtypeStruct(t.shape, t.dtype) for t in results)  # type: ignore[arg-type]
-    return Traced(program, in_tree, out_tree, tuple(kinds), tuple(in_avals), out_avals, scope)
+    return Traced(program, in_tree, out_tree, tuple(kinds), tuple(in_avals), scope)
 
 
 def _as_spec(leaf: Any) -> ShapeDtypeStruct:
