@@ -83,6 +83,14 @@ def test_stream_is_made_of_whole_permutations(wid: str) -> None:
     assert stream != stream_shapes(wid, 200, seed=1)
 
 
+def test_stream_over_fewer_shapes() -> None:
+    few = [(1, 256), (3, 256)]
+    stream = stream_shapes("W1", 8, shapes=few)
+    assert len(stream) == 8 and set(stream) == set(few)
+    with pytest.raises(ValueError, match="at least one shape"):
+        stream_shapes("W1", 8, shapes=[])
+
+
 def test_stream_order_is_pinned() -> None:
     # The order of the benchmarks' stream is part of the method: it must not drift.
     assert stream_shapes("W1", 6) == [(b, 256) for b in (17, 8, 64, 32, 3, 1)]

@@ -23,7 +23,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,13 +158,18 @@ def make_input(workload_id: str, shape: Shape, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
 
 
-def stream_shapes(workload_id: str, n: int = 200, seed: int = 42) -> list[Shape]:
-    """``n`` shapes made of repeated random permutations of the workload's shape list."""
-    shapes = get_workload(workload_id).shapes
+def stream_shapes(
+    workload_id: str, n: int = 200, seed: int = 42, shapes: Sequence[Shape] | None = None
+) -> list[Shape]:
+    """``n`` shapes made of repeated random permutations of the workload's shape list (or of
+    ``shapes``, for a shorter stream over fewer shapes)."""
+    pool = list(get_workload(workload_id).shapes if shapes is None else shapes)
+    if not pool:
+        raise ValueError("stream_shapes needs at least one shape to permute")
     rng = np.random.default_rng(seed)
     out: list[Shape] = []
     while len(out) < n:
-        out.extend(shapes[i] for i in rng.permutation(len(shapes)))
+        out.extend(pool[i] for i in rng.permutation(len(pool)))
     return out[:n]
 
 
