@@ -7,6 +7,7 @@ with the op table's reference kernels.
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import operator
 from collections.abc import Sequence
@@ -439,7 +440,7 @@ def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
     if axes is None:
         perm = tuple(reversed(range(ndim(x))))
     else:
-        perm = tuple(operator.index(a) % max(ndim(x), 1) for a in axes)
+        perm = tuple(operator.index(a) % builtins.max(ndim(x), 1) for a in axes)
     if perm == tuple(range(ndim(x))):
         return x
     return bind_op("transpose", [x], {"perm": perm})

@@ -1,62 +1,89 @@
-"""``shapevm demo``: a tour of what works today, on a built-in MLP layer.
+"""``shapevm demo``: export W1-W3 once, ship the bytes, run a stream of changing shapes.
 
-It parses symbolic shapes with constraints, decides comparisons (and shows the message of
-one that cannot be decided), solves dimension variables from concrete shapes, then parses
-the bytecode of a small MLP layer, verifies it, serializes it and loads it back.
+For each built-in model (the MLP, CNN and transformer block of ``BENCHMARKS.md``, with
+fixed-seed random weights) the demo exports the function once with symbolic input shapes,
+serializes it, loads the bytes back (no Python source needed from then on) and calls it on
+a stream of changing shapes. For every shape it prints the first call's latency (a new
+shape costs no compile), the steady latency and the max relative error against NumPy in
+float64.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections.abc import Sequence
 
-import shapevm as sv
-from shapevm import bytecode as bc
+import numpy as np
 
-_MLP_TEXT = """\
-func @mlp(t0: f32[b, 256], t1: f32[256, 64]) -> f32[b, 64]
-    where b <= 4096
-  L0:
-    t2: f32[b, 64] = OP_CALL matmul(t0, t1)
-    t3: f32[b, 64] = OP_CALL maximum(t2, 0.0)
-    RETURN t3
-"""
+from shapevm.frontend.export import deserialize
+from shapevm.models import traced
+from shapevm.models import workloads as wl
+
+STEADY_CALLS = 5
 
 
-def _section(title: str) -> None:
-    print(f"\n== {title} ==")
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:8.3f}"
 
 
-def run_demo() -> int:
-    _section("symbolic shapes")
-    b, h, w = sv.symbolic_shape("b, h, w", constraints=["b <= 64", "h >= 16", "w == 2*h"])
-    print(f"spec 'b, h, w' with b <= 64, h >= 16, w == 2*h  ->  ({b}, {h}, {w})")
-    print(f"bounds(b) = {sv.bounds(b)}   bounds(h // 4) = {sv.bounds(h // 4)}")
-    print(f"bounds(w * b - 32) = {sv.bounds(w * b - 32)}")
-    print(f"h * w >= 2 * h * h ?  {h * w >= 2 * h * h}")
-    print(f"b * h >= h ?         {b * h >= h}   (JAX cannot prove this)")
-    try:
-        _ = b >= h
-    except sv.InconclusiveDimensionOperation as err:
-        print(f"b >= h ?  inconclusive:\n    {str(err).replace(chr(10), chr(10) + '    ')}")
-
-    _section("solving dimension variables from concrete shapes")
-    spec = sv.symbolic_shape("b, 2*d", scope=sv.SymbolicScope())
-    print(f"spec {spec} with shape (3, 8)  ->  {sv.solve_dim_vars([spec], [(3, 8)])}")
-    try:
-        sv.solve_dim_vars([spec], [(3, 5)])
-    except sv.ShapeError as err:
-        print(f"with shape (3, 5):\n    {str(err).replace(chr(10), chr(10) + '    ')}")
-
-    _section("bytecode of a built-in MLP layer")
-    program = bc.parse_program(_MLP_TEXT)
-    bc.verify(program)
-    bc.print_program(program)
+def demo_workload(workload_id: str, passes: int = 2, seed: int = 0) -> float:
+    """Run one workload's demo; returns the worst relative error."""
+    w = wl.get_workload(workload_id)
+    weights = wl.make_weights(workload_id)
     t0 = time.perf_counter()
-    blob = bc.serialize(program)
-    back = bc.deserialize(blob)
-    dt = (time.perf_counter() - t0) * 1e3
+    exp = traced.export_workload(workload_id, weights)
+    t1 = time.perf_counter()
+    blob = exp.serialize()
+    t2 = time.perf_counter()
+    loaded = deserialize(blob)
+    t3 = time.perf_counter()
+    print(f"\n== {workload_id}: {w.description} ==")
+    print(f"exported once in {_ms(t1 - t0).strip()} ms: {loaded!r}")
     print(
-        f"serialized to {len(blob)} bytes and loaded back in {dt:.2f} ms; equal: {back == program}"
+        f"serialized to {len(blob) / 2**20:.2f} MiB in {_ms(t2 - t1).strip()} ms, "
+        f"loaded back in {_ms(t3 - t2).strip()} ms"
     )
-    print("(save it with shapevm.bytecode.save(program, 'mlp.svbc'); then `shapevm dis mlp.svbc`)")
-    return 0
+    ref = wl.reference_f64(workload_id, weights)
+    rng = np.random.default_rng(seed)
+    order: list[tuple[int, ...]] = []
+    for _ in range(passes):
+        order += [w.shapes[i] for i in rng.permutation(len(w.shapes))]
+    seen: set[tuple[int, ...]] = set()
+    worst = 0.0
+    print(
+        f"  {'shape':<14}{'call':>6}  {'first call ms':>13}  {'steady ms':>9}  {'max rel err':>11}"
+    )
+    for n, shape in enumerate(order, 1):
+        x = wl.make_input(workload_id, shape, seed=n)
+        t = time.perf_counter()
+        y = loaded.call(x)
+        first = time.perf_counter() - t
+        new = shape not in seen
+        seen.add(shape)
+        steady = _steady(loaded.call, x)
+        err = wl.accuracy(y, ref(x))
+        worst = max(worst, err)
+        tag = _ms(first) + (" (new)" if new else "      ")
+        print(f"  {w.label(shape):<14}{n:>6}  {tag:>13}  {_ms(steady):>9}  {err:>11.1e}")
+    return worst
+
+
+def _steady(fn: object, x: np.ndarray) -> float:
+    times = []
+    for _ in range(STEADY_CALLS):
+        t = time.perf_counter()
+        fn(x)  # type: ignore[operator]
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def run_demo(workloads: Sequence[str] = ("W1", "W2", "W3")) -> int:
+    print(
+        "shapevm demo: each model is traced once with symbolic shapes, serialized, loaded "
+        "back and run\non a stream of changing shapes in the interpreter (no compile on "
+        "a new shape)."
+    )
+    worst = max(demo_workload(wid) for wid in workloads)
+    print(f"\nworst relative error against NumPy float64 over all calls: {worst:.1e}")
+    return 0 if worst < 1e-4 else 1

@@ -1,0 +1,105 @@
+"""The workloads W1-W3 written against `shapevm.numpy` and `shapevm.nn`, for export.
+
+Same weights and same math as `shapevm.models.workloads` (whose NumPy versions are the
+eager peer and the float64 reference); here the functions are traced once with the
+symbolic input shape of each workload (``b, 256``; ``b, 3, h, w``; ``b, s, 256``).
+
+>>> from shapevm.models import traced, workloads as wl
+>>> exp = traced.export_workload("W1", wl.make_weights("W1"))
+>>> exp
+Exported(mlp: (f32[b, 256]) -> (f32[b, 256]))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import shapevm as sv
+import shapevm.numpy as snp
+from shapevm import nn
+from shapevm.frontend.export import Exported
+from shapevm.models.workloads import EPS, HEAD_DIM, HEADS, WIDTH, Weights, get_workload
+
+
+def _t(w: np.ndarray) -> np.ndarray:
+    """A linear weight ``[out, in]`` as the contiguous ``[in, out]`` that ``x @ w`` uses."""
+    return np.ascontiguousarray(w.T)
+
+
+def mlp_fn(p: Weights) -> Callable[[Any], Any]:
+    w1, b1, w2, b2 = _t(p["fc1.weight"]), p["fc1.bias"], _t(p["fc2.weight"]), p["fc2.bias"]
+    w3, b3, g, beta = _t(p["fc3.weight"]), p["fc3.bias"], p["ln.weight"], p["ln.bias"]
+
+    def mlp(x: Any) -> Any:
+        h = nn.relu(x @ w1 + b1)
+        h = nn.gelu(h @ w2 + b2, approximate=True)
+        y = h @ w3 + b3 + x
+        return nn.layer_norm(y, g, beta, eps=EPS)
+
+    return mlp
+
+
+def cnn_fn(p: Weights) -> Callable[[Any], Any]:
+    convs = [
+        (p[f"{name}.weight"], p[f"{name}.bias"], stride)
+        for name, stride in (("conv1", 1), ("conv2", 2), ("conv3", 1))
+    ]
+    wf, bf = _t(p["fc.weight"]), p["fc.bias"]
+
+    def cnn(x: Any) -> Any:
+        h = x
+        for w, b, stride in convs:
+            h = nn.relu(nn.conv2d(h, w, b, stride=stride, padding=1))
+        pooled = snp.mean(h, axis=(2, 3))
+        return pooled @ wf + bf
+
+    return cnn
+
+
+def block_fn(p: Weights) -> Callable[[Any], Any]:
+    g1, be1, g2, be2 = p["ln1.weight"], p["ln1.bias"], p["ln2.weight"], p["ln2.bias"]
+    wqkv, bqkv = _t(p["attn.qkv.weight"]), p["attn.qkv.bias"]
+    wo, bo = _t(p["attn.proj.weight"]), p["attn.proj.bias"]
+    w1, b1 = _t(p["mlp.fc1.weight"]), p["mlp.fc1.bias"]
+    w2, b2 = _t(p["mlp.fc2.weight"]), p["mlp.fc2.bias"]
+    scale = 1.0 / math.sqrt(HEAD_DIM)
+
+    def block(x: Any) -> Any:
+        b, s, _ = x.shape
+        h = nn.layer_norm(x, g1, be1, eps=EPS)
+        qkv = (h @ wqkv + bqkv).reshape(b, s, 3, HEADS, HEAD_DIM).transpose(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        att = nn.softmax((q @ k.transpose(0, 1, 3, 2)) * scale, axis=-1)
+        o = (att @ v).transpose(0, 2, 1, 3).reshape(b, s, WIDTH)
+        x = x + (o @ wo + bo)
+        h = nn.gelu(nn.layer_norm(x, g2, be2, eps=EPS) @ w1 + b1, approximate=True)
+        return x + (h @ w2 + b2)
+
+    return block
+
+
+_BUILDERS: dict[str, Callable[[Weights], Callable[[Any], Any]]] = {
+    "W1": mlp_fn,
+    "W2": cnn_fn,
+    "W3": block_fn,
+}
+
+
+def workload_fn(workload_id: str, weights: Weights) -> Callable[[Any], Any]:
+    """The workload as a function of its input, written with `shapevm.numpy`."""
+    get_workload(workload_id)
+    return _BUILDERS[workload_id](weights)
+
+
+def input_spec(workload_id: str) -> sv.ShapeDtypeStruct:
+    """The symbolic input of the workload (``b, 256`` and so on), float32."""
+    return sv.ShapeDtypeStruct(sv.symbolic_shape(get_workload(workload_id).spec), np.float32)
+
+
+def export_workload(workload_id: str, weights: Weights) -> Exported:
+    """The workload exported once for its whole family of input shapes."""
+    return sv.export(sv.jit(workload_fn(workload_id, weights)))(input_spec(workload_id))
