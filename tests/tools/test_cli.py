@@ -103,3 +103,34 @@ def test_python_dash_m_entry_point(mlp_file: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "valid" in result.stdout
+
+
+def test_run_prints_result_shapes_and_timings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+
+    import shapevm as sv
+    import shapevm.numpy as snp
+
+    w = np.ones((8, 4), np.float32)
+    (b,) = sv.symbolic_shape("b")
+    exp = sv.export(sv.jit(lambda x: snp.tanh(x @ w)))(sv.ShapeDtypeStruct((b, 8), np.float32))
+    path = tmp_path / "f.svbc"
+    exp.save(path)
+    assert main(["run", str(path), "--shape", "x=3,8", "--repeat", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "result 0: float32[3, 4]" in out and "first call" in out
+    assert main(["run", str(path)]) == 2
+    assert "give its shape with --shape x=" in capsys.readouterr().err
+    assert main(["run", str(path), "--shape", "x=3,9"]) == 1
+    assert "must be 8, found 9" in capsys.readouterr().err
+
+
+def test_demo_runs_a_workload_stream(capsys: pytest.CaptureFixture[str]) -> None:
+    from shapevm.tools.demo import run_demo
+
+    assert run_demo(("W1",)) == 0
+    out = capsys.readouterr().out
+    assert "Exported(mlp: (f32[b, 256]) -> (f32[b, 256]))" in out
+    assert out.count("(new)") == 6 and "worst relative error" in out
