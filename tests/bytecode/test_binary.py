@@ -232,3 +232,13 @@ def test_sample_v1_header_is_version_1() -> None:
 def test_big_program_round_trips() -> None:
     program = big_program(1000, 1 << 20)
     assert deserialize(serialize(program)) == program
+
+
+def test_scalar_constants_keep_rank_zero() -> None:
+    import numpy as np
+
+    from shapevm.bytecode import Constant, Program
+
+    program = Program((), (Constant("s", np.asarray(1.5, np.float32)),))
+    back = deserialize(serialize(program))
+    assert back.constants[0].array.shape == () and float(back.constants[0].array) == 1.5

@@ -98,6 +98,8 @@ class Inference:
     def dim(self, d: Dim) -> SymDim:
         if not isinstance(d, str):
             return d
+        if d == "dynamic":
+            return DYNAMIC
         if d not in self._cache:
             try:
                 parsed = symbolic_shape(d, scope=self.scope)

@@ -496,10 +496,17 @@ def broadcast_to(x: Any, shape_: Sequence[Any]) -> Any:
 
 
 def _as_tensor(x: Any) -> Any:
+    """``x`` as an array operand; Python scalars default to f32 / i32 / bool (as in JAX)."""
     if isinstance(x, (Tracer, np.ndarray)):
         return x
     if isinstance(x, DimExpr):
         return asarray(x)
+    if isinstance(x, bool):
+        return np.asarray(x)
+    if isinstance(x, int):
+        return np.asarray(x, np.int32)
+    if isinstance(x, float):
+        return np.asarray(x, np.float32)
     return np.asarray(x)
 
 

@@ -105,7 +105,15 @@ def trace(
             values.append(leaf)
             continue
         spec = _as_spec(leaf)
-        dt = DType.from_numpy(spec.dtype)
+        try:
+            dt = DType.from_numpy(spec.dtype)
+        except ValueError:
+            raise TracingError(
+                f"argument {len(kinds)} has dtype {spec.dtype}, which shapevm does not support",
+                expected="bool, int8..int64, uint8..uint64, float16, float32 or float64",
+                found=f"{spec}",
+                fix="convert the argument with .astype(), e.g. complex to two float arrays",
+            ) from None
         reg = ctx.new_tensor()
         params.append(Param(reg, ttype(dt, spec.shape)))
         for d in spec.shape:

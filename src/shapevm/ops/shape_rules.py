@@ -345,7 +345,8 @@ def broadcast_to(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
 def slice_(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
     """Basic slicing ``x[start:stop:step]`` per axis, with normalized indices and step > 0."""
     (shape,) = shapes
-    start, stop, step = sym_dims(attrs, "start"), sym_dims(attrs, "stop"), int_list(attrs, "step")
+    start, step = sym_dims(attrs, "start"), int_list(attrs, "step")
+    stop = _stops(attrs, shape)
     for name, values in (("start", start), ("stop", stop), ("step", step)):
         per_axis(values, name, len(shape))
     out: list[SymDim] = []
@@ -358,9 +359,28 @@ def slice_(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
                 found=f"step={list(step)}",
                 fix="reverse an axis with a separate op, then slice with a positive step",
             )
+        if isinstance(hi, Dynamic):  # to the end of a data-dependent axis
+            out.append(d if (isinstance(lo, int) and lo == 0 and st == 1) else DYNAMIC)
+            continue
         out.append(hi - lo if st == 1 else (hi - lo + st - 1) // st)
         conds += _slice_bounds(axis, d, lo, hi)
     return ShapeResult((tuple(out),), sizes(start, "start") + conditions(*conds))
+
+
+def _stops(attrs: Attrs, shape: SymShape) -> tuple[SymDim, ...]:
+    """``stop`` per axis; ``dynamic`` means the end of an axis whose size is data-dependent."""
+    value = attrs["stop"]
+    assert isinstance(value, tuple)
+    for axis, d in enumerate(value):
+        if isinstance(d, Dynamic) and not (axis < len(shape) and isinstance(shape[axis], Dynamic)):
+            raise ShapeRuleError(
+                f"stop[{axis}] is dynamic but axis {axis} is not data-dependent",
+                expected="a dynamic stop only on an axis of dynamic size",
+                found=f"stop={list(value)}",
+                fix="give the stop as a constant or a symbolic dimension",
+            )
+        assert isinstance(d, (int, DimExpr, Dynamic))
+    return tuple(value)  # type: ignore[arg-type]
 
 
 def _slice_bounds(axis: int, d: SymDim, lo: SymDim, hi: SymDim) -> list[Condition]:

@@ -182,7 +182,7 @@ class Executable:
     def _reg(self, r: Reg) -> int:
         return r.index if r.is_tensor else self.n_tensor + r.index
 
-    def _dim(self, d: Any, env: Mapping[str, int]) -> int:
+    def _dim(self, d: Any, env: Mapping[str, int]) -> int | None:
         if isinstance(d, int):
             return d
         sym = self._dims_cache.get(d)
@@ -190,7 +190,7 @@ class Executable:
             sym = sym_dim(d, self.scope)
             self._dims_cache[d] = sym
         if isinstance(sym, Dynamic):
-            raise AssertionError("dynamic dimension in an attribute")
+            return None  # "to the end" of a data-dependent axis (slice stops)
         return sym if isinstance(sym, int) else sym.evaluate(env)
 
     def _build(self, env: Mapping[str, int]) -> Plan:

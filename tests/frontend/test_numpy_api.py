@@ -1,0 +1,230 @@
+"""shapevm.numpy and shapevm.nn traced with symbolic shapes agree with NumPy on many shapes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shapevm as sv
+import shapevm.numpy as snp
+from shapevm import lax, nn
+
+RNG = np.random.default_rng(1)
+
+
+def check(
+    fn: Callable[..., Any],
+    ref: Callable[..., Any],
+    spec: str,
+    shapes: list[tuple[int, ...]],
+    dtype: Any = np.float32,
+    rtol: float = 1e-5,
+) -> None:
+    exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct(sv.symbolic_shape(spec), dtype))
+    exp = sv.deserialize(exp.serialize())
+    for shape in shapes:
+        x = (RNG.standard_normal(shape) * 3).astype(dtype)
+        got, want = exp.call(x), ref(x)
+        if isinstance(want, tuple):
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5)
+        else:
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-5)
+            assert np.asarray(got).shape == np.asarray(want).shape
+
+
+def concrete_shapes(spec: str, n: int = 3) -> list[tuple[int, ...]]:
+    dims = sv.symbolic_shape(spec)
+    names = sorted({v for d in dims if isinstance(d, sv.DimExpr) for v in d.free_vars()})
+    out = []
+    for i in range(n):
+        env = {v: 1 + (i * 3 + k) % 5 for k, v in enumerate(names)}
+        out.append(tuple(d if isinstance(d, int) else d.evaluate(env) for d in dims))
+    return out
+
+
+CASES: dict[str, tuple[Callable[..., Any], Callable[..., Any], str]] = {
+    "arith": (
+        lambda x: (x * 2 - 1) / (snp.abs(x) + 1) + x**2 % 3 - x // 2,
+        lambda x: (x * 2 - 1) / (np.abs(x) + 1) + x**2 % 3 - x // 2,
+        "b, 5",
+    ),
+    "unary": (
+        lambda x: (
+            snp.exp(-snp.abs(x)) + snp.tanh(x) + snp.sin(x) * snp.cos(x) + snp.sqrt(snp.abs(x))
+        ),
+        lambda x: np.exp(-np.abs(x)) + np.tanh(x) + np.sin(x) * np.cos(x) + np.sqrt(np.abs(x)),
+        "b",
+    ),
+    "clip_where": (
+        lambda x: snp.where(x > 0, snp.clip(x, 0.5, 2.0), snp.minimum(x, -1.0)),
+        lambda x: np.where(x > 0, np.clip(x, 0.5, 2.0), np.minimum(x, -1.0)),
+        "b, c",
+    ),
+    "reductions": (
+        lambda x: (
+            x.sum(axis=1),
+            x.mean(axis=0),
+            snp.max(x, axis=1, keepdims=True),
+            x.min(),
+            snp.prod(x[:, :2], axis=1),
+        ),
+        lambda x: (
+            x.sum(axis=1),
+            x.mean(axis=0),
+            np.max(x, axis=1, keepdims=True),
+            x.min(),
+            np.prod(x[:, :2], axis=1),
+        ),
+        "b, c + 2",
+    ),
+    "argmax": (
+        lambda x: (snp.argmax(x, axis=1), snp.argmin(x, axis=0)),
+        lambda x: (np.argmax(x, axis=1), np.argmin(x, axis=0)),
+        "b, c",
+    ),
+    "layout": (
+        lambda x: snp.swapaxes(snp.expand_dims(x, 0), 1, 2).reshape(-1, x.shape[0]).T,
+        lambda x: np.swapaxes(np.expand_dims(x, 0), 1, 2).reshape(-1, x.shape[0]).T,
+        "b, c",
+    ),
+    "stack_split_concat": (
+        lambda x: snp.concatenate(
+            snp.split(snp.stack([x, x * 2], axis=1), 2, axis=1)[::-1], axis=0
+        ),
+        lambda x: np.concatenate(np.split(np.stack([x, x * 2], axis=1), 2, axis=1)[::-1], axis=0),
+        "b, 3",
+    ),
+    "slices": (
+        lambda x: (x[1:, ::2], x[-2:], x[:, None, 0], x[..., -1]),
+        lambda x: (x[1:, ::2], x[-2:], x[:, None, 0], x[..., -1]),
+        "b + 1, c",
+    ),
+    "pad_broadcast": (
+        lambda x: (
+            snp.pad(x, ((1, 0), (0, 2)), constant_values=7.0)
+            + snp.broadcast_to(1.0, (x.shape[0] + 1, x.shape[1] + 2))
+        ),
+        lambda x: np.pad(x, ((1, 0), (0, 2)), constant_values=7.0) + 1.0,
+        "b, c",
+    ),
+    "einsum_dot": (
+        lambda x: snp.einsum("ij,kj->ik", x, x) + snp.dot(x, x.T),
+        lambda x: np.einsum("ij,kj->ik", x, x) + np.dot(x, x.T),
+        "b, c",
+    ),
+    "sort": (lambda x: snp.sort(x, axis=-1), lambda x: np.sort(x, axis=-1), "b, c"),
+    "creation": (
+        lambda x: x + snp.arange(x.shape[1]) * 1.0 + snp.ones((x.shape[0], 1)) + snp.zeros_like(x),
+        lambda x: x + np.arange(x.shape[1]) + 1.0,
+        "b, c",
+    ),
+    "dims_as_arrays": (
+        lambda x: x / x.shape[0] + snp.asarray(x.shape).sum(),
+        lambda x: x / x.shape[0] + sum(x.shape),
+        "b, c",
+    ),
+    "top_k": (
+        lambda x: lax.top_k(x, 2),
+        lambda x: (-np.sort(-x, axis=-1)[:, :2], np.argsort(-x, axis=-1, kind="stable")[:, :2]),
+        "b, c + 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_numpy_api(name: str) -> None:
+    fn, ref, spec = CASES[name]
+    check(fn, ref, spec, concrete_shapes(spec))
+
+
+def _np_layer_norm(x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+
+
+def _np_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+NN: dict[str, tuple[Callable[..., Any], Callable[..., Any], str]] = {
+    "relu_silu": (
+        lambda x: nn.relu(x) + nn.silu(x),
+        lambda x: np.maximum(x, 0) + x / (1 + np.exp(-x)),
+        "b, c",
+    ),
+    "gelu": (
+        lambda x: (nn.gelu(x), nn.gelu(x, approximate=False)),
+        lambda x: (
+            0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+            0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+        ),
+        "b, c",
+    ),
+    "softmax": (
+        lambda x: (nn.softmax(x), nn.log_softmax(x, axis=0)),
+        lambda x: (_np_softmax(x), np.log(_np_softmax(x, 0))),
+        "b, c",
+    ),
+    "norms": (
+        lambda x: (nn.layer_norm(x), nn.rms_norm(x)),
+        lambda x: (_np_layer_norm(x), x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)),
+        "b, c",
+    ),
+    "attention": (
+        lambda x: nn.scaled_dot_product_attention(x, x, x, mask=snp.ones((x.shape[1],) * 2, bool)),
+        lambda x: _np_softmax(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])) @ x,
+        "b, s, 8",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NN))
+def test_nn(name: str) -> None:
+    fn, ref, spec = NN[name]
+    check(fn, ref, spec, concrete_shapes(spec), rtol=1e-4)
+
+
+def _np_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, c, h, wd = xp.shape
+    o, _, kh, kw = w.shape
+    ho, wo = (h - kh) // stride + 1, (wd - kw) // stride + 1
+    out = np.zeros((n, o, ho, wo))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i : i + stride * ho : stride, j : j + stride * wo : stride]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
+    return out + b[None, :, None, None]
+
+
+@pytest.mark.parametrize("stride,pad,k", [(1, 1, 3), (2, 1, 3), (1, 0, 1)])
+def test_conv_and_pool(stride: int, pad: int, k: int) -> None:
+    w = RNG.standard_normal((4, 3, k, k)).astype(np.float32)
+    b = RNG.standard_normal(4).astype(np.float32)
+
+    def f(x):
+        y = nn.conv2d(x, w, b, stride=stride, padding=pad)
+        return y, nn.max_pool2d(y, 2), nn.avg_pool2d(y, 2, stride=1)
+
+    def ref(x):
+        y = _np_conv(x, w, b, stride, pad)
+        n, c, h, wd = y.shape
+        mp = y[:, :, : h // 2 * 2, : wd // 2 * 2].reshape(n, c, h // 2, 2, wd // 2, 2).max((3, 5))
+        ap = (y[:, :, :-1, :-1] + y[:, :, 1:, :-1] + y[:, :, :-1, 1:] + y[:, :, 1:, 1:]) / 4
+        return y, mp, ap
+
+    check(f, ref, "b, 3, h + 3, w + 3", [(1, 3, 6, 7), (2, 3, 9, 5)], rtol=1e-4)
+
+
+def test_data_dependent_sizes() -> None:
+    def f(x):
+        idx = snp.nonzero(x > 0)[0]
+        return x[x > 0] * 2.0, idx
+
+    check(f, lambda x: (x[x > 0] * 2.0, np.nonzero(x > 0)[0]), "b", [(5,), (9,), (1,)])
