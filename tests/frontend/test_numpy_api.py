@@ -192,7 +192,7 @@ def test_nn(name: str) -> None:
 
 def _np_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, pad: int) -> np.ndarray:
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    n, c, h, wd = xp.shape
+    n, _, h, wd = xp.shape
     o, _, kh, kw = w.shape
     ho, wo = (h - kh) // stride + 1, (wd - kw) // stride + 1
     out = np.zeros((n, o, ho, wo))

@@ -250,7 +250,8 @@ def _function(out: _Out, fn: Function) -> None:
 
 def _contiguous_le(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     le = array.astype(array.dtype.newbyteorder("<"), copy=False)
-    return np.ascontiguousarray(le).reshape(array.shape)  # ascontiguousarray makes 0-d 1-d
+    out: np.ndarray[Any, Any] = np.ascontiguousarray(le).reshape(array.shape)  # 0-d stays 0-d
+    return out
 
 
 Plan = list[tuple[int, np.ndarray[Any, Any]]]  # constant data: offset in DATA, array
