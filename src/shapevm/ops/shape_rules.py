@@ -380,7 +380,7 @@ def _stops(attrs: Attrs, shape: SymShape) -> tuple[SymDim, ...]:
                 fix="give the stop as a constant or a symbolic dimension",
             )
         assert isinstance(d, (int, DimExpr, Dynamic))
-    return tuple(value)  # type: ignore[arg-type]
+    return tuple(value)
 
 
 def _slice_bounds(axis: int, d: SymDim, lo: SymDim, hi: SymDim) -> list[Condition]:
