@@ -227,10 +227,10 @@ _AXIS = AttrSpec("axis", AttrKind.INTS, None, "axes to reduce; all when absent")
 _KEEP = AttrSpec("keepdims", AttrKind.BOOL, False, "keep reduced axes with size 1")
 _RED = OpFlag.REDUCTION | OpFlag.FUSIBLE
 _REDUCTIONS: list[tuple[str, Callable[..., Any], DTypeRule, str]] = [
-    ("sum", _accumulate(np.sum), sum_dtype, "sum over axes (bool counts as i64)"),
+    ("sum", _accumulate(np.sum), sum_dtype, "sum over axes"),
     ("max", np.max, same_dtype, "max over axes"),
     ("min", np.min, same_dtype, "min over axes"),
-    ("prod", _accumulate(np.prod), sum_dtype, "product over axes (bool as i64)"),
+    ("prod", _accumulate(np.prod), sum_dtype, "product over axes"),
     ("mean", _mean, mean_dtype, "mean over axes (f32 for ints and bool)"),
 ]
 for _name, _fn, _dt, _doc in _REDUCTIONS:
