@@ -207,3 +207,31 @@ def test_where_kernel() -> None:
     (out,) = info.kernel([cond, np.ones(2, np.float32), 0.0], {})
     assert out.tolist() == [1.0, 0.0] and out.dtype == np.float32
     assert info.dtype_rule([DType.BOOL, DType.F32, None], {}) == (DType.F32,)
+
+
+def _probe_operands(name: str, dtype: DType, arity: int) -> list[DType]:
+    return [DType.BOOL, dtype, dtype] if name == "where" else [dtype] * arity
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        i.name
+        for i in all_ops()
+        if (OpFlag.ELEMENTWISE in i.flags or OpFlag.REDUCTION in i.flags) and i.name != "cast"
+    ],
+)
+def test_kernels_give_the_rule_dtype_for_every_dtype_the_rule_accepts(name: str) -> None:
+    info = get_op(name)
+    assert info is not None
+    attrs = info.filled_attrs({})
+    for dtype in DType:
+        operands = _probe_operands(name, dtype, info.min_arity)
+        try:
+            (want,) = info.dtype_rule(operands, attrs)
+        except ShapeRuleError:
+            continue
+        args = [np.ones(3, d.numpy.newbyteorder("=")) for d in operands]
+        with np.errstate(all="ignore"):
+            (out,) = info.kernel(args, attrs)
+        assert DType.from_numpy(out.dtype) == want, f"{name}({dtype}) gives {out.dtype}"

@@ -131,7 +131,7 @@ def define(
 
 
 _UNARY: list[tuple[str, Callable[..., Any], DTypeRule, str]] = [
-    ("neg", np.negative, same_dtype, "elementwise negation"),
+    ("neg", np.negative, numeric_dtype, "elementwise negation"),
     ("abs", np.abs, same_dtype, "elementwise absolute value"),
     ("exp", np.exp, float_dtype, "elementwise e**x"),
     ("log", np.log, float_dtype, "elementwise natural logarithm"),
@@ -150,17 +150,19 @@ for _name, _fn, _dt, _doc in _UNARY:
     define(_name, 1, rules.elementwise, _dt, np_kernel(_fn), _EW, _doc)
 
 _COMM = OpFlag.BINARY | OpFlag.COMMUTATIVE
-_BINARY: list[tuple[str, Callable[..., Any], OpFlag, str]] = [
-    ("add", np.add, _COMM, "elementwise sum, broadcasting"),
-    ("sub", np.subtract, OpFlag.BINARY, "elementwise difference, broadcasting"),
-    ("mul", np.multiply, _COMM, "elementwise product, broadcasting"),
-    ("div", np.true_divide, OpFlag.BINARY, "elementwise quotient, broadcasting"),
-    ("maximum", np.maximum, _COMM, "elementwise maximum, broadcasting"),
-    ("minimum", np.minimum, _COMM, "elementwise minimum, broadcasting"),
-    ("pow", np.power, OpFlag.BINARY, "elementwise power, broadcasting"),
+# NumPy has no bool negative or subtract, turns bool ** bool into i8 and any int quotient
+# into f64: the dtype rules say so instead of promising what the kernels do not give.
+_BINARY: list[tuple[str, Callable[..., Any], DTypeRule, OpFlag, str]] = [
+    ("add", np.add, same_dtype, _COMM, "elementwise sum, broadcasting"),
+    ("sub", np.subtract, numeric_dtype, OpFlag.BINARY, "elementwise difference, broadcasting"),
+    ("mul", np.multiply, same_dtype, _COMM, "elementwise product, broadcasting"),
+    ("div", np.true_divide, float_dtype, OpFlag.BINARY, "elementwise float quotient, broadcasting"),
+    ("maximum", np.maximum, same_dtype, _COMM, "elementwise maximum, broadcasting"),
+    ("minimum", np.minimum, same_dtype, _COMM, "elementwise minimum, broadcasting"),
+    ("pow", np.power, numeric_dtype, OpFlag.BINARY, "elementwise power, broadcasting"),
 ]
-for _name, _fn, _flags, _doc in _BINARY:
-    define(_name, 2, rules.elementwise, same_dtype, np_kernel(_fn), _EW | _flags, _doc)
+for _name, _fn, _dt, _flags, _doc in _BINARY:
+    define(_name, 2, rules.elementwise, _dt, np_kernel(_fn), _EW | _flags, _doc)
 
 _INT_DIV: list[tuple[str, Callable[..., Any], str]] = [
     (
@@ -225,10 +227,10 @@ _AXIS = AttrSpec("axis", AttrKind.INTS, None, "axes to reduce; all when absent")
 _KEEP = AttrSpec("keepdims", AttrKind.BOOL, False, "keep reduced axes with size 1")
 _RED = OpFlag.REDUCTION | OpFlag.FUSIBLE
 _REDUCTIONS: list[tuple[str, Callable[..., Any], DTypeRule, str]] = [
-    ("sum", _accumulate(np.sum), sum_dtype, "sum over axes (bool counts as i64)"),
+    ("sum", _accumulate(np.sum), sum_dtype, "sum over axes"),
     ("max", np.max, same_dtype, "max over axes"),
     ("min", np.min, same_dtype, "min over axes"),
-    ("prod", _accumulate(np.prod), sum_dtype, "product over axes (bool as i64)"),
+    ("prod", _accumulate(np.prod), sum_dtype, "product over axes"),
     ("mean", _mean, mean_dtype, "mean over axes (f32 for ints and bool)"),
 ]
 for _name, _fn, _dt, _doc in _REDUCTIONS:

@@ -46,11 +46,12 @@ def windows(
     return view[..., ::sh, ::sw, ::dh, ::dw]
 
 
-def conv2d_im2col(args: Sequence[Any], attrs: Attrs, max_rows: int | None = None) -> Array:
-    """im2col + GEMM: the windows as rows of a matrix, one matmul per group.
+def conv2d_im2col(args: Sequence[Any], attrs: Attrs, max_cols: int | None = None) -> Array:
+    """im2col + GEMM: the windows as columns of a matrix, one matmul per group.
 
-    ``max_rows`` bounds the rows of the column matrix built at once (its memory is
-    rows * C/groups * KH * KW elements); ``None`` builds it whole.
+    The column matrix is ``[C/groups * KH * KW, N * OH * OW]`` per group, laid out so the
+    gather copies whole output rows (contiguous for stride 1). ``max_cols`` bounds the
+    columns built at once, a whole number of images; ``None`` builds it whole.
     """
     x, w = np.asarray(args[0]), np.asarray(args[1])
     calc = compute_dtype(x.dtype)
@@ -60,18 +61,17 @@ def conv2d_im2col(args: Sequence[Any], attrs: Attrs, max_rows: int | None = None
     og = o // groups
     win = windows(pad_hw(x, attrs["padding"], 0), (kh, kw), attrs["stride"], attrs["dilation"])
     oh, ow = win.shape[2:4]
-    # [G, N*OH*OW, C/G*KH*KW] once reshaped: rows are output pixels, columns window values
-    win = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-    wm = w.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1).astype(calc, copy=False)
-    out = np.empty((groups, n, oh, ow, og), dtype=calc)
-    step = n if max_rows is None else max(1, max_rows // max(oh * ow, 1))
+    # [G, C/G, KH, KW, N, OH, OW]: rows of the column matrix, then output pixels
+    win = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(1, 2, 5, 6, 0, 3, 4)
+    wm = w.reshape(groups, og, cg * kh * kw).astype(calc, copy=False)
+    out = np.empty((n, groups, og, oh * ow), dtype=calc)
+    step = n if max_cols is None else max(1, max_cols // max(oh * ow, 1))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        cols = win[:, lo:hi].reshape(groups, (hi - lo) * oh * ow, cg * kh * kw)
-        out[:, lo:hi] = np.matmul(cols.astype(calc, copy=False), wm).reshape(
-            groups, hi - lo, oh, ow, og
-        )
-    return finish_conv(out.transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow), args, x.dtype)
+        cols = win[:, :, :, :, lo:hi].astype(calc, order="C").reshape(groups, cg * kh * kw, -1)
+        res = np.matmul(wm, cols).reshape(groups, og, hi - lo, oh * ow)
+        out[lo:hi] = res.transpose(2, 0, 1, 3)
+    return finish_conv(out.reshape(n, o, oh, ow), args, x.dtype)
 
 
 def finish_conv(out: Array, args: Sequence[Any], dtype: np.dtype[Any]) -> Array:
