@@ -349,7 +349,39 @@ def _max_min_under_constraints(e: Any, texts: list[str]) -> bool:
     return bool(texts) and _has_max_min(e, texts)
 
 
+def _gap_chained_substitution() -> None:
+    _same_bounds("a, b", [], lambda a, b, mx, mn: b % a - mx(a, b))
+
+
+def _mod_and_max_min(e: Any, texts: list[str]) -> bool:
+    text = str(e)
+    return ("mod(" in text or "floordiv(" in text) and ("max(" in text or "min(" in text)
+
+
+def _gap_max_difference() -> None:
+    _same_bounds("a, b", [], lambda a, b, mx, mn: mx(a, b) - mx(a, 2))
+
+
+def _two_max_min(e: Any, texts: list[str]) -> bool:
+    text = str(e)
+    return text.count("max(") + text.count("min(") >= 2
+
+
 KNOWN_GAPS = [
+    Gap(
+        "max-difference",
+        "the difference of two max/min factors that share an argument is not bounded: "
+        "max(a, b) - max(a, 2): (-inf, inf) (JAX (-1, inf))",
+        _gap_max_difference,
+        _two_max_min,
+    ),
+    Gap(
+        "chained-substitution",
+        "a bound that needs two factors replaced by their symbolic bounds at once (the "
+        "substitution depth is 1): mod(b, a) - max(a, b): (-inf, 0) (JAX (-inf, -1))",
+        _gap_chained_substitution,
+        _mod_and_max_min,
+    ),
     Gap(
         "max-min-constraints",
         "the symbolic bounds of max/min (max(x, y) >= (x + y)/2) are not combined with the "
