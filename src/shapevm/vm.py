@@ -7,10 +7,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, TextIO
 
 from shapevm.frontend.export import Exported, export
 from shapevm.frontend.jit import Jitted
+from shapevm.runtime import scheduler as _scheduler
+from shapevm.runtime.interpreter import invalidate_plans
 from shapevm.runtime.scd import SCDReport, analyze, print_report
 
 
@@ -49,4 +52,32 @@ def print_scd_analysis(fun_or_exported: Any, *specs: Any, file: TextIO | None = 
     print_report(scd_analysis(fun_or_exported, *specs), file)
 
 
-__all__ = ["SCDReport", "print_scd_analysis", "scd_analysis"]
+def dump_capability_db(file: TextIO | None = None) -> dict[str, Any]:
+    """Print which kernel variants each device has for each op and dtype; returns it as a
+    JSON-able dict (``{device: {op: {variant: [dtypes]}}}``)."""
+    return _scheduler.dump_capability_db(file)
+
+
+def load_capability_patch(path: str | os.PathLike[str] | dict[str, Any]) -> dict[str, Any]:
+    """Amend the capability table from a JSON file (``{"cpu": {"conv2d": {"direct":
+    null}}}`` removes a variant, a list of dtype names sets its dtypes); every function
+    chooses its kernels again on its next call."""
+    db = _scheduler.load_capability_patch(path)
+    invalidate_plans()
+    return db
+
+
+def reset_capability_db() -> None:
+    """Back to the variants as registered (undo every patch)."""
+    _scheduler.reset_capability_db()
+    invalidate_plans()
+
+
+__all__ = [
+    "SCDReport",
+    "dump_capability_db",
+    "load_capability_patch",
+    "print_scd_analysis",
+    "reset_capability_db",
+    "scd_analysis",
+]

@@ -37,14 +37,24 @@ from shapevm.bytecode.program import (
     TensorFree,
     TensorPhi,
     TensorResize,
+    TensorType,
 )
 from shapevm.bytecode.shape_expr import COMPARISONS, ShapeCmp, evaluate_shape_expr
-from shapevm.ops import AttrKind, Dynamic, OpInfo, get_op
+from shapevm.ops import AttrKind, DType, Dynamic, OpInfo, get_op
 from shapevm.runtime.binding import Binder, sym_dim
+from shapevm.runtime.scheduler import choose_kernel, kernel_dtype
 
 Regs = list[Any]
 Step = Callable[[Regs], None]
 KernelChooser = Callable[[OpInfo, OpCall, Mapping[str, Any], Mapping[str, int]], Any]
+
+
+_generation = [0]  # bumped when the capability db changes: plans choose kernels again
+
+
+def invalidate_plans() -> None:
+    """Make every `Executable` rebuild its plans (after a capability-db change)."""
+    _generation[0] += 1
 
 
 class RuntimeOpError(RuntimeError):
@@ -140,7 +150,8 @@ class Executable:
         self.fn: Function = program.function(name) if name else program.functions[0]
         self.binder = Binder(self.fn, arg_names)
         self.scope = self.binder.scope
-        self.choose = choose or reference_kernel
+        self.choose = choose or self.scheduled_kernel
+        self.device = "cpu"
         self.constants = [np.asarray(c.array) for c in program.constants]
         n_t = n_s = 0
         for _, _, instr in self.fn.instructions():
@@ -158,6 +169,8 @@ class Executable:
         self.plan_builds = 0
         self.plan_build_seconds = 0.0
         self._dims_cache: dict[str, Any] = {}
+        self._types: dict[Reg, TensorType] | None = None
+        self._generation = _generation[0]
 
     # -- calls ----------------------------------------------------------------------------
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
@@ -166,6 +179,9 @@ class Executable:
         return self.plan_for(env).run(arrays)
 
     def plan_for(self, env: Mapping[str, int]) -> Plan:
+        if self._generation != _generation[0]:
+            self._plans.clear()
+            self._generation = _generation[0]
         key = tuple(env[v] for v in self.binder.variables)
         plan = self._plans.get(key)
         if plan is None:
@@ -177,6 +193,55 @@ class Executable:
                 self._plans.popitem(last=False)
             self._plans[key] = plan
         return plan
+
+    # -- kernel choice ----------------------------------------------------------------------
+    def _reg_types(self) -> dict[Reg, TensorType]:
+        types: dict[Reg, TensorType] = {p.reg: p.type for p in self.fn.params}
+        for _, _, instr in self.fn.instructions():
+            declared = instr.declared_types()
+            for reg, t in zip(instr.defs(), declared, strict=False):
+                if t is not None:
+                    types[reg] = t
+            if isinstance(instr, LoadConst) and instr.type is None:
+                const = self.program.constants[instr.const]
+                types[instr.out] = const.type
+        return types
+
+    def scheduled_kernel(
+        self, info: OpInfo, instr: OpCall, attrs: Mapping[str, Any], env: Mapping[str, int]
+    ) -> Any:
+        """The variant the scheduler picks for this op at these shapes (see
+        `shapevm.runtime.scheduler`); chosen per call when a shape is data-dependent."""
+        if self._types is None:
+            self._types = self._reg_types()
+        shapes: list[tuple[int, ...] | None] = []
+        dtypes: list[DType | None] = []
+        for x in instr.ins:
+            t = self._types.get(x) if isinstance(x, Reg) else None
+            dtypes.append(t.dtype if t is not None else None)
+            if not isinstance(x, Reg):
+                shapes.append(())
+            elif t is None or any(isinstance(d, Dynamic) or d == "dynamic" for d in t.shape):
+                shapes.append(None)
+            else:
+                shapes.append(tuple(self._dim(d, env) or 0 for d in t.shape))
+        results = [t.dtype for t in instr.types if t is not None]
+        dtype = kernel_dtype(dtypes, results)
+        device = self.device
+        if all(sh is not None for sh in shapes):
+            return choose_kernel(info.name, dtype, shapes, attrs, device).fn  # type: ignore[arg-type]
+        choose_kernel(info.name, dtype, [sh or () for sh in shapes], attrs, device)  # dtype check
+        cache: dict[tuple[tuple[int, ...], ...], Any] = {}
+
+        def per_call(args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+            key = tuple(np.shape(a) for a in args)
+            fn = cache.get(key)
+            if fn is None:
+                fn = choose_kernel(info.name, dtype, key, attrs, device).fn
+                cache[key] = fn
+            return fn(args, attrs)
+
+        return per_call
 
     # -- building plans ---------------------------------------------------------------------
     def _reg(self, r: Reg) -> int:
