@@ -1,6 +1,10 @@
 import os
+import tempfile
 
 from hypothesis import HealthCheck, settings
+
+# Generated kernels of the test run go to a directory of their own, not the user's cache.
+os.environ.setdefault("SHAPEVM_CACHE_DIR", tempfile.mkdtemp(prefix="shapevm-test-cache-"))
 
 settings.register_profile(
     "dev", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -91,7 +91,7 @@ class MemoryPlan:
         fresh = sum(
             graph.value(v).nbytes(ref_env)
             for s in steps
-            if s.kind in ("out", "alloc") and s.group and s.ops[0].kind != "alloc"
+            if s.kind in ("out", "alloc") and s.group
             for v in s.group.outs
             if v not in self.slot_of
         )
@@ -211,8 +211,8 @@ class MemoryPlan:
             )
         total = sum(_align(s) for s in sizes)
         arena = self._local.arena
-        if arena.nbytes < total:
-            arena = self._local.arena = np.empty(total, np.uint8)
+        if arena.nbytes < total:  # sized for the reference values first, so a bucket fits
+            arena = self._local.arena = np.empty(max(total, self.arena_bytes), np.uint8)
             frames.clear()  # frames of other shapes point into the old arena; rebuild them
         bufs: list[Any] = [None] * len(graph.values)
         offset = 0
@@ -225,6 +225,10 @@ class MemoryPlan:
             offset += _align(size)
         attrs = {op.pos: reference_attrs(op, env) for op in self._dims_ops}
         return Frame(bufs, shapes, attrs, env)
+
+    def arena(self) -> np.ndarray[Any, Any] | None:
+        """This thread's arena (``None`` before its first call)."""
+        return getattr(self._local, "arena", None)
 
     def describe(self) -> list[str]:
         """One line per buffer: its tensors and its size at the reference values."""
