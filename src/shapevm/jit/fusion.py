@@ -313,6 +313,9 @@ def _from_text(numba: Any, text: str) -> Any:
 
 
 def build_chain(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowered:
+    labels = "+".join(graph.ops[p].instr.op for p in group.positions)  # type: ignore[attr-defined]
+    if not group.outs:  # nothing the chain makes is ever read: no work at all
+        return Lowered("out", _nothing, (), PATTERN, label=labels)
     source, sig = generate(graph, group)
     ctx.check()
     kernel = load_kernel(source, sig)
@@ -330,8 +333,11 @@ def build_chain(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowere
         except TypeError:  # an operand numba was not compiled for: strided, unaligned
             kernel(*[np.ascontiguousarray(a) for a in args], *outs)
 
-    labels = "+".join(graph.ops[p].instr.op for p in group.positions)  # type: ignore[attr-defined]
     return Lowered("out", run, inplace, PATTERN, label=labels)
+
+
+def _nothing(args: list[Any], outs: list[Any], frame: Any) -> None:
+    return None
 
 
 register_lowering(PATTERN, match_chain, build_chain)
