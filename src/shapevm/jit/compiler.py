@@ -277,6 +277,10 @@ def _out_step(step: Lowered, graph: RegionGraph, ins: tuple[int, ...]) -> Region
     assert step.group is not None
     outs = step.group.outs
     run = step.run
+    if len(outs) == 1 and step.ufunc is not None:
+        direct = _ufunc_step(step.ufunc, step.template, ins, graph.value(outs[0]), outs[0])
+        if direct is not None:
+            return direct
     if len(outs) == 1:
         (v,) = outs
         o_slot = graph.value(v).slot
@@ -302,6 +306,53 @@ def _out_step(step: Lowered, graph: RegionGraph, ins: tuple[int, ...]) -> Region
             regs[slot] = out
 
     return many
+
+
+def _ufunc_step(
+    ufunc: np.ufunc, template: tuple[Any, ...], ins: tuple[int, ...], value: Any, v: int
+) -> RegionStep | None:
+    """One closure calling the ufunc for the usual operand patterns (a Python frame less)."""
+    o_slot, dtype = value.slot, value.dtype
+    tensors = [i for i, x in enumerate(template) if x is None]
+    if len(template) == 2 and tensors == [0, 1]:
+        a, b = ins
+
+        def tt(regs: list[Any], frame: Frame) -> None:
+            out = frame.bufs[v]
+            if out is None:
+                out = np.empty(frame.shapes[v], dtype)
+            ufunc(regs[a], regs[b], out=out)
+            regs[o_slot] = out
+
+        return tt
+    if len(template) == 2 and len(tensors) == 1:
+        (a,) = ins
+        lit = template[1 - tensors[0]]
+        first = tensors[0] == 0
+
+        def tl(regs: list[Any], frame: Frame) -> None:
+            out = frame.bufs[v]
+            if out is None:
+                out = np.empty(frame.shapes[v], dtype)
+            if first:
+                ufunc(regs[a], lit, out=out)
+            else:
+                ufunc(lit, regs[a], out=out)
+            regs[o_slot] = out
+
+        return tl
+    if len(template) == 1 and tensors == [0]:
+        (a,) = ins
+
+        def t(regs: list[Any], frame: Frame) -> None:
+            out = frame.bufs[v]
+            if out is None:
+                out = np.empty(frame.shapes[v], dtype)
+            ufunc(regs[a], out=out)
+            regs[o_slot] = out
+
+        return t
+    return None
 
 
 def _alloc_step(step: Lowered, graph: RegionGraph, ins: tuple[int, ...]) -> RegionStep:

@@ -60,6 +60,10 @@ class Lowered:
     group: Group | None = None
     label: str = ""
     ops: tuple[Op, ...] = field(default_factory=tuple)
+    # a NumPy ufunc called on the operands (``None`` marks tensors in ``template``), so the
+    # compiler can make one closure that calls it directly: ``run`` does the same, slower
+    ufunc: np.ufunc | None = None
+    template: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -230,7 +234,10 @@ def _out_path(graph: RegionGraph, op: Op) -> Lowered | None:
 
     if run is None or not _probe(graph, op, run):
         return None
-    return Lowered("out", run, inplace, label=name, ops=(op,))
+    direct = _UFUNCS.get(name) if name in _UFUNCS else None
+    return Lowered(
+        "out", run, inplace, label=name, ops=(op,), ufunc=direct, template=tuple(template)
+    )
 
 
 def _ufunc_run(ufunc: np.ufunc, template: list[Any], slots: list[int]) -> Run:

@@ -212,7 +212,7 @@ class MemoryPlan:
         total = sum(_align(s) for s in sizes)
         arena = self._local.arena
         if arena.nbytes < total:  # sized for the reference values first, so a bucket fits
-            arena = self._local.arena = np.empty(max(total, self.arena_bytes), np.uint8)
+            arena = self._local.arena = _aligned(max(total, self.arena_bytes))
             frames.clear()  # frames of other shapes point into the old arena; rebuild them
         bufs: list[Any] = [None] * len(graph.values)
         offset = 0
@@ -237,6 +237,13 @@ class MemoryPlan:
             names = ", ".join(str(self.graph.values[m].reg) for m in slot.members)
             lines.append(f"buffer {s}: {slot.dtype} {slot.ref_bytes} bytes <- {names}")
         return lines
+
+
+def _aligned(nbytes: int) -> np.ndarray[Any, Any]:
+    """``nbytes`` of uninitialized memory starting on an `ALIGN`-byte boundary."""
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    return raw[skip : skip + nbytes]
 
 
 def _align(n: int) -> int:
