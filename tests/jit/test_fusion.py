@@ -145,3 +145,35 @@ def test_kernels_are_cached_on_disk_and_rebuilt_when_corrupt(tmp_path, monkeypat
         compiled(ex, (3,))  # loads cleanly from the rebuilt cache
     assert "unusable" not in caplog.text
     fusion.clear_memo()
+
+
+def test_kernels_can_be_compiled_in_this_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHAPEVM_CACHE_DIR", str(tmp_path))
+    fusion.clear_memo()
+    ex = executable(softmax_mlp, *MLP_SPECS)
+    report = find_regions(ex.fn, ex.program)
+    variant = Compiler(kernel_process=False).compile(ex, report, ("exact", (2,)), {"b": 2})
+    assert variant.regions[0].patterns == ("elementwise_chain",)
+    ref, got = run_both(ex, variant, *mlp_inputs(2))
+    assert_same(ref, got)
+    fusion.clear_memo()
+
+
+def test_the_kernel_server_reports_errors_and_restarts(tmp_path):
+    from shapevm.jit.kernel_server import KernelServer
+
+    server = KernelServer()
+    try:
+        bad = tmp_path / "svk_bad.py"
+        bad.write_text("raise ValueError('broken module')\n")
+        with pytest.raises(RuntimeError, match="ValueError: broken module"):
+            server.compile(str(bad), "svk_bad", ["float32:1:r"])
+        good = tmp_path / "svk_good.py"
+        good.write_text(
+            "from numba import njit\n\n@njit(cache=True)\ndef kernel(a, o):\n    o[0] = a[0]\n"
+        )
+        server._proc.kill()  # a dead server is started again on the next request
+        server.compile(str(good), "svk_good", ["float32:1:r", "float32:1:w"])
+        assert list((tmp_path / "__pycache__").glob("svk_good.kernel-*.nbi"))
+    finally:
+        server.close()

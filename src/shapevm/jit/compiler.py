@@ -176,9 +176,15 @@ class Variant:
 class Compiler:
     """Builds variants; ``lowerings`` names the registered patterns to try (all: ``None``)."""
 
-    def __init__(self, lowerings: Sequence[str] | None = None, mem_optimize: bool = True) -> None:
+    def __init__(
+        self,
+        lowerings: Sequence[str] | None = None,
+        mem_optimize: bool = True,
+        kernel_process: bool = True,
+    ) -> None:
         self.lowerings = None if lowerings is None else tuple(lowerings)
         self.mem_optimize = mem_optimize
+        self.kernel_process = kernel_process
 
     def compile(
         self,
@@ -190,7 +196,7 @@ class Compiler:
     ) -> Variant:
         fn = executable.fn
         types = infer_types(fn, executable.program).types
-        ctx = CompileContext(ref_env, check, executable.choose)
+        ctx = CompileContext(ref_env, check, executable.choose, self.kernel_process)
         compiled = []
         for region in report.compilable:
             check()

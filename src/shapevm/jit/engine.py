@@ -24,12 +24,24 @@ Threads: bookkeeping happens under `stats.LOCK`; compiled regions use per-thread
 variants are immutable once installed, and an evicted variant stays valid for calls that
 already hold it.
 
-The GIL: a compile is mostly Python (numba's front end) and shares the interpreter's core.
-Measured with ``benchmarks/jit_gil.py`` (2 cores, numba 0.68): an interpreted call of a
-14-op function took a median of 0.12 ms idle and 0.13 ms while a numba compile ran, with a
-worst case of 6-10 ms, about one switch interval (5 ms) per call that happened to wait for
-the GIL. The median does not suffer, so compiles stay in a thread; the on-disk kernel cache
-means a later process pays about 4 ms per kernel instead of 0.3 s.
+The GIL: numba's front end is Python, so a compile competes with the interpreter for the
+GIL. Measured with ``benchmarks/jit_bench.py`` (2 shared cores under a load of about 4.5,
+numba 0.68), timing an interpreted 14-op call in a loop while a variant with new kernels
+compiles in the background:
+
+- idle, the call takes a median of 0.05-0.09 ms (worst about 5 ms);
+- during the first compile of a process, which imports numba, the median does not move
+  (0.06-0.08 ms, p90 0.12 ms) but the worst call waits 50-120 ms: loading and initializing
+  LLVM holds the GIL in long C calls. The compile itself is starved by the calling loop
+  (6.7-9 s of wall time for about 1.5 s of work);
+- during a later compile, with kernels compiled in a thread of this process, it takes
+  2.9-3.3 s and the worst call waits 25-28 ms; with kernels compiled by the helper process
+  (``kernel_process=True``, the default: `fusion` and `kernel_server`) it takes
+  0.18-0.24 s and the worst call waits 12-19 ms, since only loading from the disk cache
+  runs here.
+
+So native kernels are compiled in a helper process by default, and a process that cannot
+afford the first stall should ``import numba`` at startup.
 """
 
 from __future__ import annotations
@@ -123,7 +135,9 @@ class JitEngine:
     ) -> None:
         self.executable = executable
         self.options = options or JitOptions()
-        self.compiler = compiler or Compiler(self.options.lowerings, self.options.mem_optimize)
+        self.compiler = compiler or Compiler(
+            self.options.lowerings, self.options.mem_optimize, self.options.kernel_process
+        )
         self.name = name or executable.fn.name
         self.variables = executable.binder.variables
         self.policy = make_policy(

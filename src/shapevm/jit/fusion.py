@@ -20,7 +20,9 @@ when the first kernel is built.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from shapevm.jit.graph import Op, RegionGraph
+from shapevm.jit.kernel_server import KernelServer
 from shapevm.jit.lowering import CompileContext, Group, Lowered, register_lowering
 from shapevm.ops import OpFlag
 
@@ -248,22 +251,29 @@ def clear_memo() -> None:
         _MEMO.clear()
 
 
-def load_kernel(source: str, sig: Sequence[str]) -> Any:
-    """The compiled dispatcher of ``source`` for the argument types ``sig``."""
+def load_kernel(source: str, sig: Sequence[str], in_process: bool = False) -> Any:
+    """The compiled dispatcher of ``source`` for the argument types ``sig``.
+
+    Unless ``in_process``, the kernel is compiled into the disk cache by the kernel server
+    process first, so this process only loads it (a few milliseconds of GIL time instead
+    of hundreds); if the server cannot run, it is compiled here.
+    """
     key = (source, tuple(sig))
     with _MEMO_LOCK:
         hit = _MEMO.get(key)
         if hit is not None:
             return hit
-        import numba
-
         digest = hashlib.sha256(source.encode()).hexdigest()[:24]
         name = f"svk_{digest}"
-        folder = _kernel_folder(numba.__version__)
+        folder = _kernel_folder(_numba_version())
         path = folder / f"{name}.py"
-        types = tuple(_from_text(numba, t) for t in sig)
         try:
             _write(path, source)
+            if not in_process and not any((folder / "__pycache__").glob(f"{name}.*.nbi")):
+                _precompile(path, name, sig)
+            import numba
+
+            types = tuple(_from_text(numba, t) for t in sig)
             dispatcher = _compile(path, name, types)
         except Exception as exc:  # a corrupt module or cache file: drop it and build again
             log.warning(
@@ -271,9 +281,26 @@ def load_kernel(source: str, sig: Sequence[str]) -> Any:
             )
             _purge(folder, name)
             _write(path, source, force=True)
-            dispatcher = _compile(path, name, types)
+            import numba
+
+            dispatcher = _compile(path, name, tuple(_from_text(numba, t) for t in sig))
         _MEMO[key] = dispatcher
         return dispatcher
+
+
+_SERVER = KernelServer()
+
+
+@functools.cache
+def _numba_version() -> str:
+    return importlib.metadata.version("numba")  # without importing numba itself
+
+
+def _precompile(path: Path, name: str, sig: Sequence[str]) -> None:
+    try:
+        _SERVER.compile(str(path), name, list(sig))
+    except (RuntimeError, OSError) as exc:  # compiled in this process instead
+        log.info("kernel server could not compile %s (%s); compiling in-process", name, exc)
 
 
 def _kernel_folder(numba_version: str) -> Path:
@@ -344,7 +371,7 @@ def build_chain(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowere
         return Lowered("out", _nothing, (), PATTERN, label=labels)
     source, sig = generate(graph, group)
     ctx.check()
-    kernel = load_kernel(source, sig)
+    kernel = load_kernel(source, sig, in_process=not ctx.kernel_process)
     out_values = [graph.value(v) for v in group.outs]
     inplace = tuple(
         (oi, ii)

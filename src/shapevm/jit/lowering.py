@@ -68,11 +68,13 @@ class Lowered:
 
 @dataclass
 class CompileContext:
-    """What builders may use: the reference dimension values, a cancellation check."""
+    """What builders may use: the reference dimension values, a cancellation check, the
+    scheduler's kernel choice, and whether native code is built in a separate process."""
 
     env: Mapping[str, int]
     check: Callable[[], None] = lambda: None
     choose: Callable[..., Any] | None = None
+    kernel_process: bool = True
 
 
 Matcher = Callable[[RegionGraph, int], "Sequence[int] | None"]

@@ -33,6 +33,8 @@ class JitOptions:
       tests and scripts that want the variant ready on the next call);
     - ``mem_optimize``: plan buffers statically and reuse them (``False``: allocate per op);
     - ``lowerings``: names of registered lowerings to try (``None``: all of them);
+    - ``kernel_process``: compile native kernels in a helper process and load them from the
+      disk cache, so the compile does not hold this process's GIL (``False``: in-process);
     - ``enabled``: ``False`` runs every call in the interpreter.
     """
 
@@ -47,6 +49,7 @@ class JitOptions:
     background: bool = True
     mem_optimize: bool = True
     lowerings: tuple[str, ...] | None = None
+    kernel_process: bool = True
     enabled: bool = True
 
     def __post_init__(self) -> None:
