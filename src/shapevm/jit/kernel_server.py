@@ -76,10 +76,11 @@ class KernelServer:
                 try:
                     proc.stdin.write(request)
                     proc.stdin.flush()
-                    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+                    readable, _, _ = select.select([proc.stdout], [], [], timeout)
+                    ready = bool(readable)
                     line = proc.stdout.readline() if ready else ""
                 except OSError:
-                    line, ready = "", [True]
+                    line, ready = "", True
                 if line:
                     error = json.loads(line)["error"]
                     if error:
