@@ -177,3 +177,17 @@ def test_the_kernel_server_reports_errors_and_restarts(tmp_path):
         assert list((tmp_path / "__pycache__").glob("svk_good.kernel-*.nbi"))
     finally:
         server.close()
+
+
+def test_a_kernel_server_that_does_not_answer_in_time_is_killed(tmp_path):
+    from shapevm.jit.kernel_server import KernelServer, KernelServerTimeout
+
+    server = KernelServer()
+    slow = tmp_path / "svk_slow.py"
+    slow.write_text("import time\ntime.sleep(30)\n")
+    try:
+        with pytest.raises(KernelServerTimeout, match="timed out after 0.5 s"):
+            server.compile(str(slow), "svk_slow", ["float32:1:r"], timeout=0.5)
+        assert server._proc is None
+    finally:
+        server.close()

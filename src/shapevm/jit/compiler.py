@@ -193,10 +193,11 @@ class Compiler:
         key: Any,
         ref_env: Mapping[str, int],
         check: Callable[[], None] = lambda: None,
+        deadline: float | None = None,
     ) -> Variant:
         fn = executable.fn
         types = infer_types(fn, executable.program).types
-        ctx = CompileContext(ref_env, check, executable.choose, self.kernel_process)
+        ctx = CompileContext(ref_env, check, executable.choose, self.kernel_process, deadline)
         compiled = []
         for region in report.compilable:
             check()

@@ -290,9 +290,11 @@ class JitEngine:
         ref = self.policy.reference_values(rec.key, rec.values)
         ref_env = dict(zip(self.variables, ref, strict=True))
         t0 = time.perf_counter()
+        timeout = self.options.compile_timeout_s
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             variant = self.compiler.compile(
-                self.executable, self.report, rec.key, ref_env, rec.check
+                self.executable, self.report, rec.key, ref_env, rec.check, deadline
             )
         except CompileCancelled:
             return

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from shapevm.jit.graph import Op, RegionGraph
-from shapevm.jit.kernel_server import KernelServer
+from shapevm.jit.kernel_server import KernelServer, KernelServerTimeout
 from shapevm.jit.lowering import CompileContext, Group, Lowered, register_lowering
 from shapevm.ops import OpFlag
 
@@ -251,7 +251,9 @@ def clear_memo() -> None:
         _MEMO.clear()
 
 
-def load_kernel(source: str, sig: Sequence[str], in_process: bool = False) -> Any:
+def load_kernel(
+    source: str, sig: Sequence[str], in_process: bool = False, timeout: float = 300.0
+) -> Any:
     """The compiled dispatcher of ``source`` for the argument types ``sig``.
 
     Unless ``in_process``, the kernel is compiled into the disk cache by the kernel server
@@ -270,7 +272,7 @@ def load_kernel(source: str, sig: Sequence[str], in_process: bool = False) -> An
         try:
             _write(path, source)
             if not in_process and not any((folder / "__pycache__").glob(f"{name}.*.nbi")):
-                _precompile(path, name, sig)
+                _precompile(path, name, sig, timeout)
             import numba
 
             types = tuple(_from_text(numba, t) for t in sig)
@@ -296,9 +298,11 @@ def _numba_version() -> str:
     return importlib.metadata.version("numba")  # without importing numba itself
 
 
-def _precompile(path: Path, name: str, sig: Sequence[str]) -> None:
+def _precompile(path: Path, name: str, sig: Sequence[str], timeout: float) -> None:
     try:
-        _SERVER.compile(str(path), name, list(sig))
+        _SERVER.compile(str(path), name, list(sig), timeout)
+    except KernelServerTimeout:
+        raise
     except (RuntimeError, OSError) as exc:  # compiled in this process instead
         log.info("kernel server could not compile %s (%s); compiling in-process", name, exc)
 
@@ -371,7 +375,7 @@ def build_chain(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowere
         return Lowered("out", _nothing, (), PATTERN, label=labels)
     source, sig = generate(graph, group)
     ctx.check()
-    kernel = load_kernel(source, sig, in_process=not ctx.kernel_process)
+    kernel = load_kernel(source, sig, not ctx.kernel_process, ctx.time_left())
     out_values = [graph.value(v) for v in group.outs]
     inplace = tuple(
         (oi, ii)

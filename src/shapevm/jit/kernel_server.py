@@ -58,6 +58,10 @@ def serve(stdin: IO[str], stdout: IO[str]) -> None:
         stdout.flush()
 
 
+class KernelServerTimeout(RuntimeError):
+    """The child did not answer in time; it was killed."""
+
+
 class KernelServer:
     """The parent's handle on the child; started on first use, restarted if it dies."""
 
@@ -88,7 +92,9 @@ class KernelServer:
                     return
                 self._stop()
                 if not ready:
-                    raise RuntimeError(f"kernel compiler process timed out after {timeout} s")
+                    raise KernelServerTimeout(
+                        f"kernel compiler process timed out after {timeout:.1f} s"
+                    )
             raise RuntimeError("kernel compiler process exited while compiling")
 
     def _start(self) -> subprocess.Popen[str]:

@@ -19,6 +19,7 @@ step at its last op (no op outside the group in between reads a value the group 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +76,13 @@ class CompileContext:
     check: Callable[[], None] = lambda: None
     choose: Callable[..., Any] | None = None
     kernel_process: bool = True
+    deadline: float | None = None  # time.monotonic() after which the compile is abandoned
+
+    def time_left(self, default: float = 300.0) -> float:
+        """Seconds left before the deadline (at least a little), for blocking waits."""
+        if self.deadline is None:
+            return default
+        return max(0.5, self.deadline - time.monotonic())
 
 
 Matcher = Callable[[RegionGraph, int], "Sequence[int] | None"]
