@@ -295,3 +295,12 @@ def test_results_match_the_interpreter_in_a_stream_of_shapes():
         if i == 10:
             j.wait(30)
     assert j.jit_stats()["compiled_calls"] > 20
+
+
+def test_unknown_lowering_names_fail_the_compile_with_the_registered_ones():
+    j = jitted_mlp(hot_threshold=1, background=False, lowerings=["no_such_pattern"])
+    j(*mlp_inputs(2))
+    (row,) = j.jit_info()
+    assert row["status"] == "failed"
+    assert "unknown lowering(s) ['no_such_pattern']; registered: [" in row["reason"]
+    assert "'elementwise_chain'" in row["reason"]

@@ -191,3 +191,34 @@ def test_a_kernel_server_that_does_not_answer_in_time_is_killed(tmp_path):
         assert server._proc is None
     finally:
         server.close()
+
+
+REDEFINED = """
+func @redef(t0: f32[b, 4]) -> f32[b, 4], f32[b, 4]
+  L0:
+    s0 = SHAPE_PROPAGATE t0, 0
+    t1 = TENSOR_CREATE [s0, 4], f32, cpu
+    TENSOR_ALLOC t1
+    t1 = OP_CALL exp(t0)
+    t2: f32[b, 4] = OP_CALL add(t1, 1.0)
+    t1 = OP_CALL neg(t0)
+    t3: f32[b, 4] = OP_CALL mul(t2, 3.0)
+    RETURN t3, t1
+"""
+
+
+def test_a_chain_is_not_fused_across_a_write_to_a_register_it_reads():
+    from shapevm.bytecode import parse_program
+    from shapevm.runtime.interpreter import Executable
+
+    program = parse_program(REDEFINED)
+    ex = Executable(program)
+    graph = graph_of(ex)
+    names = [op.info.name if op.info else op.kind for op in graph.ops]
+    add = names.index("add")
+    assert fusion.match_chain(graph, add) == [add, names.index("mul")]
+    assert make_group(graph, [add, names.index("mul")]) is None  # t1 is rewritten between
+    variant = compiled(ex, (2,))
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    ref, got = run_both(ex, variant, x)
+    assert_same(ref, got)

@@ -88,3 +88,9 @@ def test_bc_trace_covers_plain_interpreted_calls_and_writes_to_a_directory(tmp_p
     rows = list(csv.DictReader(open(written)))
     assert [r["opcode"] for r in rows] == ["BIND_INPUTS", "OP_CALL mul", "OP_CALL add"]
     assert {r["mode"] for r in rows} == {"interpreted"}
+
+
+def test_bc_trace_to_csv_needs_a_trace(tmp_path, monkeypatch):
+    monkeypatch.setattr(bctrace, "_LAST", [None])
+    with pytest.raises(RuntimeError, match=r"call shapevm.vm.enable_bc_trace\(True\) first"):
+        vm.bc_trace_to_csv(tmp_path / "none.csv")

@@ -44,7 +44,7 @@ from shapevm.runtime.bctrace import NamedStep
 from shapevm.runtime.interpreter import Executable, Plan, ShapeView, Step, step_error
 
 RegionStep = Callable[[list[Any], Frame], None]
-_ERRORS = (ValueError, TypeError, IndexError, FloatingPointError, MemoryError, ZeroDivisionError)
+_ERRORS = (ValueError, TypeError, IndexError, FloatingPointError, MemoryError)  # as Plan.run
 _PLANS_PER_VARIANT = 256
 
 
@@ -69,9 +69,9 @@ class CompiledRegion:
         self.memory = memory
         self.steps = tuple(steps)
         self.instrs: tuple[Instr, ...] = tuple(s.ops[-1].instr for s in lowered)
-        self.covered = frozenset(id(op.instr) for op in graph.ops) | {
+        self.covered = frozenset(
             id(i) for pc, _, i in graph.function.instructions() if region.start <= pc < region.stop
-        }
+        )
         self.out_slots = tuple(graph.value(v).slot for v in sorted(graph.live_out))
         self.patterns = tuple(s.pattern for s in lowered if s.pattern)
 
@@ -97,8 +97,6 @@ class CompiledRegion:
 
 class _RegionCall(NamedStep):
     """A compiled region standing in the interpreter's plan for one dimension assignment."""
-
-    __slots__ = ("env", "key", "region")
 
     def __init__(self, region: CompiledRegion, key: tuple[int, ...], env: Mapping[str, int]):
         self.region = region

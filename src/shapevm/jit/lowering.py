@@ -130,20 +130,32 @@ def lowerings(names: Sequence[str] | None) -> list[Lowering]:
 
 
 def make_group(graph: RegionGraph, positions: Sequence[int]) -> Group | None:
-    """The group of ``positions``, or ``None`` when it cannot run as one step."""
+    """The group of ``positions``, or ``None`` when it cannot run as one step at its last op:
+    an op in between reads a value the group makes, or writes (or frees) a register the
+    group reads."""
     pos = tuple(sorted(set(positions)))
     if not pos or any(graph.ops[p].kind != "call" for p in pos):
         return None
     inside = set(pos)
     made = {v for p in pos for v in graph.ops[p].outs}
-    for q in range(pos[0], pos[-1]):
-        if q not in inside and any(v in made for v in graph.ops[q].ins):
-            return None
     ins: list[int] = []
     for p in pos:
         for v in graph.ops[p].ins:
             if v not in made and v not in ins:
                 ins.append(v)
+    for q in range(pos[0], pos[-1]):
+        op = graph.ops[q]
+        if q in inside:
+            continue
+        if any(v in made for v in op.ins):
+            return None
+        written = {graph.value(w).reg for w in op.outs if w not in ins}
+        if op.kind == "free":
+            written.update(op.instr.uses())
+        for v in ins:
+            value = graph.value(v)
+            if q > value.producer and value.reg in written:
+                return None  # the register no longer holds v when the group runs
     outs: list[int] = []
     internal: list[int] = []
     for p in pos:
