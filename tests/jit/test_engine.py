@@ -10,8 +10,7 @@ import pytest
 
 import shapevm as sv
 import shapevm.numpy as snp
-from shapevm.jit import register_lowering, unregister_lowering
-from shapevm.jit.lowering import lower_op
+from shapevm.jit import lower_op, register_lowering, unregister_lowering
 from tests.jit.programs import assert_same, interpreted, jitted_mlp, mlp_inputs, softmax_mlp
 
 
