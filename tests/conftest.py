@@ -1,6 +1,14 @@
+import atexit
 import os
+import shutil
+import tempfile
 
 from hypothesis import HealthCheck, settings
+
+# Generated kernels of the test run go to a directory of their own, not the user's cache.
+if "SHAPEVM_CACHE_DIR" not in os.environ:
+    os.environ["SHAPEVM_CACHE_DIR"] = tempfile.mkdtemp(prefix="shapevm-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["SHAPEVM_CACHE_DIR"], ignore_errors=True)
 
 settings.register_profile(
     "dev", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -3,7 +3,8 @@
 from shapevm.bytecode.errors import BytecodeFormatError, VerifyError
 from shapevm.frontend.errors import ConcreteValueError, TracingError
 from shapevm.frontend.export import Exported, deserialize, export, load
-from shapevm.frontend.jit import Jitted, jit
+from shapevm.frontend.jit import Jitted, jit  # after shapevm.jit (the package) is loaded
+from shapevm.jit.errors import JitCompileError
 from shapevm.runtime.binding import InputCountError, InputDTypeError
 from shapevm.runtime.interpreter import RuntimeOpError
 from shapevm.shapes import (
@@ -33,6 +34,7 @@ __all__ = [
     "InconclusiveDimensionOperation",
     "InputCountError",
     "InputDTypeError",
+    "JitCompileError",
     "Jitted",
     "RuntimeOpError",
     "ShapeDtypeStruct",

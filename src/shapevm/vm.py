@@ -1,17 +1,27 @@
 """``shapevm.vm``: looking inside the virtual machine.
 
 - `scd_analysis` / `print_scd_analysis`: the Shape Convergence Degree of every tensor of a
-  function, and where each unknown (data-dependent) dimension comes from;
+  function, where each unknown (data-dependent) dimension comes from, and the function's
+  regions: which are compilable and why the others are not;
+- `jit_info`, `jit_stats`, `get_jit_hit_rate`, `get_avg_compile_time`, `reset_jit_stats`:
+  the JIT's variants and counters, over every jitted function of the process;
+- `enable_bc_trace` / `bc_trace_to_csv`: a record per interpreted instruction or compiled
+  region that runs;
 - `dump_capability_db` / `load_capability_patch`: the kernel variants each device has.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, TextIO
 
 from shapevm.frontend.export import Exported, export
 from shapevm.frontend.jit import Jitted
+from shapevm.jit import stats as _stats
+from shapevm.jit.options import JitOptions
+from shapevm.jit.regions import RegionReport, find_regions
+from shapevm.runtime import bctrace as _bctrace
 from shapevm.runtime import scheduler as _scheduler
 from shapevm.runtime.interpreter import invalidate_plans
 from shapevm.runtime.scd import SCDReport, analyze, print_report
@@ -37,8 +47,22 @@ def scd_analysis(fun_or_exported: Any, *specs: Any) -> SCDReport:
     return analyze(exp.program.functions[0])
 
 
-def print_scd_analysis(fun_or_exported: Any, *specs: Any, file: TextIO | None = None) -> None:
-    """Print the SCD of every tensor and where its unknown dimensions come from.
+def region_analysis(fun_or_exported: Any, *specs: Any) -> RegionReport:
+    """The regions of an `Exported`, or of a function traced for ``specs``."""
+    exp = _exported(fun_or_exported, specs)
+    return find_regions(exp.program.functions[0], exp.program)
+
+
+def print_scd_analysis(
+    fun_or_exported: Any,
+    *specs: Any,
+    file: TextIO | None = None,
+    hot_threshold: int | None = None,
+    scd_threshold: float | None = None,
+) -> None:
+    """Print the SCD of every tensor, where its unknown dimensions come from, and the
+    function's regions: compilable or not, and why. The thresholds default to those of a
+    `Jitted` argument, else to the JIT's defaults (3 calls, SCD 0.8).
 
     >>> import numpy as np, shapevm as sv, shapevm.numpy as snp, shapevm.vm as vm
     >>> b, = sv.symbolic_shape("b")
@@ -48,8 +72,17 @@ def print_scd_analysis(fun_or_exported: Any, *specs: Any, file: TextIO | None = 
       t0    f32[b, 4]                     1.00
       t1    f32[b, 4]                     1.00
     function SCD: 1.00 (4 of 4 dimensions known at entry)
+    regions of @fun (function SCD 1.00 >= 0.80: compiled after 3 calls of a specialization key)
+      R0  #0-#1     L0      1 ops  SCD 1.00  compilable
     """
-    print_report(scd_analysis(fun_or_exported, *specs), file)
+    exp = _exported(fun_or_exported, specs)
+    fn = exp.program.functions[0]
+    options = fun_or_exported.options if isinstance(fun_or_exported, Jitted) else JitOptions()
+    hot = hot_threshold or options.hot_threshold
+    scd = options.scd_threshold if scd_threshold is None else scd_threshold
+    out = file or sys.stdout
+    print_report(analyze(fn), out)
+    print(find_regions(fn, exp.program).format(hot, scd), file=out)
 
 
 def dump_capability_db(file: TextIO | None = None) -> dict[str, Any]:
@@ -73,11 +106,74 @@ def reset_capability_db() -> None:
     invalidate_plans()
 
 
+# -- the JIT ----------------------------------------------------------------------------------
+
+
+def jit_info() -> list[dict[str, Any]]:
+    """One dict per variant of every jitted function: ``function``, ``key`` (and
+    ``key_text``, ``variables``, ``mode``), ``status`` (queued, compiling, ready, failed,
+    evicted), ``compile_ms``, ``hits``, ``last_use`` (``time.monotonic()``),
+    ``planned_bytes``, ``naive_bytes``, ``patterns`` (fused lowerings used) and ``reason``
+    (why it failed or was evicted)."""
+    return [row for engine in _stats.engines() for row in engine.info()]
+
+
+def jit_stats() -> dict[str, Any]:
+    """Process-wide counters: calls, compiled_calls, out_of_range, compiles, compile_ms,
+    failures, timeouts, evictions, budget_refusals, scd_refusals."""
+    with _stats.LOCK:
+        return _stats.COUNTERS.as_dict()
+
+
+def get_jit_hit_rate() -> float:
+    """Calls served by compiled variants / all calls of jitted functions (0.0 before any)."""
+    c = _stats.COUNTERS
+    return c.compiled_calls / c.calls if c.calls else 0.0
+
+
+def get_avg_compile_time() -> float:
+    """Mean time of the successful compiles, in milliseconds (0.0 before any)."""
+    c = _stats.COUNTERS
+    return c.compile_ms / c.compiles if c.compiles else 0.0
+
+
+def reset_jit_stats() -> None:
+    """Zero the counters (process-wide and per function) and the variants' hits; compiled
+    variants stay."""
+    with _stats.LOCK:
+        _stats.COUNTERS.reset()
+    for engine in _stats.engines():
+        engine.reset_counters()
+
+
+def enable_bc_trace(on: bool = True, dir: str | os.PathLike[str] | None = None) -> None:
+    """Record every interpreted instruction and compiled region that runs (function, pc,
+    opcode or region, shapes, duration in µs, interpreted/compiled). Costs nothing while
+    off. With ``dir``, turning it off writes ``bc_trace_<pid>.csv`` there."""
+    _bctrace.enable(on, dir)
+
+
+def bc_trace_to_csv(path: str | os.PathLike[str]) -> int:
+    """Write the records of the current (or last) trace to ``path``; returns how many."""
+    recorder = _bctrace.last()
+    if recorder is None:
+        raise RuntimeError("no bytecode trace: call shapevm.vm.enable_bc_trace(True) first")
+    return recorder.to_csv(path)
+
+
 __all__ = [
     "SCDReport",
+    "bc_trace_to_csv",
     "dump_capability_db",
+    "enable_bc_trace",
+    "get_avg_compile_time",
+    "get_jit_hit_rate",
+    "jit_info",
+    "jit_stats",
     "load_capability_patch",
     "print_scd_analysis",
+    "region_analysis",
     "reset_capability_db",
+    "reset_jit_stats",
     "scd_analysis",
 ]

@@ -138,7 +138,15 @@ class Exported:
 
     # -- running --------------------------------------------------------------------------
     def call(self, *args: Any) -> Any:
-        """Run on concrete arguments of any shape in the family (non-static arguments only)."""
+        """Run on concrete arguments of any shape in the family (non-static arguments only).
+
+        Always in the interpreter; `jit` gives a version that compiles hot shapes."""
+        arrays, dims = self._split(args)
+        outs = self.executable(*arrays, dims=dims)
+        return _pytree.unflatten(self.out_tree, outs)
+
+    def _split(self, args: Sequence[Any]) -> tuple[list[Any], dict[str, int]]:
+        """The array arguments and the dimension arguments of a call."""
         leaves, tree = _pytree.flatten(tuple(args))
         if tree != self.in_tree:
             raise TypeError(
@@ -153,10 +161,24 @@ class Exported:
                 arrays.append(leaf)
             else:
                 dims[kind.dim] = leaf
-        outs = self.executable(*arrays, dims=dims)
-        return _pytree.unflatten(self.out_tree, outs)
+        return arrays, dims
 
     __call__ = call
+
+    def jit(self, **options: Any) -> JittedExported:
+        """This function with a JIT: hot shapes are compiled in the background.
+
+        `call` itself always interprets; the returned object is called the same way and
+        takes the options of `shapevm.jit` (``hot_threshold``, ``cache_mode``...).
+
+        >>> import numpy as np, shapevm as sv
+        >>> b, = sv.symbolic_shape("b")
+        >>> exp = sv.export(sv.jit(lambda x: x * 2.0))(sv.ShapeDtypeStruct((b, 4), np.float32))
+        >>> fast = exp.jit(background=False, hot_threshold=1)
+        >>> fast(np.ones((2, 4), np.float32)).shape, fast.jit_info()[0]["status"]
+        ((2, 4), 'ready')
+        """
+        return JittedExported(self, **options)
 
     # -- bytes ------------------------------------------------------------------------------
     def serialize(self) -> bytes:
@@ -178,6 +200,37 @@ class Exported:
         outs = ", ".join(_aval(a) for a in self.out_avals)
         where = f" where {', '.join(self.constraints)}" if self.constraints else ""
         return f"Exported({self.fun_name}: ({ins}) -> ({outs}){where})"
+
+
+class JittedExported:
+    """An `Exported` whose calls go through a `shapevm.jit.JitEngine` (see `Exported.jit`)."""
+
+    def __init__(self, exported: Exported, **options: Any) -> None:
+        from shapevm.jit.engine import JitEngine
+        from shapevm.jit.options import JitOptions
+
+        compiler = options.pop("compiler", None)
+        self.exported = exported
+        self.engine = JitEngine(
+            exported.executable,
+            JitOptions.from_kwargs(options),
+            compiler=compiler,
+            name=exported.fun_name,
+        )
+
+    def __call__(self, *args: Any) -> Any:
+        arrays, dims = self.exported._split(args)
+        outs = self.engine(*arrays, dims=dims)
+        return _pytree.unflatten(self.exported.out_tree, outs)
+
+    def jit_info(self) -> list[dict[str, Any]]:
+        return self.engine.info()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.engine.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"<jit of {self.exported!r}>"
 
 
 def _aval(a: ShapeDtypeStruct | Aval) -> str:

@@ -8,6 +8,11 @@ So a function called on a stream of batch sizes is traced twice in all, and
 `Jitted.report` says what was made symbolic. If the function cannot be traced with a
 symbolic dimension (it needs a concrete value), each shape gets its own trace, and the
 report says why.
+
+Each trace gets a `shapevm.jit.JitEngine` (unless ``jit=False`` or
+``interpret_only=True``): calls start in the interpreter, and a specialization that is
+called ``hot_threshold`` times is compiled in the background and used from then on. See
+`shapevm.jit.JitOptions` for the options and ``docs/jit.md`` for how a call flows.
 """
 
 from __future__ import annotations
@@ -23,25 +28,45 @@ import numpy as np
 
 from shapevm import _pytree
 from shapevm.frontend.trace import Traced, trace
+from shapevm.jit.compiler import Compiler
+from shapevm.jit.engine import JitEngine
+from shapevm.jit.options import CACHE_MODES, JitOptions
+from shapevm.jit.worker import WORKER
 from shapevm.runtime.interpreter import Executable
 from shapevm.shapes import DimExpr, ShapeDtypeStruct, SymbolicScope, symbolic_args_specs
 
 log = logging.getLogger("shapevm")
 
-CACHE_MODES = ("exact", "bucket", "adaptive")
+__all__ = ["CACHE_MODES", "Jitted", "jit"]
 
 
 class _Entry:
-    """One trace of the function and the executable that runs it."""
+    """One trace of the function, the executable that runs it and its JIT engine."""
 
-    __slots__ = ("executable", "kinds", "out_tree", "symbolic", "traced")
+    __slots__ = ("engine", "executable", "kinds", "out_tree", "symbolic", "traced")
 
-    def __init__(self, traced: Traced, names: Sequence[str], symbolic: dict[str, str]) -> None:
+    def __init__(
+        self,
+        traced: Traced,
+        names: Sequence[str],
+        symbolic: dict[str, str],
+        jitted: Jitted | None = None,
+    ) -> None:
         self.traced = traced
         self.kinds = traced.leaf_kinds
         self.out_tree = traced.out_tree
         self.executable = Executable(traced.program, arg_names=names)
         self.symbolic = symbolic
+        self.engine: JitEngine | None = None
+        if jitted is not None and jitted.options.enabled:
+            self.engine = JitEngine(
+                self.executable, jitted.options, compiler=jitted.compiler, name=jitted.name
+            )
+
+    def run(self, arrays: Sequence[Any]) -> list[Any]:
+        if self.engine is not None:
+            return self.engine(*arrays)
+        return self.executable(*arrays)
 
 
 class Jitted:
@@ -60,13 +85,17 @@ class Jitted:
         fallback: bool = True,
         **jit_options: Any,
     ) -> None:
-        if cache_mode not in CACHE_MODES:
-            raise ValueError(f"cache_mode must be one of {CACHE_MODES}, found {cache_mode!r}")
-        if cache_mode == "bucket" and not bucket_boundaries:
-            raise ValueError(
-                "cache_mode='bucket' needs bucket_boundaries, e.g. [1, 8, 32, 64]: each "
-                "variant serves the shapes between two boundaries"
+        options = dict(jit_options)
+        self.compiler: Compiler | None = options.pop("compiler", None)
+        self.options = JitOptions.from_kwargs(
+            dict(
+                cache_mode=cache_mode,
+                bucket_boundaries=bucket_boundaries,
+                mem_optimize=mem_optimize,
+                fallback=fallback,
+                **options,
             )
+        )
         self.fun = fun
         self.shapes = shapes
         self.constraints = tuple(constraints)
@@ -127,7 +156,7 @@ class Jitted:
                     )
                     self._entries[key] = group
         entry = group.entry_for(args, arrays)
-        outs = entry.executable(*arrays)
+        outs = entry.run(arrays)
         return _pytree.unflatten(entry.out_tree, outs)
 
     def _trace(self, args: Sequence[Any], specs: Sequence[Any], symbolic: dict[str, str]) -> _Entry:
@@ -135,7 +164,35 @@ class Jitted:
         names = self.leaf_names(args)
         traced = trace(self.fun, list(specs), static, self.name, names)
         self.trace_count += 1
-        return _Entry(traced, names, symbolic)
+        return _Entry(traced, names, symbolic, self)
+
+    # -- the JIT --------------------------------------------------------------------------------
+    @property
+    def engines(self) -> list[JitEngine]:
+        """The JIT engine of every trace made so far (one per trace)."""
+        out: list[JitEngine] = []
+        for group in list(self._entries.values()):
+            for entry in group.entries():
+                if entry.engine is not None:
+                    out.append(entry.engine)
+        return out
+
+    def jit_info(self) -> list[dict[str, Any]]:
+        """One dict per variant of this function (see `shapevm.vm.jit_info`)."""
+        return [row for e in self.engines for row in e.info()]
+
+    def jit_stats(self) -> dict[str, Any]:
+        """This function's counters summed over its traces: calls, compiled_calls,
+        compiles, failures, timeouts, evictions, budget_refusals, out_of_range..."""
+        total: dict[str, Any] = {}
+        for e in self.engines:
+            for k, v in e.counters.as_dict().items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until queued compiles are finished; ``False`` if ``timeout`` passed first."""
+        return WORKER.wait(timeout)
 
     def lower(self, *args: Any) -> Traced:
         """The trace for these arguments (specifications or arrays), without running."""
@@ -157,6 +214,9 @@ class _SpecGroup:
 
     def entry_for(self, args: Sequence[Any], arrays: Sequence[np.ndarray[Any, Any]]) -> _Entry:
         return self.entry
+
+    def entries(self) -> list[_Entry]:
+        return [self.entry]
 
 
 class _AutoGroup:
@@ -189,6 +249,10 @@ class _AutoGroup:
             return sym
         with self.lock:
             return self._retrace(args, arrays, shapes)
+
+    def entries(self) -> list[_Entry]:
+        found = list(self.per_shape.values())
+        return [*found, self.symbolic] if self.symbolic is not None else found
 
     def _fits(self, shapes: Sequence[tuple[int, ...]]) -> bool:
         values: dict[str, int] = {}
@@ -326,12 +390,18 @@ def jit(
 
     Usable as ``jit(f)``, ``jit(f, shapes=...)`` or as a decorator ``@jit(...)``.
     ``shapes`` follows `symbolic_args_specs` (``"b, 256"``, a pytree prefix, or ``None``
-    to discover the varying dimensions from the calls).
+    to discover the varying dimensions from the calls). The JIT options (``cache_mode``,
+    ``bucket_boundaries``, ``mem_optimize``, ``fallback``, ``hot_threshold``,
+    ``scd_threshold``, ``max_variants``, ``compile_timeout_s``, ``background``,
+    ``adaptive_exact_after``, ``lowerings``, ``jit``/``interpret_only``) are described
+    in `shapevm.jit.JitOptions`; ``compiler=`` replaces the `shapevm.jit.Compiler`.
 
     >>> import numpy as np, shapevm as sv
-    >>> f = sv.jit(lambda x: x * 2.0 + 1.0, shapes="b, 4")
-    >>> f(np.ones((3, 4), np.float32)).shape
-    (3, 4)
+    >>> f = sv.jit(lambda x: x * 2.0 + 1.0, shapes="b, 4", background=False)
+    >>> for _ in range(4):
+    ...     y = f(np.ones((3, 4), np.float32))
+    >>> y.shape, [row["status"] for row in f.jit_info()]
+    ((3, 4), ['ready'])
     """
     options = dict(
         shapes=shapes,

@@ -41,12 +41,16 @@ from shapevm.bytecode.program import (
 )
 from shapevm.bytecode.shape_expr import COMPARISONS, ShapeCmp, evaluate_shape_expr
 from shapevm.ops import AttrKind, DType, Dynamic, OpInfo, get_op
+from shapevm.runtime import bctrace
 from shapevm.runtime.binding import Binder, sym_dim
 from shapevm.runtime.scheduler import choose_kernel, kernel_dtype
 
 Regs = list[Any]
 Step = Callable[[Regs], None]
 KernelChooser = Callable[[OpInfo, OpCall, Mapping[str, Any], Mapping[str, int]], Any]
+StepTransform = Callable[
+    [str, tuple[Step, ...], tuple[Instr, ...]], tuple[Sequence[Step], Sequence[Instr]]
+]
 
 
 _generation = [0]  # bumped when the capability db changes: plans choose kernels again
@@ -91,6 +95,16 @@ class Plan:
         only = blocks[entry]
         self.straight = len(blocks) == 1 and isinstance(only.term, Return) and not only.phis
 
+    def with_steps(self, transform: StepTransform) -> Plan:
+        """A copy whose blocks have their steps (and the instructions they stand for, used
+        in error messages) rewritten by ``transform(label, steps, instrs)``; the JIT splices
+        compiled regions in this way, and tracing wraps each step."""
+        blocks = {}
+        for label, b in self.blocks.items():
+            steps, instrs = transform(label, b.steps, b.instrs)
+            blocks[label] = _Block(label, b.phis, tuple(steps), tuple(instrs), b.term)
+        return Plan(blocks, self.entry, self.n_regs, self.params)
+
     def run(self, arrays: Sequence[Any]) -> list[Any]:
         regs: Regs = [None] * self.n_regs
         for i, a in zip(self.params, arrays, strict=True):
@@ -118,7 +132,11 @@ class Plan:
 
 
 def _runtime_error(block: _Block, i: int, exc: Exception) -> RuntimeOpError:
-    instr = block.instrs[i] if i < len(block.instrs) else block.term
+    return step_error(block.instrs[i] if i < len(block.instrs) else block.term, exc)
+
+
+def step_error(instr: Instr, exc: Exception) -> RuntimeOpError:
+    """The error for ``instr`` failing with ``exc`` while the program ran."""
     where = f" (traced at {instr.loc})" if instr.loc else ""
     return RuntimeOpError(
         f"{format_instr(instr).strip()} failed{where}: {exc}\n"
@@ -176,7 +194,10 @@ class Executable:
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
         arrays = self.binder.convert(args)
         env = self.binder.bind(arrays, dims)
-        return self.plan_for(env).run(arrays)
+        plan = self.plan_for(env)
+        if bctrace.ACTIVE is not None:
+            plan = bctrace.ACTIVE.traced(plan, self.fn, self.slot)
+        return plan.run(arrays)
 
     def plan_for(self, env: Mapping[str, int]) -> Plan:
         if self._generation != _generation[0]:
@@ -244,8 +265,11 @@ class Executable:
         return per_call
 
     # -- building plans ---------------------------------------------------------------------
-    def _reg(self, r: Reg) -> int:
+    def slot(self, r: Reg) -> int:
+        """The index of register ``r`` in a plan's register list."""
         return r.index if r.is_tensor else self.n_tensor + r.index
+
+    _reg = slot
 
     def _dim(self, d: Any, env: Mapping[str, int]) -> int | None:
         if isinstance(d, int):
@@ -291,7 +315,7 @@ class Executable:
         flag = self.n_regs  # one scratch slot past the registers holds the verdict
 
         def step(regs: Regs) -> None:
-            values = _ShapeView(regs, n_t)
+            values = ShapeView(regs, n_t)
             lhs = evaluate_shape_expr(cond.lhs, values)
             rhs = evaluate_shape_expr(cond.rhs, values)
             regs[flag] = bool(cmp(lhs, rhs))
@@ -326,7 +350,7 @@ class Executable:
             o, expr, n_t = self._reg(instr.out), instr.expr, self.n_tensor
 
             def compute(regs: Regs) -> None:
-                regs[o] = evaluate_shape_expr(expr, _ShapeView(regs, n_t))
+                regs[o] = evaluate_shape_expr(expr, ShapeView(regs, n_t))
 
             return compute
         if isinstance(instr, TensorCreate):
@@ -385,7 +409,7 @@ class Executable:
         return _make_op_step(kernel, attrs, outs, template, slots)
 
 
-class _ShapeView(Mapping[Reg, int]):
+class ShapeView(Mapping[Reg, int]):
     """Shape registers of a register list, as `evaluate_shape_expr` reads them."""
 
     __slots__ = ("n_t", "regs")

@@ -1,0 +1,356 @@
+"""The JIT engine of one traced function: counters, trigger, variants, compile jobs.
+
+How a call flows (`JitEngine.__call__`):
+
+1. **bind**: the arguments are checked and the dimension variables solved (cached per
+   tuple of shapes by the executable's binder);
+2. **key**: the cache policy maps the variables' values to a specialization key
+   (``None`` in bucket mode below the first boundary: interpreted and counted);
+3. **variant or interpreter**: under one lock, a ready variant for the key is taken (its
+   hits and last use updated); otherwise the key's call count goes up, and when it reaches
+   ``hot_threshold`` (and the function's SCD reaches ``scd_threshold``, and the budget has
+   room, evicting the least recently used variant if needed) a record is queued;
+4. the call runs: in the variant if there was one, else in the interpreter (in adaptive
+   mode, a key waiting for its own variant uses its power-of-two bucket's variant);
+5. **compile queue**: the queued job runs in the background worker (`worker.py`); the
+   finished variant is installed by one dict assignment under the lock and serves the
+   next call. A failure or timeout is recorded with its reason and the key is never
+   retried; with ``fallback=False`` the key's calls then raise `JitCompileError`.
+
+With ``background=False`` the compile runs in the triggering call, after it is decided and
+before that call runs (still interpreted), so the next call finds the variant ready.
+
+Threads: bookkeeping happens under `stats.LOCK`; compiled regions use per-thread arenas;
+variants are immutable once installed, and an evicted variant stays valid for calls that
+already hold it.
+
+The GIL: numba's front end is Python, so a compile competes with the interpreter for the
+GIL. Measured with ``benchmarks/jit_bench.py`` (2 shared cores under a load of about 4.5,
+numba 0.68), timing an interpreted 14-op call in a loop while a variant with new kernels
+compiles in the background:
+
+- idle, the call takes a median of 0.05-0.09 ms (worst about 5 ms);
+- during the first compile of a process, which imports numba, the median does not move
+  (0.06-0.08 ms, p90 0.12 ms) but the worst call waits 50-120 ms: loading and initializing
+  LLVM holds the GIL in long C calls. The compile itself is starved by the calling loop
+  (6.7-9 s of wall time for about 1.5 s of work);
+- during a later compile, with kernels compiled in a thread of this process, it takes
+  2.9-3.3 s and the worst call waits 25-28 ms; with kernels compiled by the helper process
+  (``kernel_process=True``, the default: `fusion` and `kernel_server`) it takes
+  0.18-0.24 s and the worst call waits 12-19 ms, since only loading from the disk cache
+  runs here.
+
+So native kernels are compiled in a helper process by default, and a process that cannot
+afford the first stall should ``import numba`` at startup.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shapevm.jit import stats
+from shapevm.jit.compiler import CompileCancelled, Compiler, Variant
+from shapevm.jit.errors import JitCompileError, format_key
+from shapevm.jit.options import JitOptions
+from shapevm.jit.policy import AdaptivePolicy, Key, make_policy, pow2
+from shapevm.jit.regions import RegionReport, find_regions
+from shapevm.jit.worker import WORKER, run_with_timeout
+from shapevm.runtime import bctrace
+from shapevm.runtime.interpreter import Executable, Plan
+
+QUEUED, COMPILING, READY, FAILED, EVICTED = "queued", "compiling", "ready", "failed", "evicted"
+_HISTORY = 256
+_COUNTED_KEYS = 4096
+
+
+class VariantRecord:
+    """What the engine knows about one key's variant, as `shapevm.vm.jit_info` shows it."""
+
+    def __init__(self, engine: JitEngine, key: Key, values: tuple[int, ...]) -> None:
+        self.engine = engine
+        self.key = key
+        self.values = values
+        self.status = QUEUED
+        self.compile_ms = 0.0
+        self.hits = 0
+        self.last_use = 0.0
+        self.planned_bytes = 0
+        self.naive_bytes = 0
+        self.reason = ""
+        self.patterns: tuple[str, ...] = ()
+        self.variant: Variant | None = None
+        self.cancelled = False
+
+    def check(self) -> None:
+        """Raise `CompileCancelled` once the compile has been abandoned."""
+        if self.cancelled:
+            raise CompileCancelled(self.reason)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "function": self.engine.name,
+            "key": self.key,
+            "key_text": format_key(self.key),
+            "variables": self.engine.variables,
+            "mode": self.engine.options.cache_mode,
+            "status": self.status,
+            "compile_ms": round(self.compile_ms, 3),
+            "hits": self.hits,
+            "last_use": self.last_use,
+            "planned_bytes": self.planned_bytes,
+            "naive_bytes": self.naive_bytes,
+            "patterns": self.patterns,
+            "reason": self.reason,
+        }
+
+
+class _Job:
+    """Compiling one record; `execute` runs in a compile thread."""
+
+    def __init__(self, engine: JitEngine, record: VariantRecord) -> None:
+        self.engine = engine
+        self.record = record
+        self.timeout_s = engine.options.compile_timeout_s
+
+    def execute(self) -> None:
+        self.engine._compile(self.record)
+
+    def abandon(self) -> None:
+        self.engine._abandon(self.record, f"timeout: compile exceeded {self.timeout_s} s")
+
+
+class JitEngine:
+    """Runs calls of one executable, in compiled variants once they are hot."""
+
+    def __init__(
+        self,
+        executable: Executable,
+        options: JitOptions | None = None,
+        *,
+        compiler: Compiler | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.executable = executable
+        self.options = options or JitOptions()
+        self.compiler = compiler or Compiler(
+            self.options.lowerings, self.options.mem_optimize, self.options.kernel_process
+        )
+        self.name = name or executable.fn.name
+        self.variables = executable.binder.variables
+        self.policy = make_policy(
+            self.options.cache_mode,
+            self.options.bucket_boundaries,
+            self.options.adaptive_exact_after,
+        )
+        self._report: RegionReport | None = None
+        self.skip_reason: str | None = None  # why no key of this function is compiled
+        self._records: OrderedDict[Key, VariantRecord] = OrderedDict()  # LRU order
+        self._history: deque[VariantRecord] = deque(maxlen=_HISTORY)
+        self._counts: dict[Key, int] = {}
+        self.counters = stats.Counters()
+        with stats.LOCK:
+            stats.ENGINES.add(self)
+
+    # -- calls ------------------------------------------------------------------------------
+    def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
+        ex = self.executable
+        arrays = ex.binder.convert(args)
+        env = ex.binder.bind(arrays, dims)
+        return self.run(arrays, env)
+
+    def run(self, arrays: Sequence[Any], env: Mapping[str, int]) -> list[Any]:
+        """Run bound arrays: compiled if a variant is ready, interpreted otherwise."""
+        if not self.options.enabled:
+            plan = self.executable.plan_for(env)
+            return self._traced(plan).run(arrays)
+        if self._report is None:
+            self.report  # noqa: B018  (outside the lock: type inference takes milliseconds)
+        values = tuple(env[v] for v in self.variables)
+        variant, job, failed = self._decide(values)
+        if job is not None:
+            self._submit(job)
+        if failed is not None:
+            raise JitCompileError(self.name, failed.key, failed.reason)
+        if variant is not None:
+            return self._traced(variant.plan_for(env)).run(arrays)
+        return self._traced(self.executable.plan_for(env)).run(arrays)
+
+    def _traced(self, plan: Plan) -> Plan:
+        rec = bctrace.ACTIVE
+        if rec is None:
+            return plan
+        return rec.traced(plan, self.executable.fn, self.executable.slot)
+
+    def _decide(
+        self, values: tuple[int, ...]
+    ) -> tuple[Variant | None, _Job | None, VariantRecord | None]:
+        now = time.monotonic()
+        g = stats.COUNTERS
+        c = self.counters
+        with stats.LOCK:
+            c.calls += 1
+            g.calls += 1
+            key = self.policy.key(values)
+            if key is None:
+                c.out_of_range += 1
+                g.out_of_range += 1
+                return None, None, None
+            rec = self._records.get(key)
+            if rec is not None and rec.status == READY:
+                return self._hit(rec, now), None, None
+            job = None
+            if rec is None:
+                job = self._count(key, values)
+            elif rec.status == FAILED and not self.options.fallback:
+                return None, None, rec
+            if isinstance(self.policy, AdaptivePolicy) and key[0] == "exact":
+                shared = self._records.get(("pow2", tuple(pow2(v) for v in values)))
+                if shared is not None and shared.status == READY:
+                    return self._hit(shared, now), job, None
+            return None, job, None
+
+    def _hit(self, rec: VariantRecord, now: float) -> Variant | None:
+        rec.hits += 1
+        rec.last_use = now
+        self._records.move_to_end(rec.key)
+        self.counters.compiled_calls += 1
+        stats.COUNTERS.compiled_calls += 1
+        return rec.variant
+
+    def _count(self, key: Key, values: tuple[int, ...]) -> _Job | None:
+        """Count a call of ``key``; a job when it just became hot and may be compiled."""
+        n = self._counts.get(key, 0) + 1
+        if n < self.options.hot_threshold:
+            if len(self._counts) >= _COUNTED_KEYS:
+                self._counts.clear()
+            self._counts[key] = n
+            return None
+        self._counts.pop(key, None)
+        if self.skip_reason is not None:
+            self.counters.scd_refusals += 1
+            stats.COUNTERS.scd_refusals += 1
+            return None
+        if not self._make_room():
+            self.counters.budget_refusals += 1
+            stats.COUNTERS.budget_refusals += 1
+            return None
+        rec = VariantRecord(self, key, values)
+        self._records[key] = rec
+        return _Job(self, rec)
+
+    def _make_room(self) -> bool:
+        active = [r for r in self._records.values() if r.status in (QUEUED, COMPILING, READY)]
+        if len(active) < self.options.max_variants:
+            return True
+        for rec in self._records.values():  # least recently used first
+            if rec.status == READY:
+                self._evict(rec)
+                return True
+        return False
+
+    def _evict(self, rec: VariantRecord) -> None:
+        rec.status = EVICTED
+        rec.variant = None
+        rec.reason = f"evicted: budget of {self.options.max_variants} variants"
+        del self._records[rec.key]
+        self._history.append(rec)
+        self.counters.evictions += 1
+        stats.COUNTERS.evictions += 1
+
+    # -- compiling --------------------------------------------------------------------------
+    @property
+    def report(self) -> RegionReport:
+        """The function's regions (computed at the first call)."""
+        report = self._report
+        if report is None:
+            ex = self.executable
+            report = find_regions(ex.fn, ex.program)
+            threshold = self.options.scd_threshold
+            if report.scd < threshold:
+                self.skip_reason = f"function SCD {report.scd:.2f} < scd_threshold {threshold}"
+            elif not report.compilable:
+                self.skip_reason = "no compilable region"
+            self._report = report
+        return report
+
+    def _submit(self, job: _Job) -> None:
+        if self.options.background:
+            WORKER.submit(job)
+        else:
+            run_with_timeout(job)
+
+    def _compile(self, rec: VariantRecord) -> None:
+        with stats.LOCK:
+            if rec.status != QUEUED:
+                return
+            rec.status = COMPILING
+        ref = self.policy.reference_values(rec.key, rec.values)
+        ref_env = dict(zip(self.variables, ref, strict=True))
+        t0 = time.perf_counter()
+        timeout = self.options.compile_timeout_s
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            variant = self.compiler.compile(
+                self.executable, self.report, rec.key, ref_env, rec.check, deadline
+            )
+        except CompileCancelled:
+            return
+        except Exception as exc:  # any failure of a lowering: recorded, the key interpreted
+            self._fail(rec, f"{type(exc).__name__}: {exc}")
+            return
+        ms = (time.perf_counter() - t0) * 1e3
+        with stats.LOCK:
+            if rec.status != COMPILING:  # abandoned meanwhile
+                return
+            rec.variant = variant
+            rec.compile_ms = ms
+            rec.planned_bytes = variant.planned_bytes
+            rec.naive_bytes = variant.naive_bytes
+            rec.patterns = tuple(sorted({p for r in variant.regions for p in r.patterns}))
+            rec.status = READY  # hot-patch: the next call of the key takes the variant
+            self.counters.compiles += 1
+            self.counters.compile_ms += ms
+            stats.COUNTERS.compiles += 1
+            stats.COUNTERS.compile_ms += ms
+
+    def _fail(self, rec: VariantRecord, reason: str, timeout: bool = False) -> None:
+        with stats.LOCK:
+            if rec.status not in (QUEUED, COMPILING):
+                return
+            rec.status = FAILED
+            rec.reason = reason
+            rec.cancelled = True
+            for c in (self.counters, stats.COUNTERS):
+                c.failures += 1
+                c.timeouts += timeout
+
+    def _abandon(self, rec: VariantRecord, reason: str) -> None:
+        self._fail(rec, reason, timeout=True)
+
+    # -- looking inside -----------------------------------------------------------------------
+    def records(self) -> list[VariantRecord]:
+        with stats.LOCK:
+            return [*self._history, *self._records.values()]
+
+    def info(self) -> list[dict[str, Any]]:
+        return [r.as_dict() for r in self.records()]
+
+    def variant(self, key: Key) -> Variant | None:
+        rec = self._records.get(key)
+        return rec.variant if rec is not None else None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the compile queue is drained (all engines share it)."""
+        return WORKER.wait(timeout)
+
+    def reset_counters(self) -> None:
+        with stats.LOCK:
+            self.counters.reset()
+            for rec in self._records.values():
+                rec.hits = 0
+
+
+__all__ = ["COMPILING", "EVICTED", "FAILED", "QUEUED", "READY", "JitEngine", "VariantRecord"]

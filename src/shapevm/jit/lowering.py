@@ -1,0 +1,368 @@
+"""Lowering: turning the ops of a region into steps, with pluggable pattern lowerings.
+
+`register_lowering(name, matcher, builder)` adds a pattern. The compiler walks a region's
+ops in order and asks each registered matcher (in registration order) whether a group of
+ops starts at the current op; a builder then makes one `Lowered` step for the group (a
+fused native kernel, a packed GEMM with its epilogue...). Ops no pattern claims get the
+default lowering:
+
+- elementwise ops with a NumPy ufunc, ``matmul``, ``sum``/``max`` and ``concatenate``
+  write into a planned buffer through ``out=`` (checked at compile time on a small probe:
+  the result must have the program's dtype and equal the reference kernel's);
+- every other op calls its reference kernel (or the scheduler's choice) and allocates.
+
+A matcher is ``matcher(graph, pos) -> positions | None``; a builder is
+``builder(graph, group, ctx) -> Lowered``. The compiler checks that a group can run as one
+step at its last op (no op outside the group in between reads a value the group makes).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shapevm.bytecode.program import OpCall
+from shapevm.jit.graph import Op, RegionGraph
+from shapevm.ops import OpFlag, OpInfo
+
+Run = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Group:
+    """Ops claimed by one pattern, with the values it reads and the values it must write."""
+
+    positions: tuple[int, ...]
+    ins: tuple[int, ...]  # value ids read from outside the group, in first-use order
+    outs: tuple[int, ...]  # value ids used after the group or live-out
+    internal: tuple[int, ...]  # values that never leave the group (no storage at all)
+
+
+@dataclass
+class Lowered:
+    """One step of a compiled region.
+
+    ``kind`` ``"out"``: ``run(args, outs, frame)`` writes the group's results into ``outs``
+    (planned buffers or fresh arrays of the right shape and dtype). ``kind`` ``"alloc"``:
+    ``run(args, frame) -> results`` allocates (its results may be views of its arguments).
+    ``inplace`` lists ``(out_index, in_index)`` pairs where the output may share the
+    input's buffer when the input dies at this step (same dtype and shape).
+    """
+
+    kind: str
+    run: Run
+    inplace: tuple[tuple[int, int], ...] = ()
+    pattern: str = ""
+    group: Group | None = None
+    label: str = ""
+    ops: tuple[Op, ...] = field(default_factory=tuple)
+    # a NumPy ufunc called on the operands (``None`` marks tensors in ``template``), so the
+    # compiler can make one closure that calls it directly: ``run`` does the same, slower
+    ufunc: np.ufunc | None = None
+    template: tuple[Any, ...] = ()
+
+
+@dataclass
+class CompileContext:
+    """What builders may use: the reference dimension values, a cancellation check, the
+    scheduler's kernel choice, and whether native code is built in a separate process."""
+
+    env: Mapping[str, int]
+    check: Callable[[], None] = lambda: None
+    choose: Callable[..., Any] | None = None
+    kernel_process: bool = True
+    deadline: float | None = None  # time.monotonic() after which the compile is abandoned
+
+    def time_left(self, default: float = 300.0) -> float:
+        """Seconds left before the deadline (at least a little), for blocking waits."""
+        if self.deadline is None:
+            return default
+        return max(0.5, self.deadline - time.monotonic())
+
+
+Matcher = Callable[[RegionGraph, int], "Sequence[int] | None"]
+Builder = Callable[[RegionGraph, Group, CompileContext], Lowered]
+
+
+@dataclass(frozen=True)
+class Lowering:
+    name: str
+    matcher: Matcher
+    builder: Builder
+
+
+_REGISTRY: dict[str, Lowering] = {}
+_LOCK = threading.Lock()
+
+
+def register_lowering(name: str, matcher: Matcher, builder: Builder) -> None:
+    """Add (or replace) the pattern ``name``; patterns are tried in registration order."""
+    with _LOCK:
+        _REGISTRY.pop(name, None)
+        _REGISTRY[name] = Lowering(name, matcher, builder)
+
+
+def unregister_lowering(name: str) -> None:
+    """Remove the pattern ``name`` (no error when it is absent)."""
+    with _LOCK:
+        _REGISTRY.pop(name, None)
+
+
+def registered_lowerings() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def lowerings(names: Sequence[str] | None) -> list[Lowering]:
+    """The registered patterns called ``names`` (all of them for ``None``), in order."""
+    with _LOCK:
+        found = list(_REGISTRY.values())
+    if names is None:
+        return found
+    unknown = set(names) - {lo.name for lo in found}
+    if unknown:
+        raise ValueError(f"unknown lowering(s) {sorted(unknown)}; registered: {sorted(_REGISTRY)}")
+    return [lo for lo in found if lo.name in names]
+
+
+def make_group(graph: RegionGraph, positions: Sequence[int]) -> Group | None:
+    """The group of ``positions``, or ``None`` when it cannot run as one step at its last op:
+    an op in between reads a value the group makes, or writes (or frees) a register the
+    group reads."""
+    pos = tuple(sorted(set(positions)))
+    if not pos or any(graph.ops[p].kind != "call" for p in pos):
+        return None
+    inside = set(pos)
+    made = {v for p in pos for v in graph.ops[p].outs}
+    ins: list[int] = []
+    for p in pos:
+        for v in graph.ops[p].ins:
+            if v not in made and v not in ins:
+                ins.append(v)
+    for q in range(pos[0], pos[-1]):
+        op = graph.ops[q]
+        if q in inside:
+            continue
+        if any(v in made for v in op.ins):
+            return None
+        written = {graph.value(w).reg for w in op.outs if w not in ins}
+        if op.kind == "free":
+            written.update(op.instr.uses())
+        for v in ins:
+            value = graph.value(v)
+            if q > value.producer and value.reg in written:
+                return None  # the register no longer holds v when the group runs
+    outs: list[int] = []
+    internal: list[int] = []
+    for p in pos:
+        for v in graph.ops[p].outs:
+            used_after = any(u not in inside for u in graph.users.get(v, ()))
+            (outs if used_after or v in graph.live_out else internal).append(v)
+    return Group(pos, tuple(ins), tuple(outs), tuple(internal))
+
+
+# -- the default lowering of one op ---------------------------------------------------------
+
+_UFUNCS: dict[str, np.ufunc] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.true_divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "pow": np.power,
+    "neg": np.negative,
+    "abs": np.absolute,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "tanh": np.tanh,
+    "less": np.less,
+    "greater": np.greater,
+    "equal": np.equal,
+    "less_equal": np.less_equal,
+    "greater_equal": np.greater_equal,
+    "not_equal": np.not_equal,
+    "sin": np.sin,
+    "cos": np.cos,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "sign": np.sign,
+}
+_REDUCTIONS: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max}
+
+
+def lower_op(graph: RegionGraph, op: Op, ctx: CompileContext) -> Lowered:
+    """The default step for one op of the region."""
+    if op.kind == "call":
+        assert op.info is not None and isinstance(op.instr, OpCall)
+        out = _out_path(graph, op)
+        if out is not None:
+            return out
+        return _reference(graph, op, ctx)
+    if op.kind == "alloc":
+        return Lowered("out", _nothing, label="TENSOR_ALLOC", ops=(op,))
+    return Lowered(op.kind, _nothing, label=op.instr.opcode.name, ops=(op,))
+
+
+def _nothing(*args: Any) -> None:
+    return None
+
+
+def _operands(op: Op) -> tuple[list[Any], list[int]]:
+    """The operand list with literals filled in, and the positions of tensor operands."""
+    assert isinstance(op.instr, OpCall)
+    template: list[Any] = []
+    slots: list[int] = []
+    for i, x in enumerate(op.instr.ins):
+        if isinstance(x, (bool, int, float)):
+            template.append(x)
+        else:
+            template.append(None)
+            slots.append(i)
+    return template, slots
+
+
+def _out_path(graph: RegionGraph, op: Op) -> Lowered | None:
+    info = op.info
+    assert info is not None
+    if len(op.outs) != 1 or op.dims_attrs:
+        return None
+    template, slots = _operands(op)
+    run: Run | None = None
+    inplace: tuple[tuple[int, int], ...] = ()
+    name = info.name
+    if name in _UFUNCS and OpFlag.ELEMENTWISE in info.flags:
+        run = _ufunc_run(_UFUNCS[name], template, slots)
+        out = graph.value(op.outs[0])
+        inplace = tuple(
+            (0, j)
+            for j, v in enumerate(op.ins)
+            if graph.value(v).shape == out.shape and graph.value(v).dtype == out.dtype
+        )
+    elif name == "matmul" and len(slots) == 2:
+        run = _matmul_run
+    elif name in _REDUCTIONS and len(slots) == 1:
+        run = _reduce_run(_REDUCTIONS[name], op.attrs.get("axis"), bool(op.attrs.get("keepdims")))
+    elif name == "concatenate" and len(slots) == len(template):
+        axis = op.attrs.get("axis", 0)
+
+        def run(args: list[Any], outs: list[Any], frame: Any) -> None:
+            np.concatenate(args, axis=axis, out=outs[0])
+
+    if run is None or not _probe(graph, op, run):
+        return None
+    direct = _UFUNCS.get(name) if name in _UFUNCS else None
+    return Lowered(
+        "out", run, inplace, label=name, ops=(op,), ufunc=direct, template=tuple(template)
+    )
+
+
+def _ufunc_run(ufunc: np.ufunc, template: list[Any], slots: list[int]) -> Run:
+    if len(template) == 2 and slots == [0, 1]:
+
+        def binary(args: list[Any], outs: list[Any], frame: Any) -> None:
+            ufunc(args[0], args[1], out=outs[0])
+
+        return binary
+    if len(template) == 1 and slots == [0]:
+
+        def unary(args: list[Any], outs: list[Any], frame: Any) -> None:
+            ufunc(args[0], out=outs[0])
+
+        return unary
+
+    def general(args: list[Any], outs: list[Any], frame: Any) -> None:
+        operands = list(template)
+        for i, a in zip(slots, args, strict=True):
+            operands[i] = a
+        ufunc(*operands, out=outs[0])
+
+    return general
+
+
+def _matmul_run(args: list[Any], outs: list[Any], frame: Any) -> None:
+    np.matmul(args[0], args[1], out=outs[0])
+
+
+def _reduce_run(fn: Callable[..., Any], axis: Any, keepdims: bool) -> Run:
+    axis = tuple(axis) if axis is not None else None
+
+    def run(args: list[Any], outs: list[Any], frame: Any) -> None:
+        fn(args[0], axis=axis, keepdims=keepdims, out=outs[0])
+
+    return run
+
+
+def _probe(graph: RegionGraph, op: Op, run: Run) -> bool:
+    """Whether ``run`` reproduces the reference kernel (dtype and value) on a one-element
+    input of each operand's rank (valid for every op given this path)."""
+    info = op.info
+    assert info is not None
+    rng = np.random.default_rng(0)
+    args = []
+    for v in op.ins:
+        val = graph.value(v)
+        a = rng.uniform(0.5, 2.0, size=(1,) * len(val.shape))
+        args.append(a.astype(val.dtype))
+    template, slots = _operands(op)
+    operands = list(template)
+    for i, a in zip(slots, args, strict=True):
+        operands[i] = a
+    want = graph.value(op.outs[0]).dtype
+    try:
+        (ref,) = info.kernel(operands, op.attrs)
+        ref = np.asarray(ref)
+        if ref.dtype != want:
+            return False
+        out = np.empty(ref.shape, want)
+        run(args, [out], None)
+    except Exception:  # an op whose out= form does not apply to these operands
+        return False
+    return bool(np.array_equal(ref, out, equal_nan=True))
+
+
+def _reference(graph: RegionGraph, op: Op, ctx: CompileContext) -> Lowered:
+    """Call the op's kernel as the interpreter does; results are fresh arrays (or views)."""
+    info = op.info
+    assert info is not None and isinstance(op.instr, OpCall)
+    kernel = info.kernel
+    if ctx.choose is not None and not op.dims_attrs:
+        kernel = ctx.choose(info, op.instr, op.attrs, ctx.env)
+    template, slots = _operands(op)
+    pos = op.pos
+    static = op.attrs
+
+    if not op.dims_attrs:
+
+        def run(args: list[Any], frame: Any) -> Any:
+            operands = list(template)
+            for i, a in zip(slots, args, strict=True):
+                operands[i] = a
+            return kernel(operands, static)
+
+    else:
+
+        def run(args: list[Any], frame: Any) -> Any:
+            operands = list(template)
+            for i, a in zip(slots, args, strict=True):
+                operands[i] = a
+            return kernel(operands, frame.attrs[pos])
+
+    return Lowered("alloc", run, label=info.name, ops=(op,))
+
+
+def reference_attrs(op: Op, env: Mapping[str, int]) -> dict[str, Any]:
+    """The attributes of ``op`` with symbolic ``DIMS`` evaluated at ``env``."""
+    out = dict(op.attrs)
+    for name in op.dims_attrs:
+        out[name] = tuple(d if isinstance(d, int) else d.evaluate(env) for d in op.attrs[name])
+    return out
+
+
+def flags_of(graph: RegionGraph, pos: int) -> OpInfo | None:
+    return graph.ops[pos].info

@@ -1,0 +1,250 @@
+"""The static memory plan of a compiled region, and the per-thread arena it runs in.
+
+Planning (once per variant, at compile time):
+
+1. liveness over the region's steps: a value lives from the step that writes it to the
+   last step that reads it; values that may alias (the results of steps that allocate,
+   such as ``reshape``, may be views of their operands) share one lifetime;
+2. values written through ``out=`` whose lifetime ends inside the region get a buffer;
+   values that leave the region (results, values read later) never do: they are
+   allocated per call, since the caller keeps them;
+3. buffers are reused greedily in program order: an elementwise step may write into an
+   operand that dies there (same dtype and shape); otherwise the smallest free buffer of
+   the same dtype that is large enough at the reference dimension values is taken, or a
+   new one is opened.
+
+At run time a buffer's size is the largest of its tensors' sizes for the call's dimension
+values, so one plan serves every shape of a bucket; all buffers are views into one
+``uint8`` arena per variant and thread, laid out per dimension assignment (64-byte
+aligned) and cached. The arena grows when a shape needs more than it has.
+
+``planned_bytes`` (arena plus the per-call allocations that remain) and ``naive_bytes``
+(every tensor the region makes, as the interpreter allocates them) are computed at the
+reference dimension values of the variant.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shapevm.jit.graph import RegionGraph
+from shapevm.jit.lowering import Lowered, reference_attrs
+
+ALIGN = 64
+_FRAMES_PER_THREAD = 64
+
+
+@dataclass
+class Slot:
+    dtype: np.dtype[Any]
+    ref_bytes: int
+    busy_until: int
+    members: list[int] = field(default_factory=list)
+
+
+class Frame:
+    """Everything a compiled region needs for one dimension assignment on one thread."""
+
+    __slots__ = ("attrs", "bufs", "env", "shapes")
+
+    def __init__(
+        self,
+        bufs: list[Any],
+        shapes: list[Any],
+        attrs: dict[int, dict[str, Any]],
+        env: Mapping[str, int],
+    ) -> None:
+        self.bufs = bufs
+        self.shapes = shapes
+        self.attrs = attrs
+        self.env = env
+
+
+class MemoryPlan:
+    """Which values share which buffer; builds `Frame` s at run time."""
+
+    def __init__(
+        self,
+        graph: RegionGraph,
+        steps: Sequence[Lowered],
+        ref_env: Mapping[str, int],
+        optimize: bool,
+    ) -> None:
+        self.graph = graph
+        self.slot_of: dict[int, int] = {}
+        self.slots: list[Slot] = []
+        self.inplace: list[tuple[int, int]] = []  # (output value, input value) sharing a buffer
+        self._shaped = [v for s in steps if s.kind == "out" and s.group for v in s.group.outs]
+        self._dims_ops = [op for s in steps for op in s.ops if op.dims_attrs]
+        self._plan(steps, ref_env, optimize)
+        self.naive_bytes = sum(
+            v.nbytes(ref_env)
+            for v in graph.values
+            if v.kind == "temp" and graph.ops[v.producer].kind != "resize"
+        )
+        arena = sum(_align(s.ref_bytes) for s in self.slots)
+        fresh = sum(
+            graph.value(v).nbytes(ref_env)
+            for s in steps
+            if s.kind in ("out", "alloc") and s.group
+            for v in s.group.outs
+            if v not in self.slot_of
+        )
+        self.arena_bytes = arena
+        self.planned_bytes = arena + fresh
+        self._local = threading.local()
+
+    # -- planning ---------------------------------------------------------------------------
+    def _plan(self, steps: Sequence[Lowered], ref_env: Mapping[str, int], optimize: bool) -> None:
+        graph = self.graph
+        n = len(graph.values)
+        parent = list(range(n))
+
+        def find(v: int) -> int:
+            while parent[v] != v:
+                parent[v] = parent[parent[v]]
+                v = parent[v]
+            return v
+
+        defined: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for i, step in enumerate(steps):
+            assert step.group is not None
+            for v in step.group.ins:
+                last[v] = i
+            for v in step.group.outs:
+                defined[v] = i
+            if step.kind in ("alloc", "resize"):
+                for o in step.group.outs:
+                    for v in step.group.ins:
+                        parent[find(o)] = find(v)
+        end: dict[int, int] = {}
+        external: set[int] = set()
+        for v in range(n):
+            root = find(v)
+            t = max(last.get(v, -1), defined.get(v, -1))
+            end[root] = max(end.get(root, -1), t)
+            value = graph.values[v]
+            if v in graph.live_out or value.kind in ("input", "const"):
+                external.add(root)
+        if not optimize:
+            return
+        planned = {
+            v for v in self._shaped if find(v) not in external and graph.values[v].kind == "temp"
+        }
+        for i, step in enumerate(steps):
+            assert step.group is not None
+            taken: set[int] = set()
+            for oi, v in enumerate(step.group.outs):
+                if v not in planned:
+                    continue
+                value = graph.values[v]
+                size = value.nbytes(ref_env)
+                chosen = None
+                for out_index, in_index in step.inplace:
+                    if out_index != oi or in_index >= len(step.group.ins):
+                        continue
+                    u = step.group.ins[in_index]
+                    s = self.slot_of.get(u)
+                    if (
+                        s is not None
+                        and s not in taken
+                        and end[find(u)] == i
+                        and self.slots[s].dtype == value.dtype
+                        and graph.values[u].shape == value.shape
+                    ):
+                        chosen = s
+                        self.inplace.append((v, u))
+                        break
+                if chosen is None:
+                    free = [
+                        (slot.ref_bytes, s)
+                        for s, slot in enumerate(self.slots)
+                        if slot.busy_until < i
+                        and s not in taken
+                        and slot.dtype == value.dtype
+                        and slot.ref_bytes >= size
+                    ]
+                    chosen = min(free)[1] if free else None
+                if chosen is None:
+                    chosen = len(self.slots)
+                    self.slots.append(Slot(value.dtype, size, -1))
+                slot = self.slots[chosen]
+                slot.busy_until = end[find(v)]
+                slot.ref_bytes = max(slot.ref_bytes, size)
+                slot.members.append(v)
+                self.slot_of[v] = chosen
+                taken.add(chosen)
+
+    # -- run time -----------------------------------------------------------------------------
+    def frame(self, key: tuple[int, ...], env: Mapping[str, int]) -> Frame:
+        local = self._local
+        frames: dict[tuple[int, ...], Frame] | None = getattr(local, "frames", None)
+        if frames is None:
+            frames = local.frames = {}
+            local.arena = np.empty(0, np.uint8)
+        frame = frames.get(key)
+        if frame is None:
+            frame = self._build_frame(env, frames)
+            if len(frames) >= _FRAMES_PER_THREAD:
+                frames.clear()
+            frames[key] = frame
+        return frame
+
+    def _build_frame(self, env: Mapping[str, int], frames: dict[Any, Frame]) -> Frame:
+        graph = self.graph
+        shapes: list[Any] = [None] * len(graph.values)
+        for v in self._shaped:
+            shapes[v] = graph.values[v].concrete_shape(env)
+        sizes = []
+        for slot in self.slots:
+            sizes.append(
+                max(
+                    int(np.prod(shapes[m], dtype=np.int64)) * graph.values[m].dtype.itemsize
+                    for m in slot.members
+                )
+            )
+        total = sum(_align(s) for s in sizes)
+        arena = self._local.arena
+        if arena.nbytes < total:  # sized for the reference values first, so a bucket fits
+            arena = self._local.arena = _aligned(max(total, self.arena_bytes))
+            frames.clear()  # frames of other shapes point into the old arena; rebuild them
+        bufs: list[Any] = [None] * len(graph.values)
+        offset = 0
+        for slot, size in zip(self.slots, sizes, strict=True):
+            for m in slot.members:
+                value = graph.values[m]
+                nbytes = int(np.prod(shapes[m], dtype=np.int64)) * value.dtype.itemsize
+                view = arena[offset : offset + nbytes].view(value.dtype)
+                bufs[m] = view.reshape(shapes[m])
+            offset += _align(size)
+        attrs = {op.pos: reference_attrs(op, env) for op in self._dims_ops}
+        return Frame(bufs, shapes, attrs, env)
+
+    def arena(self) -> np.ndarray[Any, Any] | None:
+        """This thread's arena (``None`` before its first call)."""
+        return getattr(self._local, "arena", None)
+
+    def describe(self) -> list[str]:
+        """One line per buffer: its tensors and its size at the reference values."""
+        lines = []
+        for s, slot in enumerate(self.slots):
+            names = ", ".join(str(self.graph.values[m].reg) for m in slot.members)
+            lines.append(f"buffer {s}: {slot.dtype} {slot.ref_bytes} bytes <- {names}")
+        return lines
+
+
+def _aligned(nbytes: int) -> np.ndarray[Any, Any]:
+    """``nbytes`` of uninitialized memory starting on an `ALIGN`-byte boundary."""
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    return raw[skip : skip + nbytes]
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN

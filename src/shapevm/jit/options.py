@@ -1,0 +1,106 @@
+"""The options of the JIT, checked once when a function is wrapped.
+
+`shapevm.jit` passes its keyword arguments here; an unknown name or a bad value is a
+``TypeError``/``ValueError`` that lists what is accepted, before any call runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+CACHE_MODES = ("exact", "bucket", "adaptive")
+
+
+@dataclass(frozen=True)
+class JitOptions:
+    """How one jitted function is specialized and compiled.
+
+    - ``hot_threshold``: calls of one specialization key before its compile is queued;
+    - ``scd_threshold``: the function's Shape Convergence Degree must reach this;
+    - ``cache_mode``: ``exact`` (a variant per tuple of dimension values), ``bucket`` (a
+      variant per range of values from ``bucket_boundaries``), ``adaptive`` (keys seen
+      ``adaptive_exact_after`` times get their own variant, the rest share power-of-two
+      buckets);
+    - ``max_variants``: compiled variants kept per traced function; the least recently
+      used one is evicted to make room;
+    - ``compile_timeout_s``: a compile running longer is abandoned (``None``: no limit);
+    - ``fallback``: a failed compile leaves the key interpreted (``True``) or makes its
+      calls raise `JitCompileError` (``False``);
+    - ``background``: compile in the worker thread (``False``: in the calling thread, for
+      tests and scripts that want the variant ready on the next call);
+    - ``mem_optimize``: plan buffers statically and reuse them (``False``: allocate per op);
+    - ``lowerings``: names of registered lowerings to try (``None``: all of them);
+    - ``kernel_process``: compile native kernels in a helper process and load them from the
+      disk cache, so the compile does not hold this process's GIL (``False``: in-process);
+    - ``enabled``: ``False`` runs every call in the interpreter.
+    """
+
+    hot_threshold: int = 3
+    scd_threshold: float = 0.8
+    cache_mode: str = "exact"
+    bucket_boundaries: tuple[int, ...] = ()
+    adaptive_exact_after: int = 8
+    max_variants: int = 32
+    compile_timeout_s: float | None = 60.0
+    fallback: bool = True
+    background: bool = True
+    mem_optimize: bool = True
+    lowerings: tuple[str, ...] | None = None
+    kernel_process: bool = True
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        if self.cache_mode not in CACHE_MODES:
+            raise ValueError(f"cache_mode must be one of {CACHE_MODES}, found {self.cache_mode!r}")
+        if self.cache_mode == "bucket" and not self.bucket_boundaries:
+            raise ValueError(
+                "cache_mode='bucket' needs bucket_boundaries, e.g. [1, 8, 32, 64]: each "
+                "variant serves the shapes between two boundaries"
+            )
+        b = self.bucket_boundaries
+        if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in b) or list(
+            b
+        ) != sorted(set(b)):
+            raise ValueError(f"bucket_boundaries must be increasing integers >= 1, found {list(b)}")
+        _positive_int("hot_threshold", self.hot_threshold)
+        _positive_int("adaptive_exact_after", self.adaptive_exact_after)
+        _positive_int("max_variants", self.max_variants)
+        if not 0.0 <= self.scd_threshold <= 1.0:
+            raise ValueError(f"scd_threshold must be in [0, 1], found {self.scd_threshold!r}")
+        t = self.compile_timeout_s
+        if t is not None and not (t > 0 and math.isfinite(t)):
+            raise ValueError(f"compile_timeout_s must be > 0 seconds or None, found {t!r}")
+
+    @classmethod
+    def from_kwargs(cls, options: Mapping[str, Any]) -> JitOptions:
+        """Options from ``shapevm.jit`` keywords; ``jit=False``/``interpret_only=True`` turn
+        the JIT off."""
+        known = {f.name for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for name, value in options.items():
+            if name == "jit":
+                kwargs["enabled"] = bool(value)
+            elif name == "interpret_only":
+                kwargs["enabled"] = not value
+            elif name in known:
+                kwargs[name] = value
+            else:
+                accepted = ", ".join(sorted(known - {"enabled"} | {"jit", "interpret_only"}))
+                raise TypeError(f"unknown JIT option {name!r}; accepted: {accepted}")
+        if "bucket_boundaries" in kwargs:
+            kwargs["bucket_boundaries"] = tuple(kwargs["bucket_boundaries"] or ())
+        if kwargs.get("lowerings") is not None:
+            kwargs["lowerings"] = _names(kwargs["lowerings"])
+        return cls(**kwargs)
+
+
+def _names(value: Sequence[str] | str) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, found {value!r}")

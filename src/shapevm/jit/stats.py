@@ -1,0 +1,47 @@
+"""Process-wide JIT counters and the registry of live engines, read by `shapevm.vm`.
+
+Every engine updates its own counters and these under one lock (`LOCK`), so a call costs
+one uncontended lock acquisition for its bookkeeping.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shapevm.jit.engine import JitEngine
+
+LOCK = threading.Lock()
+
+
+@dataclass
+class Counters:
+    calls: int = 0
+    compiled_calls: int = 0
+    out_of_range: int = 0  # bucket mode: a value below the first boundary
+    compiles: int = 0
+    compile_ms: float = 0.0
+    failures: int = 0
+    timeouts: int = 0
+    evictions: int = 0
+    budget_refusals: int = 0
+    scd_refusals: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def reset(self) -> None:
+        for name, value in asdict(Counters()).items():
+            setattr(self, name, value)
+
+
+COUNTERS = Counters()
+ENGINES: weakref.WeakSet[JitEngine] = weakref.WeakSet()
+
+
+def engines() -> list[JitEngine]:
+    with LOCK:
+        return list(ENGINES)

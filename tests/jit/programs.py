@@ -1,0 +1,48 @@
+"""Functions the JIT tests compile, and helpers to run them both ways."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import shapevm as sv
+import shapevm.numpy as snp
+
+RNG = np.random.default_rng(1234)
+
+
+def softmax_mlp(x: Any, w: Any, b: Any) -> Any:
+    y = snp.maximum(x @ w + b, 0.0)
+    z = snp.exp(y - snp.max(y, axis=1, keepdims=True))
+    return z / snp.sum(z, axis=1, keepdims=True)
+
+
+def mlp_inputs(batch: int, n: int = 8, k: int = 4) -> tuple[np.ndarray, ...]:
+    x = RNG.normal(size=(batch, n)).astype(np.float32)
+    w = RNG.normal(size=(n, k)).astype(np.float32)
+    b = RNG.normal(size=(k,)).astype(np.float32)
+    return x, w, b
+
+
+MLP_SHAPES = ["b, 8", "8, 4", "4"]
+
+
+def jitted_mlp(**options: Any) -> Any:
+    return sv.jit(softmax_mlp, shapes=MLP_SHAPES, **options)
+
+
+def interpreted(jitted: Any, *args: Any) -> list[Any]:
+    """The interpreter's results for a call of ``jitted`` (its only engine's executable)."""
+    (engine,) = jitted.engines
+    return list(engine.executable(*args))
+
+
+def assert_same(ref: Any, got: Any, rtol: float = 1e-6) -> None:
+    ref = ref if isinstance(ref, (list, tuple)) else [ref]
+    got = got if isinstance(got, (list, tuple)) else [got]
+    assert len(ref) == len(got)
+    for r, g in zip(ref, got, strict=True):
+        r, g = np.asarray(r), np.asarray(g)
+        assert r.dtype == g.dtype and r.shape == g.shape, (r.dtype, g.dtype, r.shape, g.shape)
+        np.testing.assert_allclose(g, r, rtol=rtol, atol=1e-6, equal_nan=True)

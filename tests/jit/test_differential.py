@@ -1,0 +1,142 @@
+"""Differential tests: compiled variants against the interpreter, the reference semantics.
+
+Hypothesis writes programs (elementwise chains with broadcasting, reductions, matmuls,
+reshapes, transposes over two dimension variables) and runs each on a stream of shapes in
+every cache mode, with the variants compiled synchronously from the first call on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import shapevm as sv
+import shapevm.numpy as snp
+from tests.jit.programs import assert_same
+
+UNARY = {"tanh": snp.tanh, "neg": snp.negative, "abs": snp.abs, "exp": snp.exp}
+BINARY = {
+    "add": snp.add,
+    "sub": snp.subtract,
+    "mul": snp.multiply,
+    "div": snp.divide,
+    "maximum": snp.maximum,
+    "minimum": snp.minimum,
+}
+# kinds of tensors: "bn" f32[b, n], "n" f32[n], "b1" f32[b, 1], "b5" f32[b, 5], "nb" f32[n, b]
+PAIRS = {"bn": ("bn", "n", "b1"), "b5": ("b5", "b1"), "nb": ("nb",), "n": ("n",), "b1": ("b1",)}
+
+step = st.one_of(
+    st.tuples(st.just("unary"), st.sampled_from(sorted(UNARY)), st.integers(0, 50)),
+    st.tuples(
+        st.just("binary"), st.sampled_from(sorted(BINARY)), st.integers(0, 50), st.integers(0, 50)
+    ),
+    st.tuples(
+        st.just("scalar"),
+        st.sampled_from(sorted(BINARY)),
+        st.integers(0, 50),
+        st.sampled_from([0.5, 2.0, -1.0]),
+    ),
+    st.tuples(st.just("reduce"), st.sampled_from(["sum", "max"]), st.integers(0, 50)),
+    st.tuples(st.just("matmul"), st.integers(0, 50)),
+    st.tuples(st.just("reshape"), st.integers(0, 50)),
+    st.tuples(st.just("transpose"), st.integers(0, 50)),
+)
+programs = st.lists(step, min_size=1, max_size=10)
+
+
+def pick(pool: dict[str, list[Any]], kinds: tuple[str, ...], i: int) -> tuple[str, Any] | None:
+    found = [(k, t) for k in kinds for t in pool.get(k, [])]
+    return found[i % len(found)] if found else None
+
+
+def make_function(recipe: list[tuple[Any, ...]]) -> Any:
+    def program(x: Any, y: Any, w: Any) -> Any:
+        pool: dict[str, list[Any]] = {"bn": [x], "n": [y]}
+        made: list[Any] = []
+
+        def add(kind: str, t: Any) -> None:
+            pool.setdefault(kind, []).append(t)
+            made.append(t)
+
+        for s in recipe:
+            if s[0] == "unary":
+                kind, t = pick(pool, tuple(PAIRS), s[2])
+                add(kind, UNARY[s[1]](t))
+            elif s[0] == "binary":
+                kind, a = pick(pool, tuple(PAIRS), s[2])
+                _, b = pick(pool, PAIRS[kind], s[3])
+                add(kind, BINARY[s[1]](a, b) if s[3] % 2 else BINARY[s[1]](b, a))
+            elif s[0] == "scalar":
+                kind, a = pick(pool, tuple(PAIRS), s[2])
+                add(kind, BINARY[s[1]](a, s[3]))
+            elif s[0] == "reduce":
+                kind, a = pick(pool, ("bn", "b5"), s[2])
+                fn = snp.sum if s[1] == "sum" else snp.max
+                add("b1", fn(a, axis=1, keepdims=True))
+            elif s[0] == "matmul":
+                _, a = pick(pool, ("bn",), s[1])
+                add("b5", a @ w)
+            elif s[0] == "reshape":
+                _, a = pick(pool, ("bn",), s[1])
+                b_, n_ = a.shape
+                add("bn", (a * 1.5).reshape((b_ * n_,)).reshape((b_, n_)))
+            else:
+                kind, a = pick(pool, ("bn", "nb"), s[1])
+                add("nb" if kind == "bn" else "bn", snp.transpose(a))
+        return tuple(made[-2:])
+
+    return program
+
+
+SHAPES = [(2, 3), (2, 3), (4, 3), (5, 2), (1, 1), (7, 4), (2, 3), (4, 3)]
+MODES = [
+    {"cache_mode": "exact"},
+    {"cache_mode": "bucket", "bucket_boundaries": [2, 4, 6]},
+    {"cache_mode": "adaptive", "adaptive_exact_after": 2},
+]
+
+
+def run_stream(recipe: list[tuple[Any, ...]], seed: int, **options: Any) -> None:
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=(0, 5))
+    fun = make_function(recipe)
+    j = sv.jit(fun, shapes=["b, n", "n", "n, 5"], hot_threshold=1, background=False, **options)
+    for b, n in SHAPES:
+        x = rng.normal(size=(b, n)).astype(np.float32)
+        y = rng.normal(size=(n,)).astype(np.float32)
+        w = rng.normal(size=(n, 5)).astype(np.float32)
+        with np.errstate(all="ignore"):
+            got = j(x, y, w)
+            (engine,) = j.engines
+            ref = engine.executable(x, y, w)
+        assert_same(ref, got, rtol=2e-6)
+    stats = j.jit_stats()
+    assert stats["failures"] == 0, j.jit_info()
+    if options.get("cache_mode") != "bucket":
+        assert stats["compiled_calls"] > 0
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m["cache_mode"] for m in MODES])
+@settings(max_examples=25)
+@given(recipe=programs, seed=st.integers(0, 2**16))
+def test_compiled_variants_agree_with_the_interpreter(mode, recipe, seed):
+    run_stream(recipe, seed, lowerings=(), **mode)
+
+
+@settings(max_examples=6)
+@given(recipe=programs, seed=st.integers(0, 2**16))
+def test_fused_variants_agree_with_the_interpreter(recipe, seed):
+    pytest.importorskip("numba")
+    run_stream(recipe, seed, cache_mode="bucket", bucket_boundaries=[1, 4])
+
+
+@pytest.mark.slow
+@settings(max_examples=300)
+@given(recipe=programs, seed=st.integers(0, 2**16), mode=st.sampled_from(MODES))
+def test_compiled_variants_agree_with_the_interpreter_at_length(recipe, seed, mode):
+    run_stream(recipe, seed, **mode)

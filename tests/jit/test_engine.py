@@ -1,0 +1,305 @@
+"""The engine: trigger, hot-patching, budgets, failures and timeouts, threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import shapevm as sv
+import shapevm.numpy as snp
+from shapevm.jit import lower_op, register_lowering, unregister_lowering
+from tests.jit.programs import assert_same, interpreted, jitted_mlp, mlp_inputs, softmax_mlp
+
+
+def statuses(j):
+    return {row["key"]: row["status"] for row in j.jit_info()}
+
+
+def numpy_mlp(x, w, b):
+    y = np.maximum(x @ w + b, 0.0)
+    z = np.exp(y - y.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
+@pytest.fixture
+def injected():
+    """Register lowerings that claim the ops of one function only (by its name)."""
+    names = []
+
+    def inject(name, function, build):
+        def matcher(graph, pos):
+            return [pos] if graph.function.name == function else None
+
+        register_lowering(name, matcher, build)
+        names.append(name)
+
+    yield inject
+    for name in names:
+        unregister_lowering(name)
+
+
+def sleeping(seconds):
+    def build(graph, group, ctx):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            ctx.check()  # cooperative: an abandoned compile stops here
+        return lower_op(graph, graph.ops[group.positions[0]], ctx)
+
+    return build
+
+
+def failing(graph, group, ctx):
+    raise RuntimeError("no kernel for this op")
+
+
+def test_a_key_compiles_after_hot_threshold_calls_and_serves_the_next_call():
+    j = jitted_mlp(hot_threshold=3, background=False)
+    args = mlp_inputs(5)
+    for _ in range(2):
+        j(*args)
+    assert j.jit_info() == []
+    j(*args)  # the third call triggers the compile and is still interpreted
+    assert statuses(j) == {("exact", (5,)): "ready"}
+    assert j.jit_stats()["compiled_calls"] == 0
+    assert_same(numpy_mlp(*args), j(*args))
+    stats = j.jit_stats()
+    assert (stats["calls"], stats["compiled_calls"], stats["compiles"]) == (4, 1, 1)
+    (row,) = j.jit_info()
+    assert row["hits"] == 1 and row["compile_ms"] > 0
+    assert 0 < row["planned_bytes"] < row["naive_bytes"]
+
+
+def test_other_keys_keep_their_own_counts():
+    j = jitted_mlp(hot_threshold=2, background=False)
+    for batch in (1, 2, 3, 1):
+        j(*mlp_inputs(batch))
+    assert statuses(j) == {("exact", (1,)): "ready"}
+
+
+def test_calls_during_a_background_compile_run_in_the_interpreter(injected):
+    def slowpoke(x):
+        return snp.tanh(x) * 2.0
+
+    injected("slow_for_slowpoke", "slowpoke", sleeping(0.4))
+    j = sv.jit(slowpoke, shapes="b, 3", hot_threshold=1, lowerings=["slow_for_slowpoke"])
+    x = np.ones((4, 3), np.float32)
+    t0 = time.perf_counter()
+    j(x)
+    assert time.perf_counter() - t0 < 0.3  # the triggering call did not wait for the compile
+    assert set(statuses(j).values()) <= {"queued", "compiling"}
+    for _ in range(5):
+        assert_same(np.tanh(x) * 2.0, j(x))
+    assert j.jit_stats()["compiled_calls"] == 0
+    assert j.wait(10)
+    assert statuses(j) == {("exact", (4,)): "ready"}
+    j(x)
+    assert j.jit_stats()["compiled_calls"] == 1
+    assert j.jit_info()[0]["patterns"] == ("slow_for_slowpoke",)
+
+
+def test_a_compile_over_the_timeout_is_abandoned_and_never_retried(injected):
+    def sluggish(x):
+        return x + 1.0
+
+    injected("slow_for_sluggish", "sluggish", sleeping(3.0))
+    j = sv.jit(sluggish, shapes="b", hot_threshold=1, background=False, compile_timeout_s=0.2)
+    x = np.arange(3, dtype=np.float32)
+    t0 = time.perf_counter()
+    j(x)
+    assert time.perf_counter() - t0 < 2.0
+    (row,) = j.jit_info()
+    assert row["status"] == "failed"
+    assert row["reason"] == "timeout: compile exceeded 0.2 s"
+    for _ in range(5):
+        assert_same(x + 1.0, j(x))
+    stats = j.jit_stats()
+    assert (stats["compiles"], stats["failures"], stats["timeouts"]) == (0, 1, 1)
+    assert len(j.jit_info()) == 1  # the key is not queued again
+
+
+def test_a_failed_compile_with_fallback_interprets_and_keeps_the_reason(injected):
+    def broken(x):
+        return x * 3.0
+
+    injected("failing_for_broken", "broken", failing)
+    j = sv.jit(broken, shapes="b", hot_threshold=1, background=False)
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(3):
+        assert_same(x * 3.0, j(x))
+    (row,) = j.jit_info()
+    assert (row["status"], row["reason"]) == ("failed", "RuntimeError: no kernel for this op")
+    assert j.jit_stats()["failures"] == 1
+
+
+def test_a_failed_compile_without_fallback_raises_on_the_next_call(injected):
+    def strict(x):
+        return x - 1.0
+
+    injected("failing_for_strict", "strict", failing)
+    j = sv.jit(strict, shapes="b", hot_threshold=1, background=False, fallback=False)
+    x = np.arange(4, dtype=np.float32)
+    assert_same(x - 1.0, j(x))  # the triggering call was interpreted
+    with pytest.raises(sv.JitCompileError) as info:
+        j(x)
+    err = info.value
+    assert (err.function, err.key, err.reason) == (
+        "strict",
+        ("exact", (4,)),
+        "RuntimeError: no kernel for this op",
+    )
+    text = str(err)
+    assert "JIT compile of @strict for exact (4,) failed: RuntimeError: no kernel" in text
+    assert "fix: pass fallback=True" in text
+    assert_same(x[:2] - 1.0, j(x[:2]))  # other keys are not affected
+
+
+def test_the_scd_gate_keeps_low_convergence_functions_interpreted():
+    def f(x):
+        return snp.sum(snp.argwhere(x > 0.0)), x * 2.0  # function SCD 0.88
+
+    x = np.array([[1.0, -1.0, 2.0]], np.float32)
+    strict = sv.jit(f, shapes="b, 3", hot_threshold=1, background=False, scd_threshold=0.95)
+    for _ in range(3):
+        strict(x)
+    assert strict.jit_info() == []
+    assert strict.jit_stats()["scd_refusals"] == 3
+    loose = sv.jit(f, shapes="b, 3", hot_threshold=1, background=False)
+    for _ in range(2):
+        total, doubled = loose(x)
+    assert int(total) == 2 and loose.jit_stats()["compiled_calls"] == 1
+    assert_same(x * 2.0, doubled)
+
+
+def test_the_least_recently_used_variant_is_evicted_and_counted():
+    j = jitted_mlp(hot_threshold=1, background=False, max_variants=2)
+    for batch in (1, 2, 1, 3):  # 2 is the least recently used when 3 needs room
+        j(*mlp_inputs(batch))
+    got = statuses(j)
+    assert got == {("exact", (2,)): "evicted", ("exact", (1,)): "ready", ("exact", (3,)): "ready"}
+    evicted = next(r for r in j.jit_info() if r["status"] == "evicted")
+    assert evicted["reason"] == "evicted: budget of 2 variants"
+    assert j.jit_stats()["evictions"] == 1
+    args = mlp_inputs(2)
+    assert_same(numpy_mlp(*args), j(*args))  # recompiled on demand
+    assert j.jit_stats()["evictions"] == 2
+
+
+def test_a_full_budget_of_compiling_variants_refuses_and_counts(injected):
+    def busy(x):
+        return x * 5.0
+
+    injected("slow_for_busy", "busy", sleeping(0.5))
+    j = sv.jit(busy, shapes="b", hot_threshold=1, max_variants=1)
+    j(np.ones(2, np.float32))
+    j(np.ones(3, np.float32))  # no room: the only variant is still compiling
+    assert j.jit_stats()["budget_refusals"] == 1
+    assert j.wait(10)
+    assert statuses(j) == {("exact", (2,)): "ready"}
+
+
+def test_bucket_mode_serves_a_range_and_counts_values_below_it():
+    j = jitted_mlp(
+        hot_threshold=2, background=False, cache_mode="bucket", bucket_boundaries=[4, 16]
+    )
+    for batch in (2, 5, 9, 15, 16, 40):
+        args = mlp_inputs(batch)
+        assert_same(numpy_mlp(*args), j(*args))
+    assert statuses(j) == {("bucket", ((4, 16),)): "ready", ("bucket", ((16, None),)): "ready"}
+    stats = j.jit_stats()
+    assert (stats["out_of_range"], stats["compiled_calls"]) == (1, 1)
+    assert [r["key_text"] for r in j.jit_info()] == ["bucket ([4, 16))", "bucket ([16, inf))"]
+
+
+def test_adaptive_mode_gives_a_frequent_shape_its_own_variant():
+    j = jitted_mlp(hot_threshold=1, background=False, cache_mode="adaptive", adaptive_exact_after=3)
+    for batch in (5, 6, 5, 5, 5):
+        args = mlp_inputs(batch)
+        assert_same(numpy_mlp(*args), j(*args))
+    assert statuses(j) == {("pow2", ((4, 8),)): "ready", ("exact", (5,)): "ready"}
+    rows = {r["key"][0]: r["hits"] for r in j.jit_info()}
+    assert rows == {"pow2": 3, "exact": 1}  # b=5 used the bucket's variant until its own was ready
+
+
+def test_threads_hammering_a_function_while_its_variants_compile():
+    j = jitted_mlp(hot_threshold=2)
+    w = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    b = np.ones(4, np.float32)
+    errors = []
+
+    def hammer(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(60):
+                x = rng.normal(size=(int(rng.integers(1, 7)), 8)).astype(np.float32)
+                assert_same(numpy_mlp(x, w, b), j(x, w, b), rtol=1e-5)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert j.wait(60)
+    assert j.jit_stats()["calls"] == 480
+    assert set(statuses(j).values()) == {"ready"} and len(statuses(j)) == 6
+    assert j.jit_stats()["compiled_calls"] > 0
+
+
+def test_the_jit_can_be_turned_off():
+    for options in ({"jit": False}, {"interpret_only": True}):
+        j = jitted_mlp(hot_threshold=1, background=False, **options)
+        for _ in range(3):
+            args = mlp_inputs(2)
+            assert_same(numpy_mlp(*args), j(*args))
+        assert j.engines == [] and j.jit_info() == []
+
+
+def test_exported_call_interprets_and_exported_jit_compiles():
+    (b,) = sv.symbolic_shape("b")
+    specs = (
+        sv.ShapeDtypeStruct((b, 8), np.float32),
+        sv.ShapeDtypeStruct((8, 4), np.float32),
+        sv.ShapeDtypeStruct((4,), np.float32),
+    )
+    exp = sv.export(sv.jit(softmax_mlp))(*specs)
+    args = mlp_inputs(3)
+    for _ in range(4):
+        exp.call(*args)
+    fast = exp.jit(hot_threshold=2, background=False)
+    for _ in range(3):
+        assert_same(numpy_mlp(*args), fast(*args))
+    assert [r["status"] for r in fast.jit_info()] == ["ready"]
+    assert fast.engine.counters.compiled_calls == 1
+    assert "jit of Exported(softmax_mlp" in repr(fast)
+
+
+def test_unknown_options_are_refused_when_wrapping():
+    with pytest.raises(TypeError, match="unknown JIT option 'hot_treshold'"):
+        sv.jit(softmax_mlp, hot_treshold=3)
+
+
+def test_results_match_the_interpreter_in_a_stream_of_shapes():
+    j = jitted_mlp(hot_threshold=2)
+    rng = np.random.default_rng(7)
+    for i in range(40):
+        args = mlp_inputs(int(rng.choice([1, 3, 8])))
+        got = j(*args)
+        assert_same(interpreted(j, *args), got)
+        if i == 10:
+            j.wait(30)
+    assert j.jit_stats()["compiled_calls"] > 20
+
+
+def test_unknown_lowering_names_fail_the_compile_with_the_registered_ones():
+    j = jitted_mlp(hot_threshold=1, background=False, lowerings=["no_such_pattern"])
+    j(*mlp_inputs(2))
+    (row,) = j.jit_info()
+    assert row["status"] == "failed"
+    assert "unknown lowering(s) ['no_such_pattern']; registered: [" in row["reason"]
+    assert "'elementwise_chain'" in row["reason"]
