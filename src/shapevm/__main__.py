@@ -31,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("file", help="binary (.svbc) or text bytecode file")
     validate.set_defaults(handler=_cmd_validate)
+    bench = sub.add_parser(
+        "bench",
+        help="measure shapevm and its peers on the benchmark workloads",
+        description=_bench_description(),
+    )
+    _add_bench_arguments(bench)
+    bench.set_defaults(handler=_cmd_bench)
     return parser
 
 
@@ -56,6 +63,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from shapevm.tools.validate import run_validate
 
     return run_validate(args.file)
+
+
+def _bench_description() -> str:
+    from shapevm.tools.bench.cli import DESCRIPTION
+
+    return DESCRIPTION
+
+
+def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    from shapevm.tools.bench.cli import add_arguments
+
+    add_arguments(parser)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from shapevm.tools.bench.cli import run
+
+    return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
