@@ -90,7 +90,15 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _meta(config: RunConfig) -> dict[str, Any]:
+def _load() -> float | None:
+    """The 1-minute load average: other work on the machine is the first suspect of noise."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _meta(config: RunConfig, load_start: float | None) -> dict[str, Any]:
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "cpu": _cpu_model(),
@@ -99,6 +107,7 @@ def _meta(config: RunConfig) -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "shapevm": shapevm.__version__,
+        "load_average": [load_start, _load()],
     }
 
 
@@ -110,6 +119,11 @@ def _header(meta: dict[str, Any], summary: dict[str, Any], skipped: dict[str, st
         f"({where}), Python {meta['python']}",
         "",
     ]
+    start, end = meta["load_average"]
+    if start is not None:
+        lines.insert(
+            1, f"Load average of the machine: {start:.2f} at the start, {end:.2f} at the end."
+        )
     for name, per in summary.items():
         version = next((m["version"] for m in per.values() if m.get("version")), "")
         lines.append(f"- {name}: {version}")
@@ -155,10 +169,11 @@ def run(args: argparse.Namespace) -> int:
     if not config.systems:
         print("shapevm bench: none of the requested systems can run here", file=sys.stderr)
         return 2
+    load_start = _load()
     records = run_all(config, systems, lambda line: print(line, file=sys.stderr, flush=True))
     summary = summarize(records)
     shapes = {w: config.shapes(w) for w in workloads}
-    meta = _meta(config)
+    meta = _meta(config, load_start)
     text = _header(meta, summary, skipped) + render(summary, config.as_dict(), shapes)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
