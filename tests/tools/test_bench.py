@@ -201,7 +201,8 @@ def test_time_format_keeps_three_significant_digits(seconds: float, text: str) -
 
 
 def test_ratio_format() -> None:
-    assert [fmt_ratio(r) for r in (0.5, 12.34, 250.0)] == ["0.50×", "12.3×", "250×"]
+    ratios = (0.5, 9.996, 12.34, 99.96, 250.0)
+    assert [fmt_ratio(r) for r in ratios] == ["0.50×", "10.0×", "12.3×", "100×", "250×"]
 
 
 @pytest.mark.parametrize("wid", list(WORKLOADS))

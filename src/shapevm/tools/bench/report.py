@@ -69,7 +69,10 @@ def fmt_time(seconds: float) -> str:
 
 
 def fmt_ratio(ratio: float) -> str:
-    return f"{ratio:.2f}×" if ratio < 10 else f"{ratio:.1f}×" if ratio < 100 else f"{ratio:.0f}×"
+    """``0.50×``, ``12.3×``, ``250×``: the thresholds are where rounding adds a digit."""
+    if ratio < 9.995:
+        return f"{ratio:.2f}×"
+    return f"{ratio:.1f}×" if ratio < 99.95 else f"{ratio:.0f}×"
 
 
 def baseline_of(summary: Summary, wid: str) -> str | None:
@@ -207,8 +210,8 @@ def plot_stream(summary: Summary, wids: Sequence[str], systems: Sequence[str], p
         from matplotlib.ticker import MaxNLocator
     except ImportError:
         return "plot skipped: matplotlib is not installed (pip install matplotlib)"
-    fig, axes = plt.subplots(1, len(wids), figsize=(5.5 * len(wids), 4.2), squeeze=False)
-    for ax, wid in zip(axes[0], wids, strict=True):
+    fig, axes = plt.subplots(len(wids), 1, figsize=(11, 3.6 * len(wids)), squeeze=False)
+    for ax, wid in zip(axes[:, 0], wids, strict=True):
         for name in systems:
             trace = _get(summary, name, wid, "stream_latencies_s")
             if trace:
@@ -216,11 +219,11 @@ def plot_stream(summary: Summary, wids: Sequence[str], systems: Sequence[str], p
                 ax.plot(calls, [t * 1e3 for t in trace], label=name, linewidth=0.9)
         ax.set_yscale("log")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_title(f"{wid}: {wl.get_workload(wid).description}", fontsize=8)
+        ax.set_title(f"{wid}: {wl.get_workload(wid).description}", fontsize=9)
         ax.set_xlabel("call along the stream")
         ax.set_ylabel("latency (ms, log scale)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
