@@ -16,6 +16,7 @@ from shapevm.models import WORKLOADS, accuracy, make_input, make_weights, refere
 from shapevm.tools.bench import get_system, main, register_system, unregister_system
 from shapevm.tools.bench.registry import PLUGINS_ENV, _import_plugin, plugin_errors
 from shapevm.tools.bench.report import baseline_of, fmt_ratio, fmt_time, render, summarize
+from tests.models import cases
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
@@ -209,23 +210,20 @@ def test_ratio_format() -> None:
 def test_onnxruntime_models_match_the_float64_reference(wid: str) -> None:
     pytest.importorskip("onnx", reason="onnx is not installed (pip install -e '.[bench]')")
     pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
-    weights = make_weights(wid)
-    run, ref = get_system("onnxruntime").build(wid, weights), reference_f64(wid, weights)
+    run = get_system("onnxruntime").build(wid, cases.weights(wid))
     for i, shape in enumerate(WORKLOADS[wid].shapes):
-        x = make_input(wid, shape, seed=i)
+        x, ref = cases.case(wid, shape, i)
         y = run(x)
-        assert y.dtype == np.float32 and accuracy(y, ref(x)) < 1e-5, shape
+        assert y.dtype == np.float32 and accuracy(y, ref) < 1e-5, shape
 
 
 @pytest.mark.parametrize("system", ["jax", "torch-eager"])
 def test_other_peers_match_the_float64_reference(system: str) -> None:
     pytest.importorskip("jax" if system == "jax" else "torch", reason=f"{system} not installed")
     for wid, workload in WORKLOADS.items():
-        weights = make_weights(wid)
-        shape = workload.shapes[0]
-        x = make_input(wid, shape, seed=0)
-        y = get_system(system).build(wid, weights)(x)
-        assert accuracy(np.asarray(y), reference_f64(wid, weights)(x)) < 1e-5, (wid, shape)
+        x, ref = cases.case(wid, workload.shapes[0], 0)
+        y = get_system(system).build(wid, cases.weights(wid))(x)
+        assert accuracy(np.asarray(y), ref) < 1e-5, wid
 
 
 @pytest.mark.slow
