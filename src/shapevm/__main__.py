@@ -54,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--repeat", type=int, default=10, help="number of calls to time")
     run.set_defaults(handler=_cmd_run)
+    bench = sub.add_parser(
+        "bench",
+        help="measure shapevm and its peers on the benchmark workloads",
+        description=_bench_description(),
+    )
+    _add_bench_arguments(bench)
+    bench.set_defaults(handler=_cmd_bench)
     return parser
 
 
@@ -85,6 +92,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from shapevm.tools.validate import run_validate
 
     return run_validate(args.file)
+
+
+def _bench_description() -> str:
+    from shapevm.tools.bench.cli import DESCRIPTION
+
+    return DESCRIPTION
+
+
+def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    from shapevm.tools.bench.cli import add_arguments
+
+    add_arguments(parser)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from shapevm.tools.bench.cli import run
+
+    return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -40,13 +40,13 @@ def conv3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.ndar
     n, _, h, wd = x.shape
     ho, wo = (h - 1) // stride + 1, (wd - 1) // stride + 1
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    y = np.zeros((n, w.shape[0], ho, wo)) + b[:, None, None]
     rows, cols = stride * (ho - 1) + 1, stride * (wo - 1) + 1
+    y = np.zeros((n, ho, wo, w.shape[0])) + b
     for i in range(3):
         for j in range(3):
             tap = xp[:, :, i : i + rows : stride, j : j + cols : stride]
-            y += np.einsum("nchw,oc->nohw", tap, w[:, :, i, j])
-    out: np.ndarray = y
+            y += np.tensordot(tap, w[:, :, i, j], axes=([1], [1]))  # [n, ho, wo, out]
+    out: np.ndarray = y.transpose(0, 3, 1, 2)
     return out
 
 

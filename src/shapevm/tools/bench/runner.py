@@ -1,0 +1,143 @@
+"""The parent: one fresh process per (system, workload, mode, repeat), results gathered as JSON.
+
+Each repeat runs every workload and system once before the next repeat starts, so slow drift
+of a shared machine spreads over all systems instead of landing on one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import shapevm
+from shapevm.models import workloads as wl
+from shapevm.tools.bench.env import pinned_cpus, pinning, set_thread_env
+from shapevm.tools.bench.registry import System
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RunConfig:
+    """What to measure and how hard; ``max_shapes`` keeps the first N shapes of each workload."""
+
+    workloads: list[str]
+    systems: list[str]
+    repeats: int = 3
+    stream_calls: int = 200
+    steady_calls: int = 20
+    warmup: int = 3
+    max_shapes: int | None = None
+    threads: int = 2
+    pin: bool = True
+    timeout_s: float = 1800.0
+    cpus: list[int] | None = field(default=None)
+
+    def shapes(self, workload_id: str) -> list[wl.Shape]:
+        listed = list(wl.get_workload(workload_id).shapes)
+        return listed[: self.max_shapes] if self.max_shapes else listed
+
+    def stream(self, workload_id: str) -> list[wl.Shape]:
+        return wl.stream_shapes(workload_id, self.stream_calls, 42, self.shapes(workload_id))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def child_env(system: System, threads: int) -> dict[str, str]:
+    """The parent's environment with the thread limits, ``shapevm`` importable, and whatever
+    the system's ``setup_env`` adds."""
+    env = dict(os.environ)
+    set_thread_env(env, threads)
+    src = str(Path(shapevm.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    if system.setup_env is not None:
+        system.setup_env(env)
+    return env
+
+
+def cold_caches(tmp: Path) -> dict[str, str]:
+    """Empty cache folders for one process: a compile cache on disk (inductor's, for one)
+    left by an earlier process would make a cold start look warm."""
+    (tmp / "cache").mkdir()
+    return {
+        "TMPDIR": str(tmp),
+        "XDG_CACHE_HOME": str(tmp / "cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp / "cache" / "inductor"),
+        "NUMBA_CACHE_DIR": str(tmp / "cache" / "numba"),
+    }
+
+
+def run_child(
+    spec: dict[str, Any], env: dict[str, str], cpus: list[int] | None, timeout_s: float
+) -> dict[str, Any]:
+    """Run one measuring process; its result, or ``ok: False`` with the error and stderr."""
+    with tempfile.TemporaryDirectory(prefix="shapevm-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        env = {**env, **cold_caches(Path(tmp))}
+        cmd = [sys.executable, "-m", "shapevm.tools.bench.child", json.dumps(spec), str(out)]
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(
+                cmd,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=timeout_s,
+                preexec_fn=pinning(cpus),
+            )
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "error": f"timed out after {timeout_s:g} s", "wall_s": timeout_s}
+        wall = time.perf_counter() - start
+        if out.exists():
+            result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        else:
+            result = {"ok": False, "error": f"the process exited with {proc.returncode}"}
+        if not result.get("ok"):
+            result["stderr_tail"] = proc.stderr[-3000:]
+        result["wall_s"] = wall
+        return result
+
+
+def run_all(
+    config: RunConfig, systems: dict[str, System], progress: Progress
+) -> list[dict[str, Any]]:
+    """Every (repeat, workload, system, mode) in turn; one record per measuring process."""
+    cpus = pinned_cpus(config.threads) if config.pin else None
+    config.cpus = cpus
+    jobs = [
+        (r, wid, name, mode)
+        for r in range(config.repeats)
+        for wid in config.workloads
+        for name in config.systems
+        for mode in ("shapes", "stream")
+    ]
+    records = []
+    for i, (r, wid, name, mode) in enumerate(jobs, 1):
+        shapes = config.shapes(wid) if mode == "shapes" else config.stream(wid)
+        spec = {
+            "system": name,
+            "workload": wid,
+            "mode": mode,
+            "shapes": shapes,
+            "warmup": config.warmup,
+            "steady_calls": config.steady_calls,
+        }
+        tag = f"[{i:>{len(str(len(jobs)))}}/{len(jobs)}] {wid} {name} {mode}"
+        if config.repeats > 1:
+            tag += f" (repeat {r + 1}/{config.repeats})"
+        env = child_env(systems[name], config.threads)
+        result = run_child(spec, env, cpus, config.timeout_s)
+        status = f"{result['wall_s']:.1f} s" if result.get("ok") else f"FAILED: {result['error']}"
+        progress(f"{tag} ... {status}")
+        records.append({"system": name, "workload": wid, "mode": mode, "repeat": r, **result})
+    return records
