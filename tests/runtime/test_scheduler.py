@@ -184,8 +184,8 @@ def test_unsupported_dtype_says_what_to_cast_to() -> None:
     assert str(err).splitlines() == [
         "no variant of conv2d on cpu takes i32",
         "  expected: one of f16, f32, f64",
-        "  found:    i32; variants of conv2d on cpu: reference [f16, f32, f64]; im2col_gemm "
-        "[f16, f32, f64]; pointwise_1x1 [f16, f32, f64]; depthwise [f16, f32, f64]; direct "
+        "  found:    i32; variants of conv2d on cpu: depthwise [f16, f32, f64]; direct [f16, "
+        "f32, f64]; im2col_gemm [f16, f32, f64]; pointwise_1x1 [f16, f32, f64]; reference "
         "[f16, f32, f64]",
         "  fix:      cast the operands to f32 (op cast)",
     ]
@@ -242,6 +242,8 @@ def test_registered_variants_compete_on_cost() -> None:
     assert choose_kernel("add", F32, [(3,), (3,)], {}) is fast
     with pytest.raises(ValueError, match="variant 'vector' of add is already registered"):
         register_variant(fast)
+    with pytest.raises(ValueError, match="'reference' is the op table's kernel"):
+        register_variant(KernelVariant("add", "reference", twice, frozenset({F32})))
     with pytest.raises(ValueError, match="no such op \\(did you mean 'add'\\?\\)"):
         register_variant(KernelVariant("addd", "x", twice, frozenset({F32})))
 

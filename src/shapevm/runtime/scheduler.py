@@ -21,7 +21,6 @@ all-bool operands, and the result dtype for ops without operands (``full``, ``io
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import sys
@@ -132,26 +131,36 @@ def _probe_attrs(info: OpInfo, dtype: DType) -> dict[str, Any]:
     return attrs
 
 
-def _with(db: Db, variant: KernelVariant, devices: Sequence[str]) -> Db:
-    new = copy.deepcopy(db)
-    for device in devices:
-        new.setdefault(device, {}).setdefault(variant.op, {})[variant.name] = variant.dtypes
+def _copy(db: Db) -> Db:
+    """A copy to change and then swap in; the frozensets of dtypes are shared."""
+    return {device: {op: dict(v) for op, v in ops.items()} for device, ops in db.items()}
+
+
+def _add(db: Db, variants: Sequence[KernelVariant], devices: Sequence[str]) -> Db:
+    new = _copy(db)
+    for variant in variants:
+        for device in devices:
+            new.setdefault(device, {}).setdefault(variant.op, {})[variant.name] = variant.dtypes
     return new
 
 
 def _sync() -> None:
-    """Give ops registered since the last call their reference variant."""
+    """Give ops registered since the last call their reference variant (on first use, not at
+    import, so that importing the runtime stays cheap)."""
     global _synced, _db, _defaults
-    ops = all_ops()
-    if len(ops) == _synced:
+    if len(all_ops()) == _synced:
         return
     with _lock:
-        for info in ops[_synced:]:
-            doc = "the op table's NumPy kernel"
-            ref = KernelVariant(info.name, REFERENCE, info.kernel, supported_dtypes(info), doc=doc)
-            _variants.setdefault(info.name, {})[REFERENCE] = ref
-            _defaults = _with(_defaults, ref, DEVICES)
-            _db = _with(_db, ref, DEVICES)
+        ops = all_ops()
+        doc = "the op table's NumPy kernel"
+        refs = [
+            KernelVariant(info.name, REFERENCE, info.kernel, supported_dtypes(info), doc=doc)
+            for info in ops[_synced:]
+        ]
+        for ref in refs:
+            _variants.setdefault(ref.op, {})[REFERENCE] = ref
+        _defaults = _add(_defaults, refs, DEVICES)
+        _db = _add(_db, refs, DEVICES)
         _synced = len(ops)
 
 
@@ -162,13 +171,14 @@ def register_variant(variant: KernelVariant, devices: Sequence[str] = DEVICES) -
         close = suggest_op(variant.op)
         hint = f" (did you mean {close!r}?)" if close else ""
         raise ValueError(f"cannot register a variant of {variant.op!r}: no such op{hint}")
+    if variant.name == REFERENCE:
+        raise ValueError(f"the variant name {REFERENCE!r} is the op table's kernel; pick another")
     with _lock:
-        _sync()
         if variant.name in _variants.get(variant.op, {}):
             raise ValueError(f"variant {variant.name!r} of {variant.op} is already registered")
         _variants.setdefault(variant.op, {})[variant.name] = variant
-        _defaults = _with(_defaults, variant, devices)
-        _db = _with(_db, variant, devices)
+        _defaults = _add(_defaults, [variant], devices)
+        _db = _add(_db, [variant], devices)
     return variant
 
 
@@ -208,7 +218,7 @@ def _names(dtypes: frozenset[DType]) -> list[str]:
 
 def _unsupported(op: str, dt: DType, device: str, shapes: Shapes) -> UnsupportedKernelError:
     listed = _db.get(device, {}).get(op, {})
-    available = {name: _names(dts) for name, dts in listed.items()}
+    available = {name: _names(listed[name]) for name in sorted(listed)}
 
     def error(what: str, expected: str, found: str, fix: str) -> UnsupportedKernelError:
         return UnsupportedKernelError(
@@ -323,7 +333,7 @@ def load_capability_patch(
             raise ValueError(f"{source}: not JSON: {exc}") from None
     with _lock:
         _sync()
-        _db = _patched(copy.deepcopy(_db), data, source)
+        _db = _patched(_copy(_db), data, source)
     return _as_json(_db)
 
 
@@ -384,7 +394,7 @@ def reset_capability_db() -> None:
     global _db
     with _lock:
         _sync()
-        _db = copy.deepcopy(_defaults)
+        _db = _copy(_defaults)
 
 
 _FLOATS: Final = frozenset({DType.F16, DType.F32, DType.F64})
