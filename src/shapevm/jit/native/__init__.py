@@ -1,0 +1,29 @@
+"""Native kernels compiled with numba: dense layers against packed weights, fused row ops,
+convolution, and generated elementwise chains.
+
+Importing this package imports numba (an optional dependency: ``pip install
+'shapevm[native]'``); without it the import fails with `ImportError` and
+`shapevm.jit.native_available` says False. Every kernel writes into a caller-provided
+``out`` and compiles once per argument types, cached on disk across processes.
+"""
+
+from __future__ import annotations
+
+try:
+    import numba as _numba  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without numba
+    raise ImportError(
+        "shapevm.jit.native needs numba; install it with: pip install 'shapevm[native]'"
+    ) from exc
+
+from shapevm.jit.native._core import ACTIVATIONS, NativeKernelError
+from shapevm.jit.native.gemm import Packed, choose_gemm, pack_weights, packed_matmul
+
+__all__ = [
+    "ACTIVATIONS",
+    "NativeKernelError",
+    "Packed",
+    "choose_gemm",
+    "pack_weights",
+    "packed_matmul",
+]
