@@ -18,12 +18,17 @@ except ImportError as exc:  # pragma: no cover - exercised only without numba
 
 from shapevm.jit.native._core import ACTIVATIONS, NativeKernelError
 from shapevm.jit.native.gemm import Packed, choose_gemm, pack_weights, packed_matmul
+from shapevm.jit.native.rowops import attention, bias_act, layer_norm, softmax_rows
 
 __all__ = [
     "ACTIVATIONS",
     "NativeKernelError",
     "Packed",
+    "attention",
+    "bias_act",
     "choose_gemm",
+    "layer_norm",
     "pack_weights",
     "packed_matmul",
+    "softmax_rows",
 ]
