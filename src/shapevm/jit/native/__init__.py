@@ -17,6 +17,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without numba
     ) from exc
 
 from shapevm.jit.native._core import ACTIVATIONS, NativeKernelError
+from shapevm.jit.native.conv import (
+    PackedConv,
+    conv2d_3x3,
+    conv_out_hw,
+    global_avg_pool,
+    pack_conv3x3,
+)
 from shapevm.jit.native.gemm import Packed, choose_gemm, pack_weights, packed_matmul
 from shapevm.jit.native.rowops import attention, bias_act, layer_norm, softmax_rows
 
@@ -24,10 +31,15 @@ __all__ = [
     "ACTIVATIONS",
     "NativeKernelError",
     "Packed",
+    "PackedConv",
     "attention",
     "bias_act",
     "choose_gemm",
+    "conv2d_3x3",
+    "conv_out_hw",
+    "global_avg_pool",
     "layer_norm",
+    "pack_conv3x3",
     "pack_weights",
     "packed_matmul",
     "softmax_rows",

@@ -268,6 +268,26 @@ def act_rows_inplace(y: Any, bias: Any, act: int, j0: int, j1: int) -> None:
                 o[j] = silu32(o[j] + b[j])
 
 
+@kernel
+def act_vec_inplace(o: Any, b: Any, act: int) -> None:
+    """``o[j] = act(o[j] + b)`` for a 1-D ``o`` and one bias value (a channel's)."""
+    if act == ACT_NONE:
+        for j in range(o.size):
+            o[j] = o[j] + b
+    elif act == ACT_RELU:
+        for j in range(o.size):
+            o[j] = relu32(o[j] + b)
+    elif act == ACT_GELU_TANH:
+        for j in range(o.size):
+            o[j] = gelu_tanh32(o[j] + b)
+    elif act == ACT_GELU_ERF:
+        for j in range(o.size):
+            o[j] = gelu_erf32(o[j] + b)
+    else:
+        for j in range(o.size):
+            o[j] = silu32(o[j] + b)
+
+
 class NativeKernelError(ValueError):
     """Arguments a native kernel cannot take; the message says expected vs found and a fix."""
 
