@@ -17,6 +17,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without numba
     ) from exc
 
 from shapevm.jit.native._core import ACTIVATIONS, NativeKernelError
+from shapevm.jit.native.codegen import FusedKernel, clear_memory_cache, compile_fused
 from shapevm.jit.native.conv import (
     PackedConv,
     conv2d_3x3,
@@ -24,23 +25,36 @@ from shapevm.jit.native.conv import (
     global_avg_pool,
     pack_conv3x3,
 )
+from shapevm.jit.native.expr import Expr, binary, canonical_text, const, evaluate, unary, where
+from shapevm.jit.native.expr import input as input_expr
 from shapevm.jit.native.gemm import Packed, choose_gemm, pack_weights, packed_matmul
 from shapevm.jit.native.rowops import attention, bias_act, layer_norm, softmax_rows
 
 __all__ = [
     "ACTIVATIONS",
+    "Expr",
+    "FusedKernel",
     "NativeKernelError",
     "Packed",
     "PackedConv",
     "attention",
     "bias_act",
+    "binary",
+    "canonical_text",
     "choose_gemm",
+    "clear_memory_cache",
+    "compile_fused",
+    "const",
     "conv2d_3x3",
     "conv_out_hw",
+    "evaluate",
     "global_avg_pool",
+    "input_expr",
     "layer_norm",
     "pack_conv3x3",
     "pack_weights",
     "packed_matmul",
     "softmax_rows",
+    "unary",
+    "where",
 ]
