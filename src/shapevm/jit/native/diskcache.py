@@ -30,6 +30,8 @@ import llvmlite.binding as llvm
 import numba
 import numba.core.config
 
+from shapevm.jit.native import _core
+
 ENV_VAR = "SHAPEVM_CACHE_DIR"
 
 
@@ -45,11 +47,14 @@ def default_cache_dir() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def machine_tag() -> str:
-    """numba version and the CPU code is built for (what numba targets, name and features)."""
+    """What generated code depends on besides its own text: the numba version, the CPU it is
+    built for (name and features), and the helpers it inlines from `_core` (numba's cache
+    checks only the module's own file, so a changed helper must change the name)."""
     config: Any = numba.core.config  # its settings are set at import time, untyped
     name = config.CPU_NAME or llvm.get_host_cpu_name()
     features = config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
-    return f"numba {numba.__version__}; cpu {name}; {features}"
+    helpers = hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()[:16]
+    return f"numba {numba.__version__}; cpu {name}; {features}; helpers {helpers}"
 
 
 def module_name(source: str) -> str:
