@@ -222,11 +222,15 @@ def evaluate(
 ) -> Array:
     """The DAG computed by NumPy in ``dtype`` (float64 by default: the reference).
 
+    The result has the broadcast shape of all ``inputs``, used by the DAG or not, as a fused
+    kernel's output does.
+
     >>> evaluate(input(0) * 2.0 + input(1), [np.ones((2, 1)), np.arange(3.0)], reduce="sum")
     array([9., 9.])
     """
     values = dict(_values(root, inputs, dtype))
-    result = np.asarray(values[root], dtype)
+    shape = np.broadcast_shapes(*(np.shape(a) for a in inputs))
+    result = np.broadcast_to(np.asarray(values[root], dtype), shape)
     if reduce is not None:
         result = np.asarray(_REDUCE[reduce](result, axis=-1), dtype)
     return result
