@@ -2,9 +2,19 @@
 global average pooling.
 
 NumPy's usual route is im2col (a 9x copy of the input) and one big matrix product, then bias
-and activation as two more passes. Here the input is first copied once into a zero-bordered
-channels-last buffer ``xp[B, H+2, W+2, C]``, so that the patch of an output pixel is nine
-contiguous runs of C floats. Tiles of `TILE` output pixels are then independent tasks:
+and activation as two more passes. Two kernels here, chosen by stride (measured):
+
+Stride 1, direct. The input is copied once with a zero border, ``xp[B, C, H+2, W+2]``. An
+output row of one channel is a sum over input channels of nine shifted input rows times nine
+scalar weights, one loop over the row that LLVM vectorizes with the nine weights held in
+registers: no patches, no horizontal sums. Tasks are blocks of `ROWS` output rows, all
+channels, so the input rows they read stay in L2. Against the patch kernel below this is 12x
+faster for 3 input channels (dot products of 27 are mostly overhead) and ~1.2x for 32.
+
+Stride 2, patch tiles. Stride-2 loads do not vectorize in the direct form. The input is
+copied once into a zero-bordered channels-last buffer ``xp[B, H+2, W+2, C]``, so that the
+patch of an output pixel is nine contiguous runs of C floats. Tiles of `TILE` output pixels
+are then independent tasks:
 
 1. gather the tile's patches into scratch ``[TILE, R]`` (R = 9 C, the K of the product);
 2. run the dot micro-kernels with the packed weights ``[C_out, R]`` as rows and the
@@ -38,7 +48,9 @@ from shapevm.jit.native._dot import matmul_nt
 Array = np.ndarray[Any, Any]
 
 TILE: Final = 64
-"""Output pixels per task: patches of 64 x 9 C floats fit L2 next to the weights."""
+"""Output pixels per patch task: patches of 64 x 9 C floats fit L2 next to the weights."""
+ROWS: Final = 4
+"""Output rows per direct task."""
 PARALLEL_MIN_MACS: Final = 1 << 18
 """Smaller convolutions run on the calling thread."""
 
@@ -49,11 +61,12 @@ class PackedConv:
 
     ``wt`` is f32[c_out, r_padded] with ``wt[co, (ky * 3 + kx) * c_in + ci] = w[co, ci, ky, kx]``
     (zeros past 9 c_in, up to a multiple of 8 so that the dot loops have no scalar tail);
-    ``bias`` is f32[c_out].
+    ``bias`` is f32[c_out]; ``w`` is the weight in its own layout, for the direct kernel.
     """
 
     wt: Array
     bias: Array
+    w: Array
     c_in: int
     c_out: int
 
@@ -83,7 +96,83 @@ def pack_conv3x3(w: Array, bias: Array | None = None) -> PackedConv:
         check_f32("pack_conv3x3", "bias", bias)
         check_shape("pack_conv3x3", "bias", bias, (c_out,))
         b[:] = bias
-    return PackedConv(wt=wt, bias=b, c_in=c_in, c_out=c_out)
+    return PackedConv(wt=wt, bias=b, w=np.ascontiguousarray(w), c_in=c_in, c_out=c_out)
+
+
+@kernel
+def _pad_plane(x: Any, xp: Any, b: int, c: int) -> None:
+    """Channel ``c`` of image ``b`` into ``xp[b, c]`` with a zero border of 1."""
+    h, w = x.shape[2], x.shape[3]
+    dst = xp[b, c]
+    for i in range(w + 2):
+        dst[0, i] = 0.0
+        dst[h + 1, i] = 0.0
+    for y in range(h):
+        d = dst[y + 1]
+        src = x[b, c, y]
+        d[0] = 0.0
+        d[w + 1] = 0.0
+        for i in range(w):
+            d[i + 1] = src[i]
+
+
+@kernel
+def _direct_rows(
+    xp: Any, w: Any, bias: Any, out: Any, b: int, oy0: int, oy1: int, act: int
+) -> None:
+    """Output rows ``oy0 <= oy < oy1`` of image ``b``, every channel (stride 1)."""
+    c_out, c_in = w.shape[0], w.shape[1]
+    wo = out.shape[3]
+    for co in range(c_out):
+        for oy in range(oy0, oy1):
+            o = out[b, co, oy]
+            for i in range(wo):
+                o[i] = 0.0
+            for ci in range(c_in):
+                r0 = xp[b, ci, oy]
+                r1 = xp[b, ci, oy + 1]
+                r2 = xp[b, ci, oy + 2]
+                k = w[co, ci]
+                w00, w01, w02 = k[0, 0], k[0, 1], k[0, 2]
+                w10, w11, w12 = k[1, 0], k[1, 1], k[1, 2]
+                w20, w21, w22 = k[2, 0], k[2, 1], k[2, 2]
+                for i in range(wo):
+                    o[i] += (
+                        w00 * r0[i]
+                        + w01 * r0[i + 1]
+                        + w02 * r0[i + 2]
+                        + w10 * r1[i]
+                        + w11 * r1[i + 1]
+                        + w12 * r1[i + 2]
+                        + w20 * r2[i]
+                        + w21 * r2[i + 1]
+                        + w22 * r2[i + 2]
+                    )
+            act_vec_inplace(o, bias[co], act)
+
+
+@kernel
+def _direct_serial(x: Any, xp: Any, w: Any, bias: Any, out: Any, act: int) -> None:
+    batch, c_in = x.shape[0], x.shape[1]
+    for t in range(batch * c_in):
+        _pad_plane(x, xp, t // c_in, t % c_in)
+    ho = out.shape[2]
+    blocks = -(-ho // ROWS)
+    for t in range(batch * blocks):
+        oy0 = (t % blocks) * ROWS
+        _direct_rows(xp, w, bias, out, t // blocks, oy0, min(oy0 + ROWS, ho), act)
+
+
+@parallel_kernel
+def _direct_parallel(x: Any, xp: Any, w: Any, bias: Any, out: Any, act: int) -> None:
+    batch, c_in = x.shape[0], x.shape[1]
+    for t in prange(batch * c_in):
+        _pad_plane(x, xp, t // c_in, t % c_in)
+    ho = out.shape[2]
+    blocks = -(-ho // ROWS)
+    for t in prange(batch * blocks):
+        oy0 = (t % blocks) * ROWS
+        _direct_rows(xp, w, bias, out, t // blocks, oy0, min(oy0 + ROWS, ho), act)
 
 
 @kernel
@@ -212,10 +301,16 @@ def conv2d_3x3(
     ho, wo = conv_out_hw(h, w, stride)
     check_shape(name, "out", out, (batch, packed.c_out, ho, wo))
     check_c_contiguous(name, "out", out)
-    xp = np.empty((batch, h + 2, w + 2, packed.c_in), np.float32)
-    macs = batch * ho * wo * packed.c_out * packed.wt.shape[1]
-    fn = _conv_parallel if macs >= PARALLEL_MIN_MACS else _conv_serial
-    fn(np.ascontiguousarray(x), xp, packed.wt, packed.bias, out, stride, act)
+    x = np.ascontiguousarray(x)
+    parallel = batch * ho * wo * packed.c_out * 9 * packed.c_in >= PARALLEL_MIN_MACS
+    if stride == 1:
+        xp = np.empty((batch, packed.c_in, h + 2, w + 2), np.float32)
+        direct = _direct_parallel if parallel else _direct_serial
+        direct(x, xp, packed.w, packed.bias, out, act)
+    else:
+        xp = np.empty((batch, h + 2, w + 2, packed.c_in), np.float32)
+        tiles = _conv_parallel if parallel else _conv_serial
+        tiles(x, xp, packed.wt, packed.bias, out, stride, act)
     return out
 
 
