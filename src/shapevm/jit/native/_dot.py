@@ -4,7 +4,7 @@ Every output is a dot product over K. A 4x2 block keeps eight scalar accumulator
 LLVM's loop vectorizer turns into 8-wide registers: 8 FMAs per 6 loads, the partial sums
 across lanes reduced once at the end. (The usual BLAS micro-kernel, a broadcast of x times a
 panel of w, needs LLVM's SLP vectorizer, which numba leaves off: in numba it compiles to
-scalar code.) Used by the dense layers, attention and convolution.
+scalar code.) Used by the dense layers and the stride-2 convolution.
 """
 
 from __future__ import annotations

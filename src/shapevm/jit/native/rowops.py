@@ -28,7 +28,6 @@ from shapevm.jit.native._core import (
     parallel_kernel,
     spec,
 )
-from shapevm.jit.native._dot import matmul_nt
 
 Array = np.ndarray[Any, Any]
 
@@ -272,27 +271,90 @@ def bias_act(x: Array, bias: Array | None, act: str, out: Array) -> Array:
 def _attend(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
     """softmax(q @ k.T * scale) @ v for one head: q [S, D], k and v [T, D], out [S, D].
 
-    Copies the head into K-contiguous scratch (q pre-scaled, k with zero rows up to a
-    multiple of 4, v transposed) so that both products run on the dot micro-kernels
-    whatever the strides of the caller's views; the scores are S x T floats.
+    Row by row: the scores of query i are built as a sum of rows of k^T (scaled, copied
+    once into [D, T] scratch) times scalars of q, eight per pass, so each pass over the
+    scores loads and stores them once for eight multiply-adds and the eight scalars stay in
+    registers; the output row likewise from eight rows of v at a time. No horizontal sums,
+    and the scratch is two copies of the head (k^T and v, contiguous whatever the strides
+    of the caller's views) and one row of scores.
     """
     s_len, d = q.shape
     t_len = k.shape[0]
-    qs = np.empty((s_len, d), np.float32)
-    ks = np.zeros(((t_len + 3) // 4 * 4, d), np.float32)
-    vt = np.zeros(((d + 3) // 4 * 4, t_len), np.float32)
-    p = np.empty((s_len, t_len), np.float32)
-    for i in range(s_len):
-        for c in range(d):
-            qs[i, c] = q[i, c] * scale
+    kt = np.empty((d, t_len), np.float32)
+    vs = np.empty((t_len, d), np.float32)
     for j in range(t_len):
         for c in range(d):
-            ks[j, c] = k[j, c]
-            vt[c, j] = v[j, c]
-    matmul_nt(qs, ks, p, 0, t_len)
+            kt[c, j] = k[j, c] * scale
+            vs[j, c] = v[j, c]
+    p = np.empty(t_len, np.float32)
+    acc = np.empty(d, np.float32)
     for i in range(s_len):
-        _softmax_row_inplace(p[i], _ONE)
-    matmul_nt(p, vt, out, 0, d)
+        _scores(q[i], kt, p)
+        _softmax_row_inplace(p, _ONE)
+        _weighted_rows(p, vs, acc)
+        o = out[i]
+        for c in range(d):
+            o[c] = acc[c]
+
+
+@kernel
+def _scores(qi: Any, kt: Any, p: Any) -> None:
+    """``p = qi @ kt`` for kt [D, T]: eight rows of kt per pass over p."""
+    d = kt.shape[0]
+    d8 = d - d % 8
+    for j in range(p.size):
+        p[j] = 0.0
+    for c in range(0, d8, 8):
+        a0, a1, a2, a3 = qi[c], qi[c + 1], qi[c + 2], qi[c + 3]
+        a4, a5, a6, a7 = qi[c + 4], qi[c + 5], qi[c + 6], qi[c + 7]
+        k0, k1, k2, k3 = kt[c], kt[c + 1], kt[c + 2], kt[c + 3]
+        k4, k5, k6, k7 = kt[c + 4], kt[c + 5], kt[c + 6], kt[c + 7]
+        for j in range(p.size):
+            p[j] += (
+                a0 * k0[j]
+                + a1 * k1[j]
+                + a2 * k2[j]
+                + a3 * k3[j]
+                + a4 * k4[j]
+                + a5 * k5[j]
+                + a6 * k6[j]
+                + a7 * k7[j]
+            )
+    for c in range(d8, d):
+        a = qi[c]
+        kc = kt[c]
+        for j in range(p.size):
+            p[j] += a * kc[j]
+
+
+@kernel
+def _weighted_rows(p: Any, vs: Any, acc: Any) -> None:
+    """``acc = p @ vs`` for vs [T, D]: eight rows of vs per pass over acc."""
+    t_len = vs.shape[0]
+    t8 = t_len - t_len % 8
+    for c in range(acc.size):
+        acc[c] = 0.0
+    for j in range(0, t8, 8):
+        b0, b1, b2, b3 = p[j], p[j + 1], p[j + 2], p[j + 3]
+        b4, b5, b6, b7 = p[j + 4], p[j + 5], p[j + 6], p[j + 7]
+        v0, v1, v2, v3 = vs[j], vs[j + 1], vs[j + 2], vs[j + 3]
+        v4, v5, v6, v7 = vs[j + 4], vs[j + 5], vs[j + 6], vs[j + 7]
+        for c in range(acc.size):
+            acc[c] += (
+                b0 * v0[c]
+                + b1 * v1[c]
+                + b2 * v2[c]
+                + b3 * v3[c]
+                + b4 * v4[c]
+                + b5 * v5[c]
+                + b6 * v6[c]
+                + b7 * v7[c]
+            )
+    for j in range(t8, t_len):
+        b = p[j]
+        vj = vs[j]
+        for c in range(acc.size):
+            acc[c] += b * vj[c]
 
 
 @kernel
