@@ -1,5 +1,8 @@
-"""Doctest collection imports every module under src/; the benchmark's model modules import
-their optional peer at the top, so they are left out where that peer is not installed."""
+"""Collection rules for the whole repository (doctests in src/ included).
+
+Doctest collection imports every module under src/; modules that import an optional
+library at the top are left out where that library is not installed.
+"""
 
 import importlib.util
 
@@ -10,3 +13,9 @@ _OPTIONAL = {
 }
 
 collect_ignore = [path for path, mod in _OPTIONAL.items() if not importlib.util.find_spec(mod)]
+
+# The native kernels import numba at module level; without it their doctests cannot even be
+# collected, and tests/jit/native skips itself.
+collect_ignore_glob = []
+if importlib.util.find_spec("numba") is None:
+    collect_ignore_glob.append("src/shapevm/jit/native/*")

@@ -8,9 +8,14 @@
 - `engine`, `worker`: counters, the trigger (``hot_threshold`` calls and the function's
   SCD), the variant budget, the compile queue and hot-patching (`JitEngine`).
 
+`native` holds hand-written numba kernels (packed dense layers, row kernels, convolution);
+`native_available` says whether numba can be imported in this process.
+
 Import names from this package with ``from shapevm.jit import ...``: the attribute
 ``shapevm.jit`` is the `shapevm.jit` function.
 """
+
+import importlib.util
 
 from shapevm.jit import fusion as _fusion  # noqa: F401  (registers elementwise_chain)
 from shapevm.jit.compiler import CompiledRegion, Compiler, Variant
@@ -29,6 +34,12 @@ from shapevm.jit.options import JitOptions
 from shapevm.jit.policy import AdaptivePolicy, BucketPolicy, CachePolicy, ExactPolicy
 from shapevm.jit.regions import Region, RegionReport, find_regions
 from shapevm.jit.worker import WORKER
+
+
+def native_available() -> bool:
+    """Whether numba is installed, so that `shapevm.jit.native` can be imported."""
+    return importlib.util.find_spec("numba") is not None
+
 
 __all__ = [
     "WORKER",
@@ -50,6 +61,7 @@ __all__ = [
     "VariantRecord",
     "find_regions",
     "lower_op",
+    "native_available",
     "register_lowering",
     "registered_lowerings",
     "unregister_lowering",

@@ -1,0 +1,448 @@
+"""Fused row kernels: layer norm (residual added first), softmax, bias + activation, and
+attention for short sequences, each writing into a caller-provided ``out``.
+
+All work along the last axis; leading axes are flattened into rows. Rows are independent,
+so above `PARALLEL_MIN_ELEMENTS` elements (or heads, for attention) they are spread over
+numba's thread pool. NumPy spends most of its time on these ops in temporaries (layer norm
+is 8 passes over memory in NumPy; here it is 3 over one row that stays in L1).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+import numpy as np
+from numba import prange
+
+from shapevm.jit.native._core import (
+    NativeKernelError,
+    act_code,
+    act_rows_inplace,
+    bias_act_rows,
+    check_c_contiguous,
+    check_f32,
+    check_shape,
+    exp32,
+    kernel,
+    parallel_kernel,
+    spec,
+)
+
+Array = np.ndarray[Any, Any]
+
+PARALLEL_MIN_ELEMENTS: Final = 1 << 15
+"""Below this many elements a row op is done before the second thread would start."""
+
+_Z = np.float32(0.0)
+_ONE = np.float32(1.0)
+_NEG_INF = np.float32(-np.inf)
+
+
+# ---------------------------------------------------------------------------- layer norm
+
+
+@kernel
+def _ln_row(t: Any, g: Any, b: Any, eps: Any, o: Any) -> None:
+    """``o = (t - mean) / sqrt(var + eps) * g + b``; two passes for the statistics, so that
+    a large mean does not cancel the variance."""
+    n = np.float32(t.size)
+    s = _Z
+    for j in range(t.size):
+        s += t[j]
+    mean = s / n
+    v = _Z
+    for j in range(t.size):
+        d = t[j] - mean
+        v += d * d
+    inv = _ONE / np.sqrt(v / n + eps)
+    for j in range(t.size):
+        o[j] = (t[j] - mean) * inv * g[j] + b[j]
+
+
+@kernel
+def _ln_row_inplace(o: Any, g: Any, b: Any, eps: Any) -> None:
+    # The same as _ln_row(o, g, b, eps, o), in a form LLVM vectorizes (one array, no
+    # overlap check to fail).
+    n = np.float32(o.size)
+    s = _Z
+    for j in range(o.size):
+        s += o[j]
+    mean = s / n
+    v = _Z
+    for j in range(o.size):
+        d = o[j] - mean
+        v += d * d
+    inv = _ONE / np.sqrt(v / n + eps)
+    for j in range(o.size):
+        o[j] = (o[j] - mean) * inv * g[j] + b[j]
+
+
+@kernel
+def _ln_rows(x: Any, r: Any, g: Any, b: Any, eps: Any, out: Any, i0: int, i1: int) -> None:
+    for i in range(i0, i1):
+        if r is None:
+            _ln_row(x[i], g, b, eps, out[i])
+        else:
+            o = out[i]
+            xi = x[i]
+            ri = r[i]
+            for j in range(o.size):
+                o[j] = xi[j] + ri[j]
+            _ln_row_inplace(o, g, b, eps)
+
+
+@kernel
+def _ln_serial(x: Any, r: Any, g: Any, b: Any, eps: Any, out: Any) -> None:
+    _ln_rows(x, r, g, b, eps, out, 0, x.shape[0])
+
+
+@parallel_kernel
+def _ln_parallel(x: Any, r: Any, g: Any, b: Any, eps: Any, out: Any) -> None:
+    rows = x.shape[0]
+    tasks = min(rows, 8)
+    for t in prange(tasks):
+        _ln_rows(x, r, g, b, eps, out, t * rows // tasks, (t + 1) * rows // tasks)
+
+
+def layer_norm(
+    x: Array, gamma: Array, beta: Array, eps: float, out: Array, residual: Array | None = None
+) -> Array:
+    """``out = LN(x + residual)`` over the last axis (``LN(x)`` without ``residual``).
+
+    >>> import numpy as np
+    >>> x = np.float32([[1, 2, 3, 4]])
+    >>> y = layer_norm(x, np.ones(4, np.float32), np.zeros(4, np.float32), 1e-5,
+    ...                np.empty_like(x), residual=np.float32([[1, 0, -1, 0]]))
+    >>> np.round(y, 3)
+    array([[-0.577, -0.577, -0.577,  1.732]], dtype=float32)
+    """
+    name = "layer_norm"
+    x2, out2 = _rows_like(name, x, out)
+    d = x2.shape[1]
+    for arg, a in (("gamma", gamma), ("beta", beta)):
+        check_f32(name, arg, a)
+        check_shape(name, arg, a, (d,))
+    r2 = None
+    if residual is not None:
+        check_f32(name, "residual", residual)
+        check_shape(name, "residual", residual, x.shape)
+        r2 = _as_rows(residual)
+    fn = _ln_parallel if x2.size >= PARALLEL_MIN_ELEMENTS else _ln_serial
+    fn(x2, r2, _contig(gamma), _contig(beta), np.float32(eps), out2)
+    return out
+
+
+# ------------------------------------------------------------------------------- softmax
+
+
+@kernel
+def _softmax_row(xr: Any, o: Any, scale: Any) -> None:
+    m = _NEG_INF
+    for j in range(xr.size):
+        v = xr[j] * scale
+        m = v if v > m else m
+    s = _Z
+    for j in range(xr.size):
+        e = exp32(xr[j] * scale - m)
+        o[j] = e
+        s += e
+    inv = _ONE / s
+    for j in range(o.size):
+        o[j] = o[j] * inv
+
+
+@kernel
+def _softmax_row_inplace(o: Any, scale: Any) -> None:
+    # _softmax_row(o, o, scale) in a form LLVM vectorizes (no overlap check to fail).
+    m = _NEG_INF
+    for j in range(o.size):
+        v = o[j] * scale
+        m = v if v > m else m
+    s = _Z
+    for j in range(o.size):
+        e = exp32(o[j] * scale - m)
+        o[j] = e
+        s += e
+    inv = _ONE / s
+    for j in range(o.size):
+        o[j] = o[j] * inv
+
+
+@kernel
+def _softmax_rows(x: Any, out: Any, scale: Any, i0: int, i1: int) -> None:
+    for i in range(i0, i1):
+        _softmax_row(x[i], out[i], scale)
+
+
+@kernel
+def _softmax_serial(x: Any, out: Any, scale: Any) -> None:
+    _softmax_rows(x, out, scale, 0, x.shape[0])
+
+
+@parallel_kernel
+def _softmax_parallel(x: Any, out: Any, scale: Any) -> None:
+    rows = x.shape[0]
+    tasks = min(rows, 8)
+    for t in prange(tasks):
+        _softmax_rows(x, out, scale, t * rows // tasks, (t + 1) * rows // tasks)
+
+
+def softmax_rows(x: Array, out: Array, scale: float = 1.0) -> Array:
+    """``out = softmax(scale * x)`` over the last axis; ``out`` may be ``x``.
+
+    >>> import numpy as np
+    >>> softmax_rows(np.float32([[0, 0, np.log(2)]]), np.empty((1, 3), np.float32))
+    array([[0.25, 0.25, 0.5 ]], dtype=float32)
+    """
+    x2, out2 = _rows_like("softmax_rows", x, out)
+    fn = _softmax_parallel if x2.size >= PARALLEL_MIN_ELEMENTS else _softmax_serial
+    fn(x2, out2, np.float32(scale))
+    return out
+
+
+# ------------------------------------------------------------------------ bias + activation
+
+
+@kernel
+def _bias_act_serial(x: Any, bias: Any, act: int, out: Any) -> None:
+    bias_act_rows(x, bias, act, out, 0, x.shape[1])
+
+
+@kernel
+def _act_inplace_serial(y: Any, bias: Any, act: int) -> None:
+    act_rows_inplace(y, bias, act, 0, y.shape[1])
+
+
+@parallel_kernel
+def _bias_act_parallel(x: Any, bias: Any, act: int, out: Any, inplace: bool) -> None:
+    rows = out.shape[0]
+    tasks = min(rows, 8)
+    for t in prange(tasks):
+        i0 = t * rows // tasks
+        i1 = (t + 1) * rows // tasks
+        if inplace:
+            act_rows_inplace(out[i0:i1], bias, act, 0, out.shape[1])
+        else:
+            bias_act_rows(x[i0:i1], bias, act, out[i0:i1], 0, out.shape[1])
+
+
+@functools.lru_cache(maxsize=16)
+def _zeros(n: int) -> Array:
+    z = np.zeros(n, np.float32)
+    z.flags.writeable = False
+    return z
+
+
+def bias_act(x: Array, bias: Array | None, act: str, out: Array) -> Array:
+    """``out = act(x + bias)`` with ``bias`` along the last axis; ``out`` may be ``x``.
+
+    ``act``: ``"none"``, ``"relu"``, ``"gelu_tanh"``, ``"gelu_erf"`` or ``"silu"``.
+
+    >>> import numpy as np
+    >>> bias_act(np.float32([[-1, 2]]), np.float32([0.5, 0.5]), "relu",
+    ...          np.empty((1, 2), np.float32))
+    array([[0. , 2.5]], dtype=float32)
+    """
+    code = act_code("bias_act", act)
+    x2, out2 = _rows_like("bias_act", x, out)
+    if bias is None:
+        b = _zeros(x2.shape[1])
+    else:
+        check_f32("bias_act", "bias", bias)
+        check_shape("bias_act", "bias", bias, (x2.shape[1],))
+        b = _contig(bias)
+    inplace = _same_view(x2, out2)
+    if not inplace and np.may_share_memory(x2, out2):
+        x2 = x2.copy()
+    if x2.size >= PARALLEL_MIN_ELEMENTS:
+        _bias_act_parallel(x2, b, code, out2, inplace)
+    elif inplace:
+        _act_inplace_serial(out2, b, code)
+    else:
+        _bias_act_serial(x2, b, code, out2)
+    return out
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+@kernel
+def _attend(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
+    """softmax(q @ k.T * scale) @ v for one head: q [S, D], k and v [T, D], out [S, D].
+
+    Row by row: the scores of query i are built as a sum of rows of k^T (scaled, copied
+    once into [D, T] scratch) times scalars of q, eight per pass, so each pass over the
+    scores loads and stores them once for eight multiply-adds and the eight scalars stay in
+    registers; the output row likewise from eight rows of v at a time. No horizontal sums,
+    and the scratch is two copies of the head (k^T and v, contiguous whatever the strides
+    of the caller's views) and one row of scores.
+    """
+    s_len, d = q.shape
+    t_len = k.shape[0]
+    kt = np.empty((d, t_len), np.float32)
+    vs = np.empty((t_len, d), np.float32)
+    for j in range(t_len):
+        for c in range(d):
+            kt[c, j] = k[j, c] * scale
+            vs[j, c] = v[j, c]
+    p = np.empty(t_len, np.float32)
+    acc = np.empty(d, np.float32)
+    for i in range(s_len):
+        _scores(q[i], kt, p)
+        _softmax_row_inplace(p, _ONE)
+        _weighted_rows(p, vs, acc)
+        o = out[i]
+        for c in range(d):
+            o[c] = acc[c]
+
+
+@kernel
+def _scores(qi: Any, kt: Any, p: Any) -> None:
+    """``p = qi @ kt`` for kt [D, T]: eight rows of kt per pass over p."""
+    d = kt.shape[0]
+    d8 = d - d % 8
+    for j in range(p.size):
+        p[j] = 0.0
+    for c in range(0, d8, 8):
+        a0, a1, a2, a3 = qi[c], qi[c + 1], qi[c + 2], qi[c + 3]
+        a4, a5, a6, a7 = qi[c + 4], qi[c + 5], qi[c + 6], qi[c + 7]
+        k0, k1, k2, k3 = kt[c], kt[c + 1], kt[c + 2], kt[c + 3]
+        k4, k5, k6, k7 = kt[c + 4], kt[c + 5], kt[c + 6], kt[c + 7]
+        for j in range(p.size):
+            p[j] += (
+                a0 * k0[j]
+                + a1 * k1[j]
+                + a2 * k2[j]
+                + a3 * k3[j]
+                + a4 * k4[j]
+                + a5 * k5[j]
+                + a6 * k6[j]
+                + a7 * k7[j]
+            )
+    for c in range(d8, d):
+        a = qi[c]
+        kc = kt[c]
+        for j in range(p.size):
+            p[j] += a * kc[j]
+
+
+@kernel
+def _weighted_rows(p: Any, vs: Any, acc: Any) -> None:
+    """``acc = p @ vs`` for vs [T, D]: eight rows of vs per pass over acc."""
+    t_len = vs.shape[0]
+    t8 = t_len - t_len % 8
+    for c in range(acc.size):
+        acc[c] = 0.0
+    for j in range(0, t8, 8):
+        b0, b1, b2, b3 = p[j], p[j + 1], p[j + 2], p[j + 3]
+        b4, b5, b6, b7 = p[j + 4], p[j + 5], p[j + 6], p[j + 7]
+        v0, v1, v2, v3 = vs[j], vs[j + 1], vs[j + 2], vs[j + 3]
+        v4, v5, v6, v7 = vs[j + 4], vs[j + 5], vs[j + 6], vs[j + 7]
+        for c in range(acc.size):
+            acc[c] += (
+                b0 * v0[c]
+                + b1 * v1[c]
+                + b2 * v2[c]
+                + b3 * v3[c]
+                + b4 * v4[c]
+                + b5 * v5[c]
+                + b6 * v6[c]
+                + b7 * v7[c]
+            )
+    for j in range(t8, t_len):
+        b = p[j]
+        vj = vs[j]
+        for c in range(acc.size):
+            acc[c] += b * vj[c]
+
+
+@kernel
+def _attention_serial(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            _attend(q[b, h], k[b, h], v[b, h], out[b, h], scale)
+
+
+@parallel_kernel
+def _attention_parallel(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
+    heads = q.shape[1]
+    for t in prange(q.shape[0] * heads):
+        b = t // heads
+        h = t % heads
+        _attend(q[b, h], k[b, h], v[b, h], out[b, h], scale)
+
+
+def attention(q: Array, k: Array, v: Array, out: Array, scale: float) -> Array:
+    """``out = softmax(q @ k^T * scale) @ v`` per batch and head; returns ``out``.
+
+    q: f32[B, H, S, D]; k, v: f32[B, H, T, D]; out: f32[B, H, S, D]. Any strides (views of a
+    fused qkv buffer, or an ``out`` that is a transposed view of [B, S, H, D]).
+
+    >>> import numpy as np
+    >>> q = np.zeros((1, 1, 2, 4), np.float32); k = np.zeros((1, 1, 3, 4), np.float32)
+    >>> v = np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4)
+    >>> np.round(attention(q, k, v, np.empty_like(q), 0.125)[0, 0], 4)
+    array([[4., 5., 6., 7.],
+           [4., 5., 6., 7.]], dtype=float32)
+    """
+    name = "attention"
+    for arg, a in (("q", q), ("k", k), ("v", v)):
+        check_f32(name, arg, a)
+        if a.ndim != 4:
+            raise NativeKernelError(
+                f"{name}: {arg} must have rank 4",
+                expected=f"{arg}: f32[B, H, S, D]",
+                found=f"{arg}: {spec(a)}",
+                fix="split heads first: x.reshape(B, S, H, D).transpose(0, 2, 1, 3)",
+            )
+    check_f32(name, "out", out, writable=True)
+    b, h, _, d = q.shape
+    check_shape(name, "k", k, (b, h, k.shape[2], d))
+    check_shape(name, "v", v, k.shape)
+    check_shape(name, "out", out, q.shape)
+    heads = b * h
+    if heads > 1 and q.size * k.shape[2] >= PARALLEL_MIN_ELEMENTS:
+        _attention_parallel(q, k, v, out, np.float32(scale))
+    else:
+        _attention_serial(q, k, v, out, np.float32(scale))
+    return out
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _same_view(a: Array, b: Array) -> bool:
+    return bool(
+        a.shape == b.shape
+        and a.strides == b.strides
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )
+
+
+def _contig(a: Array) -> Array:
+    return np.ascontiguousarray(a)
+
+
+def _as_rows(a: Array) -> Array:
+    return np.ascontiguousarray(a).reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+
+
+def _rows_like(name: str, x: Array, out: Array) -> tuple[Array, Array]:
+    check_f32(name, "x", x)
+    check_f32(name, "out", out, writable=True)
+    if x.ndim == 0:
+        raise NativeKernelError(
+            f"{name}: x must have at least one axis",
+            expected="x: f32[..., N]",
+            found=f"x: {spec(x)}",
+            fix="reshape a scalar to x.reshape(1)",
+        )
+    check_shape(name, "out", out, x.shape)
+    check_c_contiguous(name, "out", out)
+    out2 = out.reshape(-1, x.shape[-1])
+    x2 = out2 if x is out else _as_rows(x)
+    return x2, out2
+
+
+__all__ = ["attention", "bias_act", "layer_norm", "softmax_rows"]
