@@ -1,0 +1,296 @@
+"""The native kernels as compiled regions call them: argument types fixed, compiled once.
+
+A numba dispatcher compiles a new specialization whenever it meets new argument types (a
+read-only array, a view numba types as non-contiguous); in a compiled region that would
+be a compile of seconds inside a user's call. The callables here are built while a variant
+compiles, in the background: each wraps dispatchers made with explicit signatures
+(`typed`), which compile (or load from the disk cache) when they are made and never again;
+at call time the arguments are brought to those types (C-contiguous, writable float32)
+with cheap checks, and the checks of the public functions (`packed_matmul`...) are left
+out because the compiler has proved shapes and dtypes already.
+
+Every callable takes its inputs and a caller-provided ``out`` and returns nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numba
+import numpy as np
+from numba import types as _types
+
+from shapevm.jit.native import conv as _conv
+from shapevm.jit.native import gemm as _gemm
+from shapevm.jit.native import rowops as _rowops
+from shapevm.jit.native._core import ACTIVATIONS
+from shapevm.jit.native.conv import PackedConv, conv_out_hw
+from shapevm.jit.native.gemm import Packed
+
+Array = np.ndarray[Any, Any]
+nt: Any = _types  # numba's type objects (its stubs do not cover building them from names)
+
+_TYPED: dict[tuple[Any, tuple[Any, ...]], Any] = {}
+_LOCK = threading.Lock()
+
+
+def arr(ndim: int, layout: str = "C") -> Any:
+    """The numba type of a writable float32 array."""
+    return nt.Array(nt.float32, ndim, layout)
+
+
+F32 = nt.float32
+I64 = nt.int64
+
+
+def typed(dispatcher: Any, *sigs: tuple[Any, ...]) -> Any:
+    """``dispatcher``'s function compiled for exactly ``sigs`` (loaded from numba's disk
+    cache when it is there), with compiling at call time disabled; one per process."""
+    key = (dispatcher.py_func, tuple(sigs))
+    with _LOCK:
+        found = _TYPED.get(key)
+        if found is None:
+            options = dict(dispatcher.targetoptions)
+            options.pop("nopython", None)
+            found = numba.njit(list(sigs), cache=True, **options)(dispatcher.py_func)
+            _TYPED[key] = found
+        return found
+
+
+def c_rows(x: Array, k: int) -> Array:
+    """``x`` as a C-contiguous writable float32 matrix of rows of ``k`` (a copy only when it
+    must be)."""
+    if not (x.flags.c_contiguous and x.flags.writeable) or x.dtype != np.float32:
+        x = np.array(x, dtype=np.float32, order="C")
+    return x.reshape(-1, k)
+
+
+def _c(x: Array) -> Array:
+    if not (x.flags.c_contiguous and x.flags.writeable) or x.dtype != np.float32:
+        return np.array(x, dtype=np.float32, order="C")
+    return x
+
+
+# ------------------------------------------------------------------------------- dense
+
+
+class Dense:
+    """``out = act(x @ w + bias)`` against weights packed once; x is [..., K], out [..., N]."""
+
+    def __init__(self, packed: Packed, epilogue: str = "none") -> None:
+        self.packed = packed
+        self.act = ACTIVATIONS[epilogue]
+        self.k, self.n = packed.k, packed.n
+        mat = (arr(2), arr(2), arr(1), arr(2), I64)
+        self._serial = typed(_gemm._gemm_serial, mat)
+        self._parallel = typed(_gemm._gemm_parallel, mat)
+        self._epilogue = typed(_gemm._epilogue, (arr(2), arr(1), I64))
+        self._w = np.ascontiguousarray(packed.w)  # [K, N] for BLAS
+        self._blas_epilogue = packed.has_bias or self.act != 0
+
+    def __call__(self, x: Array, out: Array) -> None:
+        x2 = c_rows(x, self.k)
+        m = x2.shape[0]
+        if m == 0:
+            return
+        out2 = out.reshape(m, self.n)
+        p = self.packed
+        if m >= _gemm.BLAS_MIN_ROWS:
+            np.matmul(x2, self._w, out=out2)
+            if self._blas_epilogue:
+                self._epilogue(out2, p.bias, self.act)
+        elif m * self.k * self.n >= _gemm.PARALLEL_MIN_MACS:
+            self._parallel(x2, p.wt, p.bias, out2, self.act)
+        else:
+            self._serial(x2, p.wt, p.bias, out2, self.act)
+
+    def warm(self) -> None:
+        """Run every path once (threads started, pages touched)."""
+        for m in (1, max(1, _gemm.PARALLEL_MIN_MACS // (self.k * self.n) + 1), 48):
+            if m >= _gemm.BLAS_MIN_ROWS and m < 48:
+                continue
+            x = np.zeros((m, self.k), np.float32)
+            self(x, np.empty((m, self.n), np.float32))
+
+
+# -------------------------------------------------------------------------- layer norm
+
+
+class LayerNorm:
+    """``out = LN(x [+ residual]) * gamma + beta`` over the last axis."""
+
+    def __init__(self, eps: float, residual: bool) -> None:
+        self.eps = np.float32(eps)
+        self.residual = residual
+        r = arr(2) if residual else nt.none
+        sig = (arr(2), r, arr(1), arr(1), F32, arr(2))
+        self._serial = typed(_rowops._ln_serial, sig)
+        self._parallel = typed(_rowops._ln_parallel, sig)
+
+    def __call__(
+        self, x: Array, gamma: Array, beta: Array, out: Array, residual: Array | None = None
+    ) -> None:
+        d = out.shape[-1]
+        x2 = c_rows(x, d)
+        r2 = c_rows(residual, d) if residual is not None else None
+        out2 = out.reshape(-1, d)
+        fn = self._parallel if out2.size >= _rowops.PARALLEL_MIN_ELEMENTS else self._serial
+        fn(x2, r2, _c(gamma), _c(beta), self.eps, out2)
+
+    def warm(self, d: int) -> None:
+        g = np.ones(d, np.float32)
+        for rows in (1, _rowops.PARALLEL_MIN_ELEMENTS // d + 1):
+            x = np.zeros((rows, d), np.float32)
+            self(x, g, g, np.empty_like(x), x.copy() if self.residual else None)
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+class Softmax:
+    """``out = softmax(scale * x)`` over the last axis."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = np.float32(scale)
+        sig = (arr(2), arr(2), F32)
+        self._serial = typed(_rowops._softmax_serial, sig)
+        self._parallel = typed(_rowops._softmax_parallel, sig)
+
+    def __call__(self, x: Array, out: Array) -> None:
+        d = out.shape[-1]
+        x2 = c_rows(x, d)
+        out2 = out.reshape(-1, d)
+        fn = self._parallel if out2.size >= _rowops.PARALLEL_MIN_ELEMENTS else self._serial
+        fn(x2, out2, self.scale)
+
+    def warm(self, d: int) -> None:
+        for rows in (1, _rowops.PARALLEL_MIN_ELEMENTS // d + 1):
+            x = np.zeros((rows, d), np.float32)
+            self(x, np.empty_like(x))
+
+
+# --------------------------------------------------------------------------- attention
+
+
+class Attention:
+    """``out = softmax(q @ k^T * scale) @ v`` per batch and head; any strides (views of a
+    fused qkv buffer; ``out`` may be a transposed view)."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = np.float32(scale)
+        a = arr(4, "A")
+        sig = (a, a, a, a, F32)
+        self._serial = typed(_rowops._attention_serial, sig)
+        self._parallel = typed(_rowops._attention_parallel, sig)
+
+    def __call__(self, q: Array, k: Array, v: Array, out: Array) -> None:
+        if q.dtype != np.float32 or not q.flags.writeable:
+            q = np.array(q, np.float32)
+        if k.dtype != np.float32 or not k.flags.writeable:
+            k = np.array(k, np.float32)
+        if v.dtype != np.float32 or not v.flags.writeable:
+            v = np.array(v, np.float32)
+        heads = q.shape[0] * q.shape[1]
+        if heads > 1 and q.size * k.shape[2] >= _rowops.PARALLEL_MIN_ELEMENTS:
+            self._parallel(q, k, v, out, self.scale)
+        else:
+            self._serial(q, k, v, out, self.scale)
+
+    def warm(self, d: int) -> None:
+        for s in (2, 64):
+            q = np.zeros((2, 2, s, d), np.float32)
+            self(q, q, q, np.empty_like(q))
+
+
+# ------------------------------------------------------------------------- convolution
+
+
+class Conv3x3:
+    """``out = act(conv3x3(x, w, padding=1, stride) + bias)`` in NCHW, weights packed once;
+    the zero-bordered copy of the input lives in a per-thread scratch buffer."""
+
+    def __init__(self, packed: PackedConv, stride: int, epilogue: str = "none") -> None:
+        self.packed = packed
+        self.stride = stride
+        self.act = ACTIVATIONS[epilogue]
+        self._local = threading.local()
+        sig: tuple[Any, ...]
+        if stride == 1:
+            sig = (arr(4), arr(4), arr(4), arr(1), arr(4), I64)
+            self._serial = typed(_conv._direct_serial, sig)
+            self._parallel = typed(_conv._direct_parallel, sig)
+        else:
+            sig = (arr(4), arr(4), arr(2), arr(1), arr(4), I64, I64)
+            self._serial = typed(_conv._conv_serial, sig)
+            self._parallel = typed(_conv._conv_parallel, sig)
+
+    def _scratch(self, shape: tuple[int, ...]) -> Array:
+        n = int(np.prod(shape))
+        buf: Array | None = getattr(self._local, "buf", None)
+        if buf is None or buf.size < n:
+            buf = self._local.buf = np.empty(n, np.float32)
+        return buf[:n].reshape(shape)
+
+    def __call__(self, x: Array, out: Array) -> None:
+        x = _c(x)
+        p = self.packed
+        batch, _, h, w = x.shape
+        ho, wo = conv_out_hw(h, w, self.stride)
+        parallel = batch * ho * wo * p.c_out * 9 * p.c_in >= _conv.PARALLEL_MIN_MACS
+        if self.stride == 1:
+            xp = self._scratch((batch, p.c_in, h + 2, w + 2))
+            fn = self._parallel if parallel else self._serial
+            fn(x, xp, p.w, p.bias, out, self.act)
+        else:
+            xp = self._scratch((batch, h + 2, w + 2, p.c_in))
+            fn = self._parallel if parallel else self._serial
+            fn(x, xp, p.wt, p.bias, out, self.stride, self.act)
+
+    def warm(self) -> None:
+        p = self.packed
+        for hw in (2, 64):
+            x = np.zeros((1, p.c_in, hw, hw), np.float32)
+            ho, wo = conv_out_hw(hw, hw, self.stride)
+            self(x, np.empty((1, p.c_out, ho, wo), np.float32))
+
+
+class GlobalAvgPool:
+    """``out[b, c] = mean(x[b, c, :, :])``."""
+
+    def __init__(self) -> None:
+        self._serial = typed(_conv._mean_rows, (arr(2), arr(1), I64, I64))
+        self._parallel = typed(_conv._mean_rows_parallel, (arr(2), arr(1)))
+
+    def __call__(self, x: Array, out: Array) -> None:
+        x = _c(x)
+        rows = x.shape[0] * x.shape[1]
+        x2 = x.reshape(rows, -1)
+        out1 = out.reshape(-1)
+        if x.size >= 1 << 16:
+            self._parallel(x2, out1)
+        else:
+            self._serial(x2, out1, 0, rows)
+
+    def warm(self) -> None:
+        for hw in (2, 64):
+            x = np.zeros((1, 16, hw, hw), np.float32)
+            self(x, np.empty((1, 16), np.float32))
+
+
+def warm_all(kernels: Sequence[Any]) -> None:
+    for k in kernels:
+        k.warm()
+
+
+__all__ = [
+    "Attention",
+    "Conv3x3",
+    "Dense",
+    "GlobalAvgPool",
+    "LayerNorm",
+    "Softmax",
+    "c_rows",
+    "typed",
+]
