@@ -144,6 +144,7 @@ class JitEngine:
             self.options.cache_mode,
             self.options.bucket_boundaries,
             self.options.adaptive_exact_after,
+            self.variables,
         )
         self._report: RegionReport | None = None
         self.skip_reason: str | None = None  # why no key of this function is compiled
