@@ -11,7 +11,12 @@ How a call flows (`JitEngine.__call__`):
    ``hot_threshold`` (and the function's SCD reaches ``scd_threshold``, and the budget has
    room, evicting the least recently used variant if needed) a record is queued;
 4. the call runs: in the variant if there was one, else in the interpreter (in adaptive
-   mode, a key waiting for its own variant uses its power-of-two bucket's variant);
+   mode, a key waiting for its own variant uses its power-of-two bucket's variant). A key
+   whose variant is not ready yet (not yet hot, or compiling) *borrows* the most recently
+   used ready variant whose code is shape-generic (`Variant.generic`: every step is right
+   for any dimension values), so once a function has one variant, no new shape waits in
+   the interpreter (counted as ``borrowed_calls``). Failed keys and bucket values below
+   the first boundary stay interpreted;
 5. **compile queue**: the queued job runs in the background worker (`worker.py`); the
    finished variant is installed by one dict assignment under the lock and serves the
    next call. A failure or timeout is recorded with its reason and the key is never
@@ -51,7 +56,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shapevm.jit import stats
+from shapevm.jit import preload, stats
 from shapevm.jit.compiler import CompileCancelled, Compiler, Variant
 from shapevm.jit.errors import JitCompileError, format_key
 from shapevm.jit.options import JitOptions
@@ -154,6 +159,8 @@ class JitEngine:
         self.counters = stats.Counters()
         with stats.LOCK:
             stats.ENGINES.add(self)
+        if self.options.enabled and self.options.background and _wants_native(self.options):
+            preload.start()
 
     # -- calls ------------------------------------------------------------------------------
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
@@ -211,7 +218,20 @@ class JitEngine:
                 shared = self._records.get(("pow2", tuple(pow2(v) for v in values)))
                 if shared is not None and shared.status == READY:
                     return self._hit(shared, now), job, None
+            if rec is None or rec.status in (QUEUED, COMPILING):
+                lender = self._lender()
+                if lender is not None:
+                    c.borrowed_calls += 1
+                    g.borrowed_calls += 1
+                    return self._hit(lender, now), job, None
             return None, job, None
+
+    def _lender(self) -> VariantRecord | None:
+        """The most recently used ready variant that serves any key (shape-generic)."""
+        for rec in reversed(self._records.values()):
+            if rec.status == READY and rec.variant is not None and rec.variant.generic:
+                return rec
+        return None
 
     def _hit(self, rec: VariantRecord, now: float) -> Variant | None:
         rec.hits += 1
@@ -352,6 +372,13 @@ class JitEngine:
             self.counters.reset()
             for rec in self._records.values():
                 rec.hits = 0
+
+
+def _wants_native(options: JitOptions) -> bool:
+    from shapevm.jit.native_lowering import NATIVE_LOWERINGS
+
+    names = options.lowerings
+    return names is None or any(n in NATIVE_LOWERINGS for n in names)
 
 
 __all__ = ["COMPILING", "EVICTED", "FAILED", "QUEUED", "READY", "JitEngine", "VariantRecord"]

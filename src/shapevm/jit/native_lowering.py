@@ -166,7 +166,7 @@ def packed_dense(w: Array, bias: Array | None, epilogue: str) -> Any:
     packed = PACKED.get(("dense",), arrays, make_packed)
 
     def make_kernel() -> Any:
-        kernel = entries.Dense(packed, epilogue)
+        kernel = entries.Dense(packed, epilogue, w)
         kernel.warm()
         return kernel
 
@@ -314,12 +314,12 @@ def build_dense(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowere
     label = f"dense {k}x{n}" + (" +bias" if bias is not None else "")
     label += f" {found.epilogue}" if found.epilogue != "none" else ""
     if not group.outs:
-        return Lowered("out", _nothing, (), "dense", label=label)
+        return Lowered("out", _nothing, (), "dense", label=label, shape_generic=True)
 
     def run(args: list[Any], outs: list[Any], frame: Any) -> None:
         kernel(args[ix], outs[0])
 
-    return Lowered("out", run, (), "dense", label=label)
+    return Lowered("out", run, (), "dense", label=label, shape_generic=True)
 
 
 # -- layer norm -------------------------------------------------------------------------------
@@ -465,14 +465,14 @@ def build_layer_norm(graph: RegionGraph, group: Group, ctx: CompileContext) -> L
     ir = group.ins.index(found.residual) if found.residual is not None else -1
     label = "layer_norm" + (" +residual" if residual else "")
     if not group.outs:
-        return Lowered("out", _nothing, (), "layer_norm", label=label)
+        return Lowered("out", _nothing, (), "layer_norm", label=label, shape_generic=True)
 
     def run(args: list[Any], outs: list[Any], frame: Any) -> None:
         gain = args[g] if isinstance(g, int) else g
         shift = args[b] if isinstance(b, int) else b
         kernel(args[ix], gain, shift, outs[0], args[ir] if ir >= 0 else None)
 
-    return Lowered("out", run, (), "layer_norm", label=label)
+    return Lowered("out", run, (), "layer_norm", label=label, shape_generic=True)
 
 
 # -- softmax ----------------------------------------------------------------------------------
@@ -572,12 +572,12 @@ def build_softmax(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowe
     ix = group.ins.index(found.x)
     label = "softmax" + (f" *{found.scale:g}" if found.scale != 1.0 else "")
     if not group.outs:
-        return Lowered("out", _nothing, (), "softmax", label=label)
+        return Lowered("out", _nothing, (), "softmax", label=label, shape_generic=True)
 
     def run(args: list[Any], outs: list[Any], frame: Any) -> None:
         kernel(args[ix], outs[0])
 
-    return Lowered("out", run, ((0, ix),), "softmax", label=label)
+    return Lowered("out", run, ((0, ix),), "softmax", label=label, shape_generic=True)
 
 
 # -- attention --------------------------------------------------------------------------------
@@ -693,7 +693,7 @@ def build_attention(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lo
     merged = found.merged
     label = f"attention *{found.scale:g}" + (" heads merged" if merged else "")
     if not group.outs:
-        return Lowered("out", _nothing, (), "attention", label=label)
+        return Lowered("out", _nothing, (), "attention", label=label, shape_generic=True)
 
     def run(args: list[Any], outs: list[Any], frame: Any) -> None:
         q = args[iq]
@@ -703,7 +703,7 @@ def build_attention(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lo
             out = out.reshape(b, s, h, dd).transpose(0, 2, 1, 3)
         kernel(q, args[ik], args[iv], out)
 
-    return Lowered("out", run, (), "attention", label=label)
+    return Lowered("out", run, (), "attention", label=label, shape_generic=True)
 
 
 # -- convolution and pooling ------------------------------------------------------------------
@@ -778,12 +778,12 @@ def build_conv(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowered
     label = f"conv3x3 {w.shape[1]}->{w.shape[0]} stride {found.stride}"
     label += f" {found.epilogue}" if found.epilogue != "none" else ""
     if not group.outs:
-        return Lowered("out", _nothing, (), "conv2d", label=label)
+        return Lowered("out", _nothing, (), "conv2d", label=label, shape_generic=True)
 
     def run(args: list[Any], outs: list[Any], frame: Any) -> None:
         kernel(args[ix], outs[0])
 
-    return Lowered("out", run, (), "conv2d", label=label)
+    return Lowered("out", run, (), "conv2d", label=label, shape_generic=True)
 
 
 def match_gap(graph: RegionGraph, pos: int) -> list[int] | None:
@@ -810,12 +810,14 @@ def build_gap(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowered:
 
     kernel = shared_kernel(("global_avg_pool",), make)
     if not group.outs:
-        return Lowered("out", _nothing, (), "global_avg_pool", label="global_avg_pool")
+        return Lowered(
+            "out", _nothing, (), "global_avg_pool", label="global_avg_pool", shape_generic=True
+        )
 
     def run(args: list[Any], outs: list[Any], frame: Any) -> None:
         kernel(args[0], outs[0])
 
-    return Lowered("out", run, (), "global_avg_pool", label="global_avg_pool")
+    return Lowered("out", run, (), "global_avg_pool", label="global_avg_pool", shape_generic=True)
 
 
 NATIVE_LOWERINGS = ("dense", "conv2d", "global_avg_pool", "attention", "layer_norm", "softmax")

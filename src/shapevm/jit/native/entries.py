@@ -9,13 +9,14 @@ at call time the arguments are brought to those types (C-contiguous, writable fl
 with cheap checks, and the checks of the public functions (`packed_matmul`...) are left
 out because the compiler has proved shapes and dtypes already.
 
-Every callable takes its inputs and a caller-provided ``out`` and returns nothing.
+Every callable takes its inputs and a caller-provided ``out`` and returns nothing. Kernels
+big enough to gain from numba's thread pool use it, except while compile work runs in the
+background (`shapevm.jit.worker.busy`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numba
@@ -28,6 +29,7 @@ from shapevm.jit.native import rowops as _rowops
 from shapevm.jit.native._core import ACTIVATIONS
 from shapevm.jit.native.conv import PackedConv, conv_out_hw
 from shapevm.jit.native.gemm import Packed
+from shapevm.jit.worker import busy
 
 Array = np.ndarray[Any, Any]
 nt: Any = _types  # numba's type objects (its stubs do not cover building them from names)
@@ -59,6 +61,65 @@ def typed(dispatcher: Any, *sigs: tuple[Any, ...]) -> Any:
         return found
 
 
+# The argument types of every entry point: fixed, whatever the model.
+MATMUL_SIG = (arr(2), arr(2), arr(1), arr(2), I64)  # x, wt, bias, out, act
+EPILOGUE_SIG = (arr(2), arr(1), I64)  # out, bias, act
+
+
+def ln_sig(residual: bool) -> tuple[Any, ...]:
+    return (arr(2), arr(2) if residual else nt.none, arr(1), arr(1), F32, arr(2))
+
+
+SOFTMAX_SIG = (arr(2), arr(2), F32)  # x, out, scale
+ATTENTION_SIG = (arr(4, "A"),) * 4 + (F32,)  # q, k, v, out, scale
+DIRECT_SIG = (arr(4), arr(4), arr(4), arr(1), arr(4), I64)  # x, xp, w, bias, out, act
+TILES_SIG = (arr(4), arr(4), arr(2), arr(1), arr(4), I64, I64)  # ..., stride, act
+MEAN_ROWS_SIG = (arr(2), arr(1), I64, I64)
+MEAN_ROWS_PARALLEL_SIG = (arr(2), arr(1))
+
+
+def library() -> list[tuple[Any, tuple[Any, ...]]]:
+    """Every (dispatcher, signature) the compiled regions call."""
+    return [
+        (_gemm._gemm_serial, MATMUL_SIG),
+        (_gemm._gemm_parallel, MATMUL_SIG),
+        (_gemm._epilogue, EPILOGUE_SIG),
+        (_rowops._ln_serial, ln_sig(False)),
+        (_rowops._ln_parallel, ln_sig(False)),
+        (_rowops._ln_serial, ln_sig(True)),
+        (_rowops._ln_parallel, ln_sig(True)),
+        (_rowops._softmax_serial, SOFTMAX_SIG),
+        (_rowops._softmax_parallel, SOFTMAX_SIG),
+        (_rowops._attention_serial, ATTENTION_SIG),
+        (_rowops._attention_parallel, ATTENTION_SIG),
+        (_conv._direct_serial, DIRECT_SIG),
+        (_conv._direct_parallel, DIRECT_SIG),
+        (_conv._conv_serial, TILES_SIG),
+        (_conv._conv_parallel, TILES_SIG),
+        (_conv._mean_rows, MEAN_ROWS_SIG),
+        (_conv._mean_rows_parallel, MEAN_ROWS_PARALLEL_SIG),
+    ]
+
+
+def build_library() -> int:
+    """Load (or compile, once per installation) every entry point; how many there are."""
+    entries = library()
+    for dispatcher, sig in entries:
+        typed(dispatcher, sig)
+    return len(entries)
+
+
+BLAS_MIN_ROWS = 1 << 62
+"""Rows from which a dense layer calls NumPy's BLAS instead of the packed kernel: off.
+
+Standalone, OpenBLAS beats the packed kernel from about 48 rows (`gemm.choose_gemm`). In a
+process that also runs numba's parallel kernels, though, two thread pools take turns on the
+cores: each pool's workers busy-wait after a call, and on two cores a call of one pool
+waits for the other's spinning threads to be descheduled (measured on W1's stream: 5 ms
+per call at 64 rows instead of 1.6). So compiled regions use one pool, numba's.
+"""
+
+
 def c_rows(x: Array, k: int) -> Array:
     """``x`` as a C-contiguous writable float32 matrix of rows of ``k`` (a copy only when it
     must be)."""
@@ -77,17 +138,21 @@ def _c(x: Array) -> Array:
 
 
 class Dense:
-    """``out = act(x @ w + bias)`` against weights packed once; x is [..., K], out [..., N]."""
+    """``out = act(x @ w + bias)`` against weights packed once; x is [..., K], out [..., N].
 
-    def __init__(self, packed: Packed, epilogue: str = "none") -> None:
+    ``w``: the weights as given (C-contiguous [K, N]) for the BLAS path; without it that
+    path is never taken. Rows from `BLAS_MIN_ROWS` on go to BLAS (see there why its
+    default is off).
+    """
+
+    def __init__(self, packed: Packed, epilogue: str = "none", w: Array | None = None) -> None:
         self.packed = packed
         self.act = ACTIVATIONS[epilogue]
         self.k, self.n = packed.k, packed.n
-        mat = (arr(2), arr(2), arr(1), arr(2), I64)
-        self._serial = typed(_gemm._gemm_serial, mat)
-        self._parallel = typed(_gemm._gemm_parallel, mat)
-        self._epilogue = typed(_gemm._epilogue, (arr(2), arr(1), I64))
-        self._w = np.ascontiguousarray(packed.w)  # [K, N] for BLAS
+        self._serial = typed(_gemm._gemm_serial, MATMUL_SIG)
+        self._parallel = typed(_gemm._gemm_parallel, MATMUL_SIG)
+        self._epilogue = typed(_gemm._epilogue, EPILOGUE_SIG)
+        self._w = w if w is not None and w.flags.c_contiguous else None
         self._blas_epilogue = packed.has_bias or self.act != 0
 
     def __call__(self, x: Array, out: Array) -> None:
@@ -97,22 +162,22 @@ class Dense:
             return
         out2 = out.reshape(m, self.n)
         p = self.packed
-        if m >= _gemm.BLAS_MIN_ROWS:
+        if m >= BLAS_MIN_ROWS and self._w is not None:
             np.matmul(x2, self._w, out=out2)
             if self._blas_epilogue:
                 self._epilogue(out2, p.bias, self.act)
-        elif m * self.k * self.n >= _gemm.PARALLEL_MIN_MACS:
+        elif m * self.k * self.n >= _gemm.PARALLEL_MIN_MACS and not busy():
             self._parallel(x2, p.wt, p.bias, out2, self.act)
         else:
             self._serial(x2, p.wt, p.bias, out2, self.act)
 
     def warm(self) -> None:
-        """Run every path once (threads started, pages touched)."""
-        for m in (1, max(1, _gemm.PARALLEL_MIN_MACS // (self.k * self.n) + 1), 48):
-            if m >= _gemm.BLAS_MIN_ROWS and m < 48:
-                continue
-            x = np.zeros((m, self.k), np.float32)
-            self(x, np.empty((m, self.n), np.float32))
+        """Call each kernel once on one row (the thread pool starts, pages are touched)."""
+        p = self.packed
+        x = np.zeros((1, self.k), np.float32)
+        out = np.empty((1, self.n), np.float32)
+        self._serial(x, p.wt, p.bias, out, self.act)
+        self._parallel(x, p.wt, p.bias, out, self.act)
 
 
 # -------------------------------------------------------------------------- layer norm
@@ -124,8 +189,7 @@ class LayerNorm:
     def __init__(self, eps: float, residual: bool) -> None:
         self.eps = np.float32(eps)
         self.residual = residual
-        r = arr(2) if residual else nt.none
-        sig = (arr(2), r, arr(1), arr(1), F32, arr(2))
+        sig = ln_sig(residual)
         self._serial = typed(_rowops._ln_serial, sig)
         self._parallel = typed(_rowops._ln_parallel, sig)
 
@@ -136,14 +200,16 @@ class LayerNorm:
         x2 = c_rows(x, d)
         r2 = c_rows(residual, d) if residual is not None else None
         out2 = out.reshape(-1, d)
-        fn = self._parallel if out2.size >= _rowops.PARALLEL_MIN_ELEMENTS else self._serial
+        parallel = out2.size >= _rowops.PARALLEL_MIN_ELEMENTS and not busy()
+        fn = self._parallel if parallel else self._serial
         fn(x2, r2, _c(gamma), _c(beta), self.eps, out2)
 
     def warm(self, d: int) -> None:
         g = np.ones(d, np.float32)
-        for rows in (1, _rowops.PARALLEL_MIN_ELEMENTS // d + 1):
-            x = np.zeros((rows, d), np.float32)
-            self(x, g, g, np.empty_like(x), x.copy() if self.residual else None)
+        x = np.zeros((1, d), np.float32)
+        r = x.copy() if self.residual else None
+        for fn in (self._serial, self._parallel):
+            fn(x, r, g, g, self.eps, np.empty_like(x))
 
 
 # ----------------------------------------------------------------------------- softmax
@@ -154,21 +220,21 @@ class Softmax:
 
     def __init__(self, scale: float) -> None:
         self.scale = np.float32(scale)
-        sig = (arr(2), arr(2), F32)
-        self._serial = typed(_rowops._softmax_serial, sig)
-        self._parallel = typed(_rowops._softmax_parallel, sig)
+        self._serial = typed(_rowops._softmax_serial, SOFTMAX_SIG)
+        self._parallel = typed(_rowops._softmax_parallel, SOFTMAX_SIG)
 
     def __call__(self, x: Array, out: Array) -> None:
         d = out.shape[-1]
         x2 = c_rows(x, d)
         out2 = out.reshape(-1, d)
-        fn = self._parallel if out2.size >= _rowops.PARALLEL_MIN_ELEMENTS else self._serial
+        parallel = out2.size >= _rowops.PARALLEL_MIN_ELEMENTS and not busy()
+        fn = self._parallel if parallel else self._serial
         fn(x2, out2, self.scale)
 
     def warm(self, d: int) -> None:
-        for rows in (1, _rowops.PARALLEL_MIN_ELEMENTS // d + 1):
-            x = np.zeros((rows, d), np.float32)
-            self(x, np.empty_like(x))
+        x = np.zeros((1, d), np.float32)
+        for fn in (self._serial, self._parallel):
+            fn(x, np.empty_like(x), self.scale)
 
 
 # --------------------------------------------------------------------------- attention
@@ -180,10 +246,8 @@ class Attention:
 
     def __init__(self, scale: float) -> None:
         self.scale = np.float32(scale)
-        a = arr(4, "A")
-        sig = (a, a, a, a, F32)
-        self._serial = typed(_rowops._attention_serial, sig)
-        self._parallel = typed(_rowops._attention_parallel, sig)
+        self._serial = typed(_rowops._attention_serial, ATTENTION_SIG)
+        self._parallel = typed(_rowops._attention_parallel, ATTENTION_SIG)
 
     def __call__(self, q: Array, k: Array, v: Array, out: Array) -> None:
         if q.dtype != np.float32 or not q.flags.writeable:
@@ -193,15 +257,15 @@ class Attention:
         if v.dtype != np.float32 or not v.flags.writeable:
             v = np.array(v, np.float32)
         heads = q.shape[0] * q.shape[1]
-        if heads > 1 and q.size * k.shape[2] >= _rowops.PARALLEL_MIN_ELEMENTS:
+        if heads > 1 and q.size * k.shape[2] >= _rowops.PARALLEL_MIN_ELEMENTS and not busy():
             self._parallel(q, k, v, out, self.scale)
         else:
             self._serial(q, k, v, out, self.scale)
 
     def warm(self, d: int) -> None:
-        for s in (2, 64):
-            q = np.zeros((2, 2, s, d), np.float32)
-            self(q, q, q, np.empty_like(q))
+        q = np.zeros((1, 2, 2, d), np.float32)
+        for fn in (self._serial, self._parallel):
+            fn(q, q, q, np.empty_like(q), self.scale)
 
 
 # ------------------------------------------------------------------------- convolution
@@ -216,15 +280,12 @@ class Conv3x3:
         self.stride = stride
         self.act = ACTIVATIONS[epilogue]
         self._local = threading.local()
-        sig: tuple[Any, ...]
         if stride == 1:
-            sig = (arr(4), arr(4), arr(4), arr(1), arr(4), I64)
-            self._serial = typed(_conv._direct_serial, sig)
-            self._parallel = typed(_conv._direct_parallel, sig)
+            self._serial = typed(_conv._direct_serial, DIRECT_SIG)
+            self._parallel = typed(_conv._direct_parallel, DIRECT_SIG)
         else:
-            sig = (arr(4), arr(4), arr(2), arr(1), arr(4), I64, I64)
-            self._serial = typed(_conv._conv_serial, sig)
-            self._parallel = typed(_conv._conv_parallel, sig)
+            self._serial = typed(_conv._conv_serial, TILES_SIG)
+            self._parallel = typed(_conv._conv_parallel, TILES_SIG)
 
     def _scratch(self, shape: tuple[int, ...]) -> Array:
         n = int(np.prod(shape))
@@ -239,6 +300,7 @@ class Conv3x3:
         batch, _, h, w = x.shape
         ho, wo = conv_out_hw(h, w, self.stride)
         parallel = batch * ho * wo * p.c_out * 9 * p.c_in >= _conv.PARALLEL_MIN_MACS
+        parallel = parallel and not busy()
         if self.stride == 1:
             xp = self._scratch((batch, p.c_in, h + 2, w + 2))
             fn = self._parallel if parallel else self._serial
@@ -250,38 +312,38 @@ class Conv3x3:
 
     def warm(self) -> None:
         p = self.packed
-        for hw in (2, 64):
-            x = np.zeros((1, p.c_in, hw, hw), np.float32)
-            ho, wo = conv_out_hw(hw, hw, self.stride)
-            self(x, np.empty((1, p.c_out, ho, wo), np.float32))
+        x = np.zeros((1, p.c_in, 2, 2), np.float32)
+        ho, wo = conv_out_hw(2, 2, self.stride)
+        out = np.empty((1, p.c_out, ho, wo), np.float32)
+        for fn in (self._serial, self._parallel):
+            if self.stride == 1:
+                fn(x, self._scratch((1, p.c_in, 4, 4)), p.w, p.bias, out, self.act)
+            else:
+                fn(x, self._scratch((1, 4, 4, p.c_in)), p.wt, p.bias, out, self.stride, self.act)
 
 
 class GlobalAvgPool:
     """``out[b, c] = mean(x[b, c, :, :])``."""
 
     def __init__(self) -> None:
-        self._serial = typed(_conv._mean_rows, (arr(2), arr(1), I64, I64))
-        self._parallel = typed(_conv._mean_rows_parallel, (arr(2), arr(1)))
+        self._serial = typed(_conv._mean_rows, MEAN_ROWS_SIG)
+        self._parallel = typed(_conv._mean_rows_parallel, MEAN_ROWS_PARALLEL_SIG)
 
     def __call__(self, x: Array, out: Array) -> None:
         x = _c(x)
         rows = x.shape[0] * x.shape[1]
         x2 = x.reshape(rows, -1)
         out1 = out.reshape(-1)
-        if x.size >= 1 << 16:
+        if x.size >= 1 << 16 and not busy():
             self._parallel(x2, out1)
         else:
             self._serial(x2, out1, 0, rows)
 
     def warm(self) -> None:
-        for hw in (2, 64):
-            x = np.zeros((1, 16, hw, hw), np.float32)
-            self(x, np.empty((1, 16), np.float32))
-
-
-def warm_all(kernels: Sequence[Any]) -> None:
-    for k in kernels:
-        k.warm()
+        x2 = np.zeros((2, 4), np.float32)
+        out1 = np.empty(2, np.float32)
+        self._serial(x2, out1, 0, 2)
+        self._parallel(x2, out1)
 
 
 __all__ = [
@@ -291,6 +353,8 @@ __all__ = [
     "GlobalAvgPool",
     "LayerNorm",
     "Softmax",
+    "build_library",
     "c_rows",
+    "library",
     "typed",
 ]
