@@ -26,6 +26,7 @@ from numba import types as _types
 from shapevm.jit.native import conv as _conv
 from shapevm.jit.native import gemm as _gemm
 from shapevm.jit.native import rowops as _rowops
+from shapevm.jit.native import ukernel as _ukernel
 from shapevm.jit.native._core import ACTIVATIONS
 from shapevm.jit.native.conv import PackedConv, conv_out_hw
 from shapevm.jit.native.gemm import Packed
@@ -63,7 +64,7 @@ def typed(dispatcher: Any, *sigs: tuple[Any, ...]) -> Any:
 
 # The argument types of every entry point: fixed, whatever the model.
 MATMUL_SIG = (arr(2), arr(2), arr(1), arr(2), I64)  # x, wt, bias, out, act
-EPILOGUE_SIG = (arr(2), arr(1), I64)  # out, bias, act
+TILES_GEMM_SIG = (arr(2), arr(1), arr(3), arr(1), arr(2), I64)  # x, ap, panels, bias, out, act
 
 
 def ln_sig(residual: bool) -> tuple[Any, ...]:
@@ -83,7 +84,8 @@ def library() -> list[tuple[Any, tuple[Any, ...]]]:
     return [
         (_gemm._gemm_serial, MATMUL_SIG),
         (_gemm._gemm_parallel, MATMUL_SIG),
-        (_gemm._epilogue, EPILOGUE_SIG),
+        (_ukernel.gemm_serial, TILES_GEMM_SIG),
+        (_ukernel.gemm_parallel, TILES_GEMM_SIG),
         (_rowops._ln_serial, ln_sig(False)),
         (_rowops._ln_parallel, ln_sig(False)),
         (_rowops._ln_serial, ln_sig(True)),
@@ -109,14 +111,14 @@ def build_library() -> int:
     return len(entries)
 
 
-BLAS_MIN_ROWS = 1 << 62
-"""Rows from which a dense layer calls NumPy's BLAS instead of the packed kernel: off.
+TILE_MIN_ROWS = 5
+"""Rows from which dense layers use the micro-kernel tiles (measured on W1 and W3 shapes:
+1.2-1.9x the dot-product kernels from 6 rows on, slower below 5).
 
-Standalone, OpenBLAS beats the packed kernel from about 48 rows (`gemm.choose_gemm`). In a
-process that also runs numba's parallel kernels, though, two thread pools take turns on the
-cores: each pool's workers busy-wait after a call, and on two cores a call of one pool
-waits for the other's spinning threads to be descheduled (measured on W1's stream: 5 ms
-per call at 64 rows instead of 1.6). So compiled regions use one pool, numba's.
+Compiled regions never call NumPy's BLAS: in a process that also runs numba's parallel
+kernels, two thread pools take turns on the cores; each pool's workers busy-wait after a
+call, and on two cores a call of one pool waits for the other's spinning threads to be
+descheduled (measured on W1's stream: 5 ms per call at 64 rows instead of 1.6).
 """
 
 
@@ -140,20 +142,33 @@ def _c(x: Array) -> Array:
 class Dense:
     """``out = act(x @ w + bias)`` against weights packed once; x is [..., K], out [..., N].
 
-    ``w``: the weights as given (C-contiguous [K, N]) for the BLAS path; without it that
-    path is never taken. Rows from `BLAS_MIN_ROWS` on go to BLAS (see there why its
-    default is off).
+    From `TILE_MIN_ROWS` rows on, the register-blocked micro-kernel of `ukernel` (weights
+    in 16-column panels, `ukernel.pack_b16`); below, where a 6-row tile would mostly
+    multiply zeros, the dot-product kernels of `gemm` (weights transposed, `pack_weights`).
+    ``w`` is the weights as given ([K, N]), packed for the tiles (``packed.w`` if omitted).
     """
 
     def __init__(self, packed: Packed, epilogue: str = "none", w: Array | None = None) -> None:
         self.packed = packed
         self.act = ACTIVATIONS[epilogue]
         self.k, self.n = packed.k, packed.n
+        self.panels = _ukernel.pack_b16(packed.w if w is None else w)
         self._serial = typed(_gemm._gemm_serial, MATMUL_SIG)
         self._parallel = typed(_gemm._gemm_parallel, MATMUL_SIG)
-        self._epilogue = typed(_gemm._epilogue, EPILOGUE_SIG)
-        self._w = w if w is not None and w.flags.c_contiguous else None
-        self._blas_epilogue = packed.has_bias or self.act != 0
+        self._tiles = typed(_ukernel.gemm_serial, TILES_GEMM_SIG)
+        self._tiles_parallel = typed(_ukernel.gemm_parallel, TILES_GEMM_SIG)
+        self._local = threading.local()
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.packed.nbytes + self.panels.nbytes)
+
+    def _scratch(self, m: int) -> Array:
+        n = -(-m // _ukernel.MR) * _ukernel.MR * self.k
+        buf: Array | None = getattr(self._local, "ap", None)
+        if buf is None or buf.size < n:
+            buf = self._local.ap = np.empty(n, np.float32)
+        return buf
 
     def __call__(self, x: Array, out: Array) -> None:
         x2 = c_rows(x, self.k)
@@ -162,22 +177,28 @@ class Dense:
             return
         out2 = out.reshape(m, self.n)
         p = self.packed
-        if m >= BLAS_MIN_ROWS and self._w is not None:
-            np.matmul(x2, self._w, out=out2)
-            if self._blas_epilogue:
-                self._epilogue(out2, p.bias, self.act)
-        elif m * self.k * self.n >= _gemm.PARALLEL_MIN_MACS and not busy():
+        parallel = m * self.k * self.n >= _gemm.PARALLEL_MIN_MACS and not busy()
+        if m >= TILE_MIN_ROWS:
+            fn = self._tiles_parallel if parallel else self._tiles
+            fn(x2, self._scratch(m), self.panels, p.bias, out2, self.act)
+        elif parallel:
             self._parallel(x2, p.wt, p.bias, out2, self.act)
         else:
             self._serial(x2, p.wt, p.bias, out2, self.act)
 
     def warm(self) -> None:
-        """Call each kernel once on one row (the thread pool starts, pages are touched)."""
+        """Call each kernel once (the thread pool starts, pages are touched)."""
         p = self.packed
-        x = np.zeros((1, self.k), np.float32)
-        out = np.empty((1, self.n), np.float32)
-        self._serial(x, p.wt, p.bias, out, self.act)
-        self._parallel(x, p.wt, p.bias, out, self.act)
+        for m in (1, TILE_MIN_ROWS):
+            x = np.zeros((m, self.k), np.float32)
+            out = np.empty((m, self.n), np.float32)
+            if m < TILE_MIN_ROWS:
+                self._serial(x, p.wt, p.bias, out, self.act)
+                self._parallel(x, p.wt, p.bias, out, self.act)
+            else:
+                ap = self._scratch(m)
+                self._tiles(x, ap, self.panels, p.bias, out, self.act)
+                self._tiles_parallel(x, ap, self.panels, p.bias, out, self.act)
 
 
 # -------------------------------------------------------------------------- layer norm
