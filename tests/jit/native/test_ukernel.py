@@ -48,3 +48,38 @@ def test_dense_entry_switches_kernels_by_rows_and_agrees() -> None:
     out3 = np.empty((2, 7, 50), np.float32)
     dense(x3, out3)
     assert rel_err(out3, np.maximum(x3.astype(np.float64) @ w + b, 0)) < 1e-5
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_conv_tiles_on_odd_sizes(stride: int, parallel: bool) -> None:
+    from tests.jit.native.reference import conv3x3
+
+    rng = np.random.default_rng(5)
+    fn = ukernel.conv3x3_parallel if parallel else ukernel.conv3x3_serial
+    for batch, c_in, c_out, h, w in [(1, 8, 6, 1, 1), (2, 9, 7, 5, 17), (1, 16, 13, 33, 40)]:
+        x = rng.standard_normal((batch, c_in, h, w)).astype(np.float32)
+        wt = (rng.standard_normal((c_out, c_in, 3, 3)) / np.sqrt(9 * c_in)).astype(np.float32)
+        b = rng.standard_normal(c_out).astype(np.float32)
+        n, _ = ukernel.phase_shape(batch, c_in, h, w, stride)
+        ho, wo = (h - 1) // stride + 1, (w - 1) // stride + 1
+        out = np.full((batch, c_out, ho, wo), np.nan, np.float32)
+        fn(x, np.empty(n, np.float32), ukernel.pack_conv_a6(wt), b, out, stride, 1)
+        ref = np.maximum(conv3x3(x, wt, b, stride), 0.0)
+        assert rel_err(out, ref) < 1e-5, (batch, c_in, c_out, h, w)
+
+
+def test_conv_entry_uses_tiles_from_eight_channels() -> None:
+    from shapevm.jit.native import pack_conv3x3
+    from tests.jit.native.reference import conv3x3
+
+    rng = np.random.default_rng(6)
+    for c_in, tiles in [(3, False), (8, True)]:
+        wt = rng.standard_normal((10, c_in, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(10).astype(np.float32)
+        conv = entries.Conv3x3(pack_conv3x3(wt, b), 1, "relu")
+        assert conv.tiles == tiles
+        x = rng.standard_normal((2, c_in, 19, 23)).astype(np.float32)
+        out = np.empty((2, 10, 19, 23), np.float32)
+        conv(x, out)
+        assert rel_err(out, np.maximum(conv3x3(x, wt, b, 1), 0.0)) < 1e-5

@@ -36,7 +36,7 @@ from numba import prange, types
 from numba.core import cgutils as _cgutils
 from numba.extending import intrinsic
 
-from shapevm.jit.native._core import act_rows_inplace, kernel, parallel_kernel
+from shapevm.jit.native._core import act_rows_inplace, act_vec_inplace, kernel, parallel_kernel
 
 MR: Final = 6
 """Rows of a tile (broadcast from A)."""
@@ -273,13 +273,157 @@ def gemm_parallel(x: Any, ap: Any, bp: Any, bias: Any, out: Any, act: int) -> No
         _panel(ap, bp, bias, out, act, jb)
 
 
+# ------------------------------------------------------------------- 3x3 convolution
+
+
+def pack_conv_a6(w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A 3x3 convolution weight ``w: f32[Co, Ci, 3, 3]`` as panels of six output channels,
+    ``a[((cb K) + k) 6 + r] = w[6 cb + r, ci, ky, kx]`` with ``k = 9 ci + 3 ky + kx``,
+    ``K = 9 Ci`` (zeros past Co).
+
+    >>> import numpy as np
+    >>> a = pack_conv_a6(np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3))
+    >>> a.shape, a[:4].tolist()
+    ((54,), [0.0, 9.0, 0.0, 0.0])
+    """
+    co, ci = w.shape[:2]
+    k = 9 * ci
+    panels = -(-co // MR)
+    padded = np.zeros((panels * MR, k), np.float32)
+    padded[:co] = w.reshape(co, k)
+    out: np.ndarray[Any, Any] = np.ascontiguousarray(
+        padded.reshape(panels, MR, k).transpose(0, 2, 1)
+    ).reshape(-1)
+    return out
+
+
+def phase_shape(batch: int, c_in: int, h: int, w: int, stride: int) -> tuple[int, int]:
+    """``(floats, row width)`` of the zero-bordered, column-phase-split copy of the input
+    that `conv3x3_serial` reads (16 floats of slack at the end)."""
+    wp = -(-(w + 2) // stride)
+    return stride * batch * c_in * (h + 2) * wp + NR, wp
+
+
+@kernel
+def _fill_phases(x: Any, xp: Any, stride: int, wp: int, b: int, c: int) -> None:
+    """Plane ``(b, c)`` of ``x`` with a zero border of 1 into ``xp``: padded column ``col``
+    goes to phase ``col % stride`` at ``col // stride`` (so that the taps of 16 neighbouring
+    output pixels are 16 consecutive floats whatever the stride)."""
+    c_in, h, w = x.shape[1], x.shape[2], x.shape[3]
+    hp = h + 2
+    phase = x.shape[0] * c_in * hp * wp
+    plane = (b * c_in + c) * hp * wp
+    for p in range(stride):
+        # padded column j * stride + p holds x column j * stride + p - 1 for j in [lo, hi)
+        lo = 1 if p == 0 else 0
+        hi = min(wp, (w - p) // stride + 1)
+        for row in range(hp):
+            dst = xp[p * phase + plane + row * wp : p * phase + plane + (row + 1) * wp]
+            if row == 0 or row == hp - 1:
+                for j in range(wp):
+                    dst[j] = 0.0
+                continue
+            src = x[b, c, row - 1]
+            for j in range(lo):
+                dst[j] = 0.0
+            if stride == 1:
+                inner = dst[lo:hi]
+                part = src[lo - 1 : hi - 1]
+                for j in range(inner.size):
+                    inner[j] = part[j]
+            else:
+                for j in range(lo, hi):
+                    dst[j] = src[j * stride + p - 1]
+            for j in range(max(hi, lo), wp):
+                dst[j] = 0.0
+
+
+@kernel
+def _conv_offsets(c_in: int, h: int, wp: int, stride: int, phase: int, offs: Any) -> None:
+    hp = h + 2
+    for ci in range(c_in):
+        for ky in range(3):
+            for kx in range(3):
+                k = (ci * 3 + ky) * 3 + kx
+                offs[k] = (kx % stride) * phase + (ci * hp + ky) * wp + kx // stride
+
+
+@kernel
+def _conv_row(
+    xp: Any, offs: Any, aw: Any, bias: Any, out: Any, stride: int, wp: int, act: int, t: int
+) -> None:
+    """Output row ``t`` (``b = t // Ho``, ``y = t % Ho``), every channel and pixel."""
+    batch, c_out, ho, wo = out.shape
+    k = offs.size
+    c_in = k // 9
+    hp = (xp.size - NR) // (stride * batch * c_in * wp)
+    b = t // ho
+    y = t % ho
+    base_row = (b * c_in * hp + y * stride) * wp
+    flat = out.reshape(batch * c_out * ho * wo)
+    tile = np.empty((MR, NR), np.float32)
+    # Pixel tiles outside, channel panels inside: the input taps of a tile (9 C_in runs of
+    # 16 floats) stay in L1 while every panel of weights passes over them.
+    for x0 in range(0, wo, NR):
+        for cb in range(-(-c_out // MR)):
+            co0 = cb * MR
+            mr = min(MR, c_out - co0)
+            a_off = cb * k * MR
+            c_off = ((b * c_out + co0) * ho + y) * wo + x0
+            if x0 + NR <= wo:
+                tile_6x16_indirect(
+                    aw, a_off, xp, base_row + x0, offs, k, flat, c_off, ho * wo, mr, False
+                )
+                for r in range(mr):
+                    o = flat[c_off + r * ho * wo : c_off + r * ho * wo + NR]
+                    act_vec_inplace(o, bias[co0 + r], act)
+            else:
+                tile_6x16_indirect(aw, a_off, xp, base_row + x0, offs, k, tile, 0, NR, mr, False)
+                for r in range(mr):
+                    o = flat[c_off + r * ho * wo : c_off + r * ho * wo + (wo - x0)]
+                    for j in range(wo - x0):
+                        o[j] = tile[r, j]
+                    act_vec_inplace(o, bias[co0 + r], act)
+
+
+@kernel
+def conv3x3_serial(x: Any, xp: Any, aw: Any, bias: Any, out: Any, stride: int, act: int) -> None:
+    """``out = act(conv3x3(x, w, padding=1, stride) + bias)`` in NCHW, every tile on the
+    micro-kernel; ``aw = pack_conv_a6(w)``, ``xp`` scratch of `phase_shape` floats."""
+    batch, c_in, h, w = x.shape
+    wp = -(-(w + 2) // stride)
+    for t in range(batch * c_in):
+        _fill_phases(x, xp, stride, wp, t // c_in, t % c_in)
+    offs = np.empty(9 * c_in, np.int64)
+    _conv_offsets(c_in, h, wp, stride, batch * c_in * (h + 2) * wp, offs)
+    for t in range(batch * out.shape[2]):
+        _conv_row(xp, offs, aw, bias, out, stride, wp, act, t)
+
+
+@parallel_kernel
+def conv3x3_parallel(x: Any, xp: Any, aw: Any, bias: Any, out: Any, stride: int, act: int) -> None:
+    """`conv3x3_serial` with planes and output rows spread over numba's threads."""
+    batch, c_in, h, w = x.shape
+    wp = -(-(w + 2) // stride)
+    for t in prange(batch * c_in):
+        _fill_phases(x, xp, stride, wp, t // c_in, t % c_in)
+    offs = np.empty(9 * c_in, np.int64)
+    _conv_offsets(c_in, h, wp, stride, batch * c_in * (h + 2) * wp, offs)
+    for t in prange(batch * out.shape[2]):
+        _conv_row(xp, offs, aw, bias, out, stride, wp, act, t)
+
+
 __all__ = [
     "MR",
     "NR",
+    "conv3x3_parallel",
+    "conv3x3_serial",
     "gemm_parallel",
     "gemm_serial",
     "pack_a6",
     "pack_b16",
+    "pack_conv_a6",
+    "phase_shape",
     "tile_6x16",
     "tile_6x16_indirect",
 ]
