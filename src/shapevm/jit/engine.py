@@ -22,8 +22,10 @@ How a call flows (`JitEngine.__call__`):
    next call. A failure or timeout is recorded with its reason and the key is never
    retried; with ``fallback=False`` the key's calls then raise `JitCompileError`.
 
-With ``background=False`` the compile runs in the triggering call, after it is decided and
-before that call runs (still interpreted), so the next call finds the variant ready.
+A background compile is queued when the call that made its key hot returns (so that call
+runs alone). With ``background=False`` the compile runs in the triggering call, after it
+is decided and before that call runs (still interpreted), so the next call finds the
+variant ready.
 
 Threads: bookkeeping happens under `stats.LOCK`; compiled regions use per-thread arenas;
 variants are immutable once installed, and an evicted variant stays valid for calls that
@@ -178,13 +180,19 @@ class JitEngine:
             self.report  # noqa: B018  (outside the lock: type inference takes milliseconds)
         values = tuple(env[v] for v in self.variables)
         variant, job, failed = self._decide(values)
-        if job is not None:
-            self._submit(job)
-        if failed is not None:
-            raise JitCompileError(self.name, failed.key, failed.reason)
-        if variant is not None:
-            return self._traced(variant.plan_for(env)).run(arrays)
-        return self._traced(self.executable.plan_for(env)).run(arrays)
+        if job is not None and not self.options.background:
+            self._submit(job)  # compiled now, so that the next call finds the variant
+            job = None
+        try:
+            if failed is not None:
+                raise JitCompileError(self.name, failed.key, failed.reason)
+            plan = variant.plan_for(env) if variant is not None else self.executable.plan_for(env)
+            return self._traced(plan).run(arrays)
+        finally:
+            # A background compile starts once the call that made its key hot has returned:
+            # that call does not share the cores and the GIL with it.
+            if job is not None:
+                self._submit(job)
 
     def _traced(self, plan: Plan) -> Plan:
         rec = bctrace.ACTIVE
