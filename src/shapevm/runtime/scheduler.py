@@ -144,24 +144,48 @@ def _add(db: Db, variants: Sequence[KernelVariant], devices: Sequence[str]) -> D
     return new
 
 
+_REFERENCE_DOC = "the op table's NumPy kernel"
+_referenced: set[str] = set()  # ops that have their reference variant
+
+
+def _reference_variants(infos: Sequence[OpInfo]) -> None:
+    """Give ``infos`` their reference variant (those that have none yet); under `_lock`."""
+    global _db, _defaults
+    refs = [
+        KernelVariant(info.name, REFERENCE, info.kernel, supported_dtypes(info), doc=_REFERENCE_DOC)
+        for info in infos
+        if info.name not in _referenced
+    ]
+    for ref in refs:
+        _variants.setdefault(ref.op, {})[REFERENCE] = ref
+        _referenced.add(ref.op)
+    if refs:
+        _defaults = _add(_defaults, refs, DEVICES)
+        _db = _add(_db, refs, DEVICES)
+
+
 def _sync() -> None:
     """Give ops registered since the last call their reference variant (on first use, not at
     import, so that importing the runtime stays cheap)."""
-    global _synced, _db, _defaults
+    global _synced
     if len(all_ops()) == _synced:
         return
     with _lock:
         ops = all_ops()
-        doc = "the op table's NumPy kernel"
-        refs = [
-            KernelVariant(info.name, REFERENCE, info.kernel, supported_dtypes(info), doc=doc)
-            for info in ops[_synced:]
-        ]
-        for ref in refs:
-            _variants.setdefault(ref.op, {})[REFERENCE] = ref
-        _defaults = _add(_defaults, refs, DEVICES)
-        _db = _add(_db, refs, DEVICES)
+        _reference_variants(ops[_synced:])
         _synced = len(ops)
+
+
+def _sync_op(op: str) -> None:
+    """The reference variant of ``op`` alone: choosing its kernel needs no other op's (a
+    process that runs a few ops does not work out the dtypes of the whole table)."""
+    if op in _referenced:
+        return
+    info = get_op(op)
+    if info is None:
+        return
+    with _lock:
+        _reference_variants([info])
 
 
 def register_variant(variant: KernelVariant, devices: Sequence[str] = DEVICES) -> KernelVariant:
@@ -195,7 +219,7 @@ def choose_kernel(
     attributes with ``DIMS`` evaluated, ``dtype`` the `kernel_dtype`. Raises
     `UnsupportedKernelError` when no variant has the dtype or applies to the shapes.
     """
-    _sync()
+    _sync_op(op)
     dt = dtype if isinstance(dtype, DType) else DType.parse(dtype)
     concrete: Shapes = tuple(tuple(int(d) for d in s) for s in shapes)
     listed = _db.get(device, {}).get(op, {})
