@@ -103,3 +103,24 @@ def test_thread_choice_follows_the_faster_way_and_backs_off_probing(monkeypatch)
         choice.record(1000, how, seconds[how & 1] * 1e-6)
     tail = [choice.pick(1000) & 1 for _ in range(20)]
     assert sum(tail) >= 18  # the pool again, once a probe found it faster
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_pixel_tiles_on_odd_sizes(stride: int) -> None:
+    from tests.jit.native.reference import conv3x3
+
+    rng = np.random.default_rng(7)
+    for batch, c_in, c_out, h, w in [(1, 1, 1, 1, 1), (2, 3, 17, 7, 9), (1, 8, 40, 13, 30)]:
+        x = rng.standard_normal((batch, c_in, h, w)).astype(np.float32)
+        wt = (rng.standard_normal((c_out, c_in, 3, 3)) / np.sqrt(9 * c_in)).astype(np.float32)
+        b = rng.standard_normal(c_out).astype(np.float32)
+        panels = ukernel.pack_conv_b16(wt)
+        bias = np.zeros(panels.shape[0] * 16, np.float32)
+        bias[:c_out] = b
+        ho, wo = (h - 1) // stride + 1, (w - 1) // stride + 1
+        for fn in (ukernel.conv3x3_px_serial, ukernel.conv3x3_px_parallel):
+            out = np.full((batch, c_out, ho, wo), np.nan, np.float32)
+            xp = np.empty(ukernel.padded_size(batch, c_in, h, w), np.float32)
+            fn(x, xp, panels, bias, out, stride, 1)
+            ref = np.maximum(conv3x3(x, wt, b, stride), 0.0)
+            assert rel_err(out, ref) < 1e-5, (batch, c_in, c_out, h, w)

@@ -36,7 +36,13 @@ from numba import prange, types
 from numba.core import cgutils as _cgutils
 from numba.extending import intrinsic
 
-from shapevm.jit.native._core import act_rows_inplace, act_vec_inplace, kernel, parallel_kernel
+from shapevm.jit.native._core import (
+    act_rows_inplace,
+    act_vec_inplace,
+    apply_act,
+    kernel,
+    parallel_kernel,
+)
 
 MR: Final = 6
 """Rows of a tile (broadcast from A)."""
@@ -55,14 +61,17 @@ def _data(context: Any, builder: Any, aty: Any, value: Any) -> Any:
     return context.make_array(aty)(context, builder, value).data
 
 
-def _tile_codegen(indirect: bool) -> Any:
+def _tile_codegen(mode: str) -> Any:
+    """``mode``: ``"packed"`` (A at ``6 k + r``, B at ``16 k``), ``"indirect_b"`` (B at
+    ``offs[k]``) or ``"indirect_a"`` (A at ``offs[k] + r a_step``)."""
+
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        a, a_off, b, b_off, offs, kc, c, c_off, ldc, mr, accumulate = args
+        a, a_off, b, b_off, offs, kc, c, c_off, ldc, mr, accumulate, a_step = args
         aty, _, bty, _, oty, _, cty = signature.args[:7]
         ap = builder.gep(_data(context, builder, aty, a), [a_off])
         bp = builder.gep(_data(context, builder, bty, b), [b_off])
         cp = builder.gep(_data(context, builder, cty, c), [c_off])
-        op = _data(context, builder, oty, offs) if indirect else None
+        op = _data(context, builder, oty, offs) if mode != "packed" else None
         fma = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fma.v8f32"
         )
@@ -85,7 +94,7 @@ def _tile_codegen(indirect: bool) -> Any:
         builder.cbranch(builder.icmp_signed("<", k, kc), body, done)
 
         builder.position_at_end(body)
-        if indirect:
+        if mode == "indirect_b":
             row = builder.load(builder.gep(op, [k]))
         else:
             row = builder.mul(k, ir.Constant(_I64, NR))
@@ -93,11 +102,18 @@ def _tile_codegen(indirect: bool) -> Any:
         for v in range(_NV):
             q = builder.gep(bp, [builder.add(row, ir.Constant(_I64, 8 * v))])
             bvec.append(builder.load(builder.bitcast(q, _V8.as_pointer()), align=4))
-        a_row = builder.mul(k, ir.Constant(_I64, MR))
+        if mode == "indirect_a":
+            a_row = builder.load(builder.gep(op, [k]))
+        else:
+            a_row = builder.mul(k, ir.Constant(_I64, MR))
         mask = ir.Constant(ir.VectorType(_I32, 8), [0] * 8)
         new = []
         for r in range(MR):
-            s = builder.load(builder.gep(ap, [builder.add(a_row, ir.Constant(_I64, r))]))
+            if mode == "indirect_a":
+                at = builder.add(a_row, builder.mul(a_step, ir.Constant(_I64, r)))
+            else:
+                at = builder.add(a_row, ir.Constant(_I64, r))
+            s = builder.load(builder.gep(ap, [at]))
             sv = builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(_I32, 0))
             sv = builder.shuffle_vector(sv, ir.Constant(_V8, ir.Undefined), mask)
             for v in range(_NV):
@@ -127,7 +143,7 @@ def _tile_codegen(indirect: bool) -> Any:
     return codegen
 
 
-def _tile_typer(indirect: bool) -> Any:
+def _tile_typer(mode: str) -> Any:
     def typer(
         typingctx: Any,
         a: Any,
@@ -141,10 +157,12 @@ def _tile_typer(indirect: bool) -> Any:
         ldc: Any,
         mr: Any,
         accumulate: Any,
+        a_step: Any,
     ) -> Any:
         for arr in (a, b, c):
             if not isinstance(arr, types.Array) or arr.dtype != types.float32:
                 return None
+        indirect = mode != "packed"
         if indirect and (not isinstance(offs, types.Array) or offs.dtype != types.int64):
             return None
         sig = types.void(
@@ -159,18 +177,22 @@ def _tile_typer(indirect: bool) -> Any:
             types.int64,
             types.int64,
             types.boolean,
+            types.int64,
         )
-        return sig, _tile_codegen(indirect)
+        return sig, _tile_codegen(mode)
 
     return typer
 
 
-tile_6x16: Any = intrinsic(_tile_typer(False))
-"""``tile_6x16(a, a_off, b, b_off, _, kc, c, c_off, ldc, mr, accumulate)``: rows
+tile_6x16: Any = intrinsic(_tile_typer("packed"))
+"""``tile_6x16(a, a_off, b, b_off, _, kc, c, c_off, ldc, mr, accumulate, _)``: rows
 ``r < mr`` of ``C[r, 0:16]`` at ``c[c_off + r ldc]`` get (``accumulate``: plus) the sum over
 ``k < kc`` of ``a[a_off + 6 k + r] * b[b_off + 16 k : ... + 16]``."""
-tile_6x16_indirect: Any = intrinsic(_tile_typer(True))
+tile_6x16_indirect: Any = intrinsic(_tile_typer("indirect_b"))
 """The same with step k of B at ``b[b_off + offs[k] : ... + 16]``."""
+tile_6x16_gather_a: Any = intrinsic(_tile_typer("indirect_a"))
+"""The same with step k of A at ``a[a_off + offs[k] + r a_step]`` (row r of the tile is
+output pixel r, ``a_step`` apart in the input: the stride)."""
 
 
 # -------------------------------------------------------------------------------- packing
@@ -236,7 +258,7 @@ def _panel(ap: Any, bp: Any, bias: Any, out: Any, act: int, jb: int) -> None:
         for ib in range(panels):
             i0 = ib * MR
             mr = min(MR, m - i0)
-            tile_6x16(ap, ib * MR * k, bp, jb * k * NR, ap, k, tile, 0, NR, mr, False)
+            tile_6x16(ap, ib * MR * k, bp, jb * k * NR, ap, k, tile, 0, NR, mr, False, 1)
             for r in range(mr):
                 for j in range(j1 - j0):
                     out[i0 + r, j0 + j] = tile[r, j]
@@ -250,7 +272,7 @@ def _panel(ap: Any, bp: Any, bias: Any, out: Any, act: int, jb: int) -> None:
             mr = min(MR, m - i0)
             a_off = ib * MR * k + k0 * MR
             b_off = jb * k * NR + k0 * NR
-            tile_6x16(ap, a_off, bp, b_off, ap, steps, out, i0 * n + j0, n, mr, k0 > 0)
+            tile_6x16(ap, a_off, bp, b_off, ap, steps, out, i0 * n + j0, n, mr, k0 > 0, 1)
     for ib in range(panels):
         i0 = ib * MR
         act_rows_inplace(out[i0 : i0 + min(MR, m - i0)], bias, act, j0, j1)
@@ -372,13 +394,13 @@ def _conv_row(
             c_off = ((b * c_out + co0) * ho + y) * wo + x0
             if x0 + NR <= wo:
                 tile_6x16_indirect(
-                    aw, a_off, xp, base_row + x0, offs, k, flat, c_off, ho * wo, mr, False
+                    aw, a_off, xp, base_row + x0, offs, k, flat, c_off, ho * wo, mr, False, 1
                 )
                 for r in range(mr):
                     o = flat[c_off + r * ho * wo : c_off + r * ho * wo + NR]
                     act_vec_inplace(o, bias[co0 + r], act)
             else:
-                tile_6x16_indirect(aw, a_off, xp, base_row + x0, offs, k, tile, 0, NR, mr, False)
+                tile_6x16_indirect(aw, a_off, xp, base_row + x0, offs, k, tile, 0, NR, mr, False, 1)
                 for r in range(mr):
                     o = flat[c_off + r * ho * wo : c_off + r * ho * wo + (wo - x0)]
                     for j in range(wo - x0):
@@ -413,17 +435,133 @@ def conv3x3_parallel(x: Any, xp: Any, aw: Any, bias: Any, out: Any, stride: int,
         _conv_row(xp, offs, aw, bias, out, stride, wp, act, t)
 
 
+# ---------------------------------------------- 3x3 convolution, pixels as tile rows
+
+
+def pack_conv_b16(w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A 3x3 convolution weight ``w: f32[Co, Ci, 3, 3]`` as `pack_b16` panels of 16 output
+    channels over ``K = 9 Ci`` steps ``k = 9 ci + 3 ky + kx``: ``[ceil(Co / 16), K, 16]``.
+
+    >>> import numpy as np
+    >>> pack_conv_b16(np.ones((20, 2, 3, 3), np.float32)).shape
+    (2, 18, 16)
+    """
+    co, ci = w.shape[:2]
+    return pack_b16(np.ascontiguousarray(w.reshape(co, 9 * ci).T))
+
+
+def padded_size(batch: int, c_in: int, h: int, w: int) -> int:
+    """Floats of the zero-bordered copy `conv3x3_px_serial` reads, with the slack that the
+    last, partial tile of pixels reads past the end."""
+    return batch * c_in * (h + 2) * (w + 2) + 4 * MR + 16
+
+
+@kernel
+def _pad_flat(x: Any, xp: Any, b: int, c: int) -> None:
+    """Plane ``(b, c)`` of ``x`` with a zero border of 1 into ``xp`` ([B, C, H+2, W+2] flat)."""
+    c_in, h, w = x.shape[1], x.shape[2], x.shape[3]
+    wp = w + 2
+    base = (b * c_in + c) * (h + 2) * wp
+    for j in range(wp):
+        xp[base + j] = 0.0
+        xp[base + (h + 1) * wp + j] = 0.0
+    for y in range(h):
+        row = xp[base + (y + 1) * wp : base + (y + 2) * wp]
+        src = x[b, c, y]
+        row[0] = 0.0
+        row[w + 1] = 0.0
+        inner = row[1 : w + 1]
+        for i in range(w):
+            inner[i] = src[i]
+
+
+@kernel
+def _px_row(
+    xp: Any, offs: Any, bp: Any, bias: Any, out: Any, stride: int, act: int, t: int, hp: int
+) -> None:
+    """Output row ``t`` (``b = t // Ho``, ``y = t % Ho``): tiles of 6 pixels (the rows of
+    the tile, gathered from the input at ``offs[k] + r stride``) by 16 output channels (the
+    packed weights), bias and activation on the way out to NCHW."""
+    batch, c_out, ho, wo = out.shape
+    k = offs.size
+    c_in = k // 9
+    wp = offs[3] - offs[0]  # tap (ci 0, ky 1, kx 0) is one padded row after (0, 0, 0)
+    b = t // ho
+    y = t % ho
+    base = (b * c_in * hp + y * stride) * wp
+    plane = ho * wo
+    flat = out.reshape(batch * c_out * plane)
+    tile = np.empty((MR, NR), np.float32)
+    for x0 in range(0, wo, MR):
+        mr = min(MR, wo - x0)
+        a_off = base + x0 * stride
+        for cb in range(bp.shape[0]):
+            co0 = cb * NR
+            nc = min(NR, c_out - co0)
+            tile_6x16_gather_a(xp, a_off, bp, cb * k * NR, offs, k, tile, 0, NR, mr, False, stride)
+            o0 = ((b * c_out + co0) * ho + y) * wo + x0
+            for j in range(nc):
+                bj = bias[co0 + j]
+                dst = flat[o0 + j * plane : o0 + j * plane + mr]
+                for r in range(mr):
+                    dst[r] = apply_act(tile[r, j] + bj, act)
+
+
+@kernel
+def _px_offsets(c_in: int, h: int, w: int, offs: Any) -> None:
+    wp = w + 2
+    hp = h + 2
+    for ci in range(c_in):
+        for ky in range(3):
+            for kx in range(3):
+                offs[(ci * 3 + ky) * 3 + kx] = (ci * hp + ky) * wp + kx
+
+
+@kernel
+def conv3x3_px_serial(x: Any, xp: Any, bp: Any, bias: Any, out: Any, stride: int, act: int) -> None:
+    """``out = act(conv3x3(x, w, padding=1, stride) + bias)`` in NCHW with ``bp =
+    pack_conv_b16(w)``, ``bias`` of at least ``16 ceil(Co / 16)`` entries; ``xp`` scratch of
+    `padded_size` floats. Any stride: the pixels of a tile are gathered, not loaded as a
+    vector."""
+    batch, c_in, h, w = x.shape
+    for t in range(batch * c_in):
+        _pad_flat(x, xp, t // c_in, t % c_in)
+    offs = np.empty(9 * c_in, np.int64)
+    _px_offsets(c_in, h, w, offs)
+    for t in range(batch * out.shape[2]):
+        _px_row(xp, offs, bp, bias, out, stride, act, t, h + 2)
+
+
+@parallel_kernel
+def conv3x3_px_parallel(
+    x: Any, xp: Any, bp: Any, bias: Any, out: Any, stride: int, act: int
+) -> None:
+    """`conv3x3_px_serial` with planes and output rows spread over numba's threads."""
+    batch, c_in, h, w = x.shape
+    for t in prange(batch * c_in):
+        _pad_flat(x, xp, t // c_in, t % c_in)
+    offs = np.empty(9 * c_in, np.int64)
+    _px_offsets(c_in, h, w, offs)
+    for t in prange(batch * out.shape[2]):
+        _px_row(xp, offs, bp, bias, out, stride, act, t, h + 2)
+
+
 __all__ = [
     "MR",
     "NR",
     "conv3x3_parallel",
+    "conv3x3_px_parallel",
+    "conv3x3_px_serial",
     "conv3x3_serial",
     "gemm_parallel",
     "gemm_serial",
     "pack_a6",
     "pack_b16",
     "pack_conv_a6",
+    "pack_conv_b16",
+    "padded_size",
     "phase_shape",
     "tile_6x16",
+    "tile_6x16_gather_a",
     "tile_6x16_indirect",
 ]
