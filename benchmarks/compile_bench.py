@@ -2,8 +2,9 @@
 
 Run with ``python benchmarks/compile_bench.py``. For each workload, two fresh processes
 share one empty ``SHAPEVM_CACHE_DIR``; each exports the model and compiles a variant per
-benchmark shape, one after another in the calling thread (`shapevm.jit.Compiler`), and
-counts numba's ``numba:compile`` events (a kernel compiled rather than loaded). A fourth
+benchmark shape, one after another in the calling thread (`shapevm.jit.Compiler`, with
+generated kernels compiled in-process so that they are counted), and counts numba's
+``numba:compile`` events (a kernel compiled rather than loaded). A fourth
 program, ``chain``, adds a generated elementwise kernel after a dense layer, so that the
 cache has something model-specific to keep. Prints a markdown table.
 
@@ -65,7 +66,7 @@ else:
     ]
 ex = exp.executable
 report = find_regions(ex.fn, ex.program)
-compiler = Compiler()
+compiler = Compiler(kernel_process=False)  # generated kernels compile here, counted
 times, patterns = [], set()
 for env in envs:
     key = ("exact", tuple(env[v] for v in ex.binder.variables))
