@@ -40,7 +40,7 @@ from shapevm.bytecode.program import (
     TensorType,
 )
 from shapevm.bytecode.shape_expr import COMPARISONS, ShapeCmp, evaluate_shape_expr
-from shapevm.ops import AttrKind, DType, Dynamic, OpInfo, get_op
+from shapevm.ops import AttrKind, DType, Dynamic, OpFlag, OpInfo, get_op
 from shapevm.runtime import bctrace
 from shapevm.runtime.binding import Binder, sym_dim
 from shapevm.runtime.scheduler import choose_kernel, kernel_dtype
@@ -188,6 +188,7 @@ class Executable:
         self.plan_build_seconds = 0.0
         self._dims_cache: dict[str, Any] = {}
         self._types: dict[Reg, TensorType] | None = None
+        self._reuse: dict[int, int] | None = None
         self._generation = _generation[0]
 
     # -- calls ----------------------------------------------------------------------------
@@ -387,6 +388,9 @@ class Executable:
         return None
 
     def _op_step(self, instr: OpCall, env: Mapping[str, int]) -> Step:
+        step = self._inplace_step(instr, env)
+        if step is not None:
+            return step
         info = get_op(instr.op)
         assert info is not None, instr.op
         attrs: dict[str, Any] = {}
@@ -407,6 +411,42 @@ class Executable:
             else:
                 template.append(x)
         return _make_op_step(kernel, attrs, outs, template, slots)
+
+    # -- in-place elementwise ops -----------------------------------------------------------
+    def _inplace_step(self, instr: OpCall, env: Mapping[str, int]) -> Step | None:
+        """An elementwise op that writes into an operand dying there (as NumPy users do
+        with ``out=``), which saves an allocation and the page faults of a fresh buffer."""
+        if self._reuse is None:
+            self._reuse = inplace_candidates(self.fn)
+        pos = self._reuse.get(id(instr))
+        if pos is None:
+            return None
+        info = get_op(instr.op)
+        assert info is not None
+        kernel = self.choose(info, instr, info.filled_attrs(instr.attr_dict()), env)
+        if kernel is not info.kernel:  # the scheduler picked another variant: use it
+            return None
+        ufunc = UFUNCS[instr.op]
+        args = [self._reg(x) if isinstance(x, Reg) else x for x in instr.ins]
+        target = args[pos]
+        assert isinstance(target, int)
+        out = self._reg(instr.outs[0])
+        regs_at = [i for i, x in enumerate(instr.ins) if isinstance(x, Reg)]
+        if len(args) == 1:
+
+            def unary(regs: Regs) -> None:
+                regs[out] = ufunc(regs[target], out=regs[target])
+
+            return unary
+        a, b = args
+        ra, rb = (0 in regs_at), (1 in regs_at)
+
+        def binary(regs: Regs) -> None:
+            x = regs[a] if ra else a  # type: ignore[index]
+            y = regs[b] if rb else b  # type: ignore[index]
+            regs[out] = ufunc(x, y, out=regs[target])
+
+        return binary
 
 
 class ShapeView(Mapping[Reg, int]):
@@ -479,3 +519,80 @@ def _make_op_step(
             regs[o] = value
 
     return general
+
+
+UFUNCS: dict[str, Any] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.true_divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "pow": np.power,
+    "neg": np.negative,
+    "abs": np.absolute,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "tanh": np.tanh,
+    "sin": np.sin,
+    "cos": np.cos,
+}
+"""Elementwise ops whose reference kernel is this NumPy ufunc, so ``out=`` is equivalent."""
+
+
+def inplace_candidates(fn: Function) -> dict[int, int]:
+    """``id(instr) -> operand position`` for elementwise float ops that may write into an
+    operand: it is a fresh array made by an op of this function (not a parameter, constant,
+    PHI or view-making op), used by no view-making op (so nothing aliases it), of the
+    result's exact static type, and this instruction is its last use anywhere."""
+    last_use: dict[Reg, tuple[int, int]] = {}
+    blocks_of: dict[Reg, set[str]] = {}  # blocks that define or use the value
+    owned: set[Reg] = set()
+    pinned: set[Reg] = set()  # values that may be aliased or must survive
+    types: dict[Reg, TensorType] = {}
+    order = 0
+    for block in fn.blocks:
+        for instr in block.instrs:
+            order += 1
+            for r in instr.uses():
+                last_use[r] = (order, id(instr))
+            for r in (*instr.uses(), *instr.defs()):
+                blocks_of.setdefault(r, set()).add(block.label)
+            if isinstance(instr, OpCall):
+                info = get_op(instr.op)
+                flags = info.flags if info is not None else OpFlag.NONE
+                if OpFlag.LAYOUT in flags or OpFlag.DATA_DEPENDENT in flags:
+                    pinned.update(r for r in instr.ins if isinstance(r, Reg))
+                else:
+                    owned.update(instr.outs)
+                for r, t in zip(instr.outs, instr.types, strict=False):
+                    if t is not None:
+                        types[r] = t
+            elif not isinstance(instr, OpCall):
+                pinned.update(instr.uses())  # PHI, RETURN, RESIZE, branches keep values
+    out: dict[int, int] = {}
+    for block in fn.blocks:
+        for instr in block.instrs:
+            if not isinstance(instr, OpCall) or instr.op not in UFUNCS or len(instr.outs) != 1:
+                continue
+            t_out = instr.types[0]
+            if t_out is None or not t_out.dtype.is_float or _has_dynamic(t_out):
+                continue
+            for pos, x in enumerate(instr.ins):
+                if (
+                    isinstance(x, Reg)
+                    and x in owned
+                    and x not in pinned
+                    and blocks_of.get(x) == {block.label}  # loops re-run only whole blocks
+                    and last_use.get(x, (0, 0))[1] == id(instr)
+                    and types.get(x) == t_out
+                    and sum(1 for y in instr.ins if y == x) == 1
+                ):
+                    out[id(instr)] = pos
+                    break
+    return out
+
+
+def _has_dynamic(t: TensorType) -> bool:
+    return any(isinstance(d, Dynamic) or d == "dynamic" for d in t.shape)
