@@ -92,8 +92,26 @@ def kernel_dtype(operands: Sequence[DType | None], results: Sequence[DType] = ()
     raise ValueError("a kernel dtype needs a typed operand or a result dtype")
 
 
+_SUPPORTED: dict[Any, frozenset[DType]] = {}
+
+
 def supported_dtypes(info: OpInfo) -> frozenset[DType]:
-    """The kernel dtypes the op's dtype rule accepts (probing operand patterns per dtype)."""
+    """The kernel dtypes the op's dtype rule accepts (probing operand patterns per dtype);
+    ops sharing a dtype rule, arity and attributes share the answer."""
+    try:
+        key: Any = (info.dtype_rule, info.min_arity, tuple(sorted(info.filled_attrs({}).items())))
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _SUPPORTED:
+        return _SUPPORTED[key]
+    out = _probe_dtypes(info)
+    if key is not None:
+        _SUPPORTED[key] = out
+    return out
+
+
+def _probe_dtypes(info: OpInfo) -> frozenset[DType]:
     out: set[DType] = set()
     n = info.min_arity
     for d in DType:
@@ -164,6 +182,25 @@ def _sync() -> None:
         _synced = len(ops)
 
 
+def _sync_op(op: str) -> None:
+    """Give one op its reference variant now (choosing a kernel for a single op should not
+    pay for probing the dtype rules of the whole table: that is most of a cold start)."""
+    global _db, _defaults
+    if REFERENCE in _variants.get(op, {}) or len(all_ops()) == _synced:
+        return
+    info = get_op(op)
+    if info is None:
+        return
+    with _lock:
+        if REFERENCE in _variants.get(op, {}):
+            return
+        doc = "the op table's NumPy kernel"
+        ref = KernelVariant(info.name, REFERENCE, info.kernel, supported_dtypes(info), doc=doc)
+        _variants.setdefault(op, {})[REFERENCE] = ref
+        _defaults = _add(_defaults, [ref], DEVICES)
+        _db = _add(_db, [ref], DEVICES)
+
+
 def register_variant(variant: KernelVariant, devices: Sequence[str] = DEVICES) -> KernelVariant:
     """Add a variant of an op of the op table, present on ``devices`` for its dtypes."""
     global _db, _defaults
@@ -195,7 +232,7 @@ def choose_kernel(
     attributes with ``DIMS`` evaluated, ``dtype`` the `kernel_dtype`. Raises
     `UnsupportedKernelError` when no variant has the dtype or applies to the shapes.
     """
-    _sync()
+    _sync_op(op)
     dt = dtype if isinstance(dtype, DType) else DType.parse(dtype)
     concrete: Shapes = tuple(tuple(int(d) for d in s) for s in shapes)
     listed = _db.get(device, {}).get(op, {})
@@ -208,6 +245,7 @@ def choose_kernel(
             if best is None or cost < best_cost:
                 best, best_cost = variant, cost
     if best is None:
+        _sync()  # the message lists what every device has
         raise _unsupported(op, dt, device, concrete)
     return best
 
