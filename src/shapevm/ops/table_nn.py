@@ -33,8 +33,11 @@ def pad_hw(x: Array, padding: Sequence[int], value: float) -> Array:
     if not any(padding):
         return x
     top, bottom, left, right = padding
-    widths = [(0, 0)] * (x.ndim - 2) + [(top, bottom), (left, right)]
-    return np.pad(x, widths, constant_values=value)
+    h, w = x.shape[-2:]
+    # np.full + a slice assignment: the same bytes as np.pad without its Python overhead
+    out = np.full((*x.shape[:-2], h + top + bottom, w + left + right), value, dtype=x.dtype)
+    out[..., top : top + h, left : left + w] = x
+    return out
 
 
 def windows(
