@@ -43,7 +43,7 @@ from shapevm.bytecode.shape_expr import COMPARISONS, ShapeCmp, evaluate_shape_ex
 from shapevm.ops import AttrKind, DType, Dynamic, OpFlag, OpInfo, get_op
 from shapevm.runtime import bctrace
 from shapevm.runtime.binding import Binder, sym_dim
-from shapevm.runtime.scheduler import choose_kernel, kernel_dtype
+from shapevm.runtime.scheduler import choose_kernel, kernel_dtype, shape_independent
 
 Regs = list[Any]
 Step = Callable[[Regs], None]
@@ -189,6 +189,7 @@ class Executable:
         self._dims_cache: dict[str, Any] = {}
         self._types: dict[Reg, TensorType] | None = None
         self._reuse: dict[int, int] | None = None
+        self._fixed_kernels: dict[int, Any] = {}  # ops whose kernel does not depend on shapes
         self._generation = _generation[0]
 
     # -- calls ----------------------------------------------------------------------------
@@ -203,6 +204,7 @@ class Executable:
     def plan_for(self, env: Mapping[str, int]) -> Plan:
         if self._generation != _generation[0]:
             self._plans.clear()
+            self._fixed_kernels.clear()
             self._generation = _generation[0]
         key = tuple(env[v] for v in self.binder.variables)
         plan = self._plans.get(key)
@@ -236,6 +238,9 @@ class Executable:
         `shapevm.runtime.scheduler`); chosen per call when a shape is data-dependent."""
         if self._types is None:
             self._types = self._reg_types()
+        fixed = self._fixed_kernels.get(id(instr))
+        if fixed is not None:
+            return fixed
         shapes: list[tuple[int, ...] | None] = []
         dtypes: list[DType | None] = []
         for x in instr.ins:
@@ -250,6 +255,10 @@ class Executable:
         results = [t.dtype for t in instr.types if t is not None]
         dtype = kernel_dtype(dtypes, results)
         device = self.device
+        only = shape_independent(info.name, dtype, device)
+        if only is not None:
+            self._fixed_kernels[id(instr)] = only.fn
+            return only.fn
         if all(sh is not None for sh in shapes):
             return choose_kernel(info.name, dtype, shapes, attrs, device).fn  # type: ignore[arg-type]
         choose_kernel(info.name, dtype, [sh or () for sh in shapes], attrs, device)  # dtype check

@@ -201,6 +201,21 @@ def _sync_op(op: str) -> None:
         _db = _add(_db, [ref], DEVICES)
 
 
+def shape_independent(op: str, dtype: DType, device: str = "cpu") -> KernelVariant | None:
+    """The variant `choose_kernel` picks for ``op`` whatever the shapes, if there is one:
+    exactly one variant has this dtype on the device and it applies to every shape. Plans
+    for new shapes then skip the choice."""
+    _sync_op(op)
+    found = [
+        _variants[op][name]
+        for name, dtypes in _db.get(device, {}).get(op, {}).items()
+        if dtype in dtypes
+    ]
+    if len(found) == 1 and found[0].applies is always:
+        return found[0]
+    return None
+
+
 def register_variant(variant: KernelVariant, devices: Sequence[str] = DEVICES) -> KernelVariant:
     """Add a variant of an op of the op table, present on ``devices`` for its dtypes."""
     global _db, _defaults
