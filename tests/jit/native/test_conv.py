@@ -49,6 +49,7 @@ def test_conv_matches_reference(batch, c_in, c_out, h, w, stride) -> None:
         assert rel_err(out, expected) < 1e-5
 
 
+@pytest.mark.usefixtures("threads_on")
 def test_w2_first_layers_on_threads() -> None:
     rng = np.random.default_rng(9)
     for c_in, c_out, stride in [(3, 32, 1), (32, 32, 2)]:

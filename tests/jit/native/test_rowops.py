@@ -14,6 +14,7 @@ from shapevm.jit.native import (
     layer_norm,
     rowops,
     softmax_rows,
+    thread_stats,
 )
 from tests.jit.native import reference as ref
 from tests.jit.native.reference import rel_err
@@ -38,14 +39,17 @@ def test_layer_norm_with_and_without_residual(shape: tuple[int, ...]) -> None:
     assert rel_err(x, expected) < 1e-5
 
 
+@pytest.mark.usefixtures("threads_on")
 def test_layer_norm_many_rows_use_threads() -> None:
     rng = np.random.default_rng(7)
     x = rng.standard_normal((300, 256)).astype(np.float32)
     r = rng.standard_normal((300, 256)).astype(np.float32)
     g, b = np.ones(256, np.float32), np.zeros(256, np.float32)
     assert x.size >= rowops.PARALLEL_MIN_ELEMENTS
+    before = thread_stats()["parallel"]
     out = layer_norm(x, g, b, 1e-5, np.empty_like(x), residual=r)
     assert rel_err(out, ref.layer_norm(x, g, b, 1e-5, r)) < 1e-5
+    assert thread_stats()["parallel"] == before + 1
 
 
 @pytest.mark.parametrize("shape", [*SHAPES, (200, 200)])
@@ -99,6 +103,7 @@ def test_attention_on_strided_views(b: int, s: int, h: int, d: int) -> None:
     assert rel_err(out, ref.attention(q, k, v, 1.0 / np.sqrt(d))) < 1e-5
 
 
+@pytest.mark.usefixtures("threads_on")
 def test_attention_cross_lengths_and_threads() -> None:
     rng = np.random.default_rng(3)
     q = rng.standard_normal((2, 4, 50, 64)).astype(np.float32)

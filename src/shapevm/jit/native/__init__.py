@@ -17,6 +17,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without numba
     ) from exc
 
 from shapevm.jit.native._core import ACTIVATIONS, NativeKernelError
+from shapevm.jit.native._threads import stats as thread_stats
 from shapevm.jit.native.codegen import FusedKernel, clear_memory_cache, compile_fused
 from shapevm.jit.native.conv import (
     PackedConv,
@@ -55,6 +56,7 @@ __all__ = [
     "pack_weights",
     "packed_matmul",
     "softmax_rows",
+    "thread_stats",
     "unary",
     "where",
 ]

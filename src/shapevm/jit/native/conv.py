@@ -44,6 +44,7 @@ from shapevm.jit.native._core import (
     spec,
 )
 from shapevm.jit.native._dot import matmul_nt
+from shapevm.jit.native._threads import use_threads
 
 Array = np.ndarray[Any, Any]
 
@@ -302,7 +303,7 @@ def conv2d_3x3(
     check_shape(name, "out", out, (batch, packed.c_out, ho, wo))
     check_c_contiguous(name, "out", out)
     x = np.ascontiguousarray(x)
-    parallel = batch * ho * wo * packed.c_out * 9 * packed.c_in >= PARALLEL_MIN_MACS
+    parallel = use_threads(batch * ho * wo * packed.c_out * 9 * packed.c_in, PARALLEL_MIN_MACS)
     if stride == 1:
         xp = np.empty((batch, packed.c_in, h + 2, w + 2), np.float32)
         direct = _direct_parallel if parallel else _direct_serial
@@ -354,7 +355,7 @@ def global_avg_pool(x: Array, out: Array) -> Array:
     check_c_contiguous(name, "out", out)
     x2 = np.ascontiguousarray(x).reshape(x.shape[0] * x.shape[1], -1)
     out1 = out.reshape(-1)
-    if x.size >= 1 << 16:
+    if use_threads(x.size, 1 << 16):
         _mean_rows_parallel(x2, out1)
     else:
         _mean_rows(x2, out1, 0, x2.shape[0])

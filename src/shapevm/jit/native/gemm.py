@@ -38,6 +38,7 @@ from shapevm.jit.native._core import (
     spec,
 )
 from shapevm.jit.native._dot import matmul_nt
+from shapevm.jit.native._threads import use_threads
 
 F32 = np.ndarray[Any, np.dtype[np.float32]]
 
@@ -189,7 +190,7 @@ def packed_matmul(
         np.matmul(x2, packed.w, out=out2)
         if packed.has_bias or act:
             _epilogue(out2, packed.bias, act)
-    elif m * packed.k * packed.n >= PARALLEL_MIN_MACS:
+    elif use_threads(m * packed.k * packed.n, PARALLEL_MIN_MACS):
         _gemm_parallel(x2, packed.wt, packed.bias, out2, act)
     else:
         _gemm_serial(x2, packed.wt, packed.bias, out2, act)

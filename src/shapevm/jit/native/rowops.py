@@ -28,6 +28,7 @@ from shapevm.jit.native._core import (
     parallel_kernel,
     spec,
 )
+from shapevm.jit.native._threads import use_threads
 
 Array = np.ndarray[Any, Any]
 
@@ -128,7 +129,7 @@ def layer_norm(
         check_f32(name, "residual", residual)
         check_shape(name, "residual", residual, x.shape)
         r2 = _as_rows(residual)
-    fn = _ln_parallel if x2.size >= PARALLEL_MIN_ELEMENTS else _ln_serial
+    fn = _ln_parallel if use_threads(x2.size, PARALLEL_MIN_ELEMENTS) else _ln_serial
     fn(x2, r2, _contig(gamma), _contig(beta), np.float32(eps), out2)
     return out
 
@@ -196,7 +197,7 @@ def softmax_rows(x: Array, out: Array, scale: float = 1.0) -> Array:
     array([[0.25, 0.25, 0.5 ]], dtype=float32)
     """
     x2, out2 = _rows_like("softmax_rows", x, out)
-    fn = _softmax_parallel if x2.size >= PARALLEL_MIN_ELEMENTS else _softmax_serial
+    fn = _softmax_parallel if use_threads(x2.size, PARALLEL_MIN_ELEMENTS) else _softmax_serial
     fn(x2, out2, np.float32(scale))
     return out
 
@@ -255,7 +256,7 @@ def bias_act(x: Array, bias: Array | None, act: str, out: Array) -> Array:
     inplace = _same_view(x2, out2)
     if not inplace and np.may_share_memory(x2, out2):
         x2 = x2.copy()
-    if x2.size >= PARALLEL_MIN_ELEMENTS:
+    if use_threads(x2.size, PARALLEL_MIN_ELEMENTS):
         _bias_act_parallel(x2, b, code, out2, inplace)
     elif inplace:
         _act_inplace_serial(out2, b, code)
@@ -402,7 +403,7 @@ def attention(q: Array, k: Array, v: Array, out: Array, scale: float) -> Array:
     check_shape(name, "v", v, k.shape)
     check_shape(name, "out", out, q.shape)
     heads = b * h
-    if heads > 1 and q.size * k.shape[2] >= PARALLEL_MIN_ELEMENTS:
+    if heads > 1 and use_threads(q.size * k.shape[2], PARALLEL_MIN_ELEMENTS):
         _attention_parallel(q, k, v, out, np.float32(scale))
     else:
         _attention_serial(q, k, v, out, np.float32(scale))
