@@ -490,6 +490,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     for name in args.only.split(","):
         benches[name](nat, rounds, per)
+    print(f"\nthread pool decisions of the native kernels: {nat.thread_stats()}")
 
 
 if __name__ == "__main__":

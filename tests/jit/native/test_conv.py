@@ -26,6 +26,8 @@ CASES = [
     (1, 3, 32, 17, 19, 1),
     (1, 5, 7, 8, 3, 2),
     (2, 2, 3, 2, 9, 2),
+    (1, 32, 8, 6, 7, 1),  # enough input channels for the patch kernel at stride 1
+    (2, 24, 5, 5, 4, 1),
 ]
 
 
@@ -52,7 +54,7 @@ def test_conv_matches_reference(batch, c_in, c_out, h, w, stride) -> None:
 @pytest.mark.usefixtures("threads_on")
 def test_w2_first_layers_on_threads() -> None:
     rng = np.random.default_rng(9)
-    for c_in, c_out, stride in [(3, 32, 1), (32, 32, 2)]:
+    for c_in, c_out, stride in [(3, 32, 1), (32, 32, 2), (32, 64, 1)]:
         weight, bias = _conv(rng, c_in, c_out)
         x = rng.standard_normal((2, c_in, 40, 36)).astype(np.float32)
         ho, wo = conv_out_hw(40, 36, stride)
