@@ -104,14 +104,18 @@ def test_attention_on_strided_views(b: int, s: int, h: int, d: int) -> None:
 
 
 @pytest.mark.usefixtures("threads_on")
-def test_attention_cross_lengths_and_threads() -> None:
-    rng = np.random.default_rng(3)
-    q = rng.standard_normal((2, 4, 50, 64)).astype(np.float32)
-    k = rng.standard_normal((2, 4, 70, 64)).astype(np.float32)
-    v = rng.standard_normal((2, 4, 70, 64)).astype(np.float32)
-    assert q.size * k.shape[2] >= rowops.PARALLEL_MIN_ELEMENTS
+@pytest.mark.parametrize("s,t", [(20, 30), (50, 70)])
+def test_attention_cross_lengths_fused_on_threads_and_through_blas(s: int, t: int) -> None:
+    rng = np.random.default_rng(s)
+    q = rng.standard_normal((2, 4, s, 64)).astype(np.float32)
+    k = rng.standard_normal((2, 4, t, 64)).astype(np.float32)
+    v = rng.standard_normal((2, 4, t, 64)).astype(np.float32)
+    fused = s * t < rowops.ATTENTION_BLAS_MIN_SCORES
+    before = thread_stats()["parallel"]
     out = attention(q, k, v, np.empty_like(q), 0.125)
     assert rel_err(out, ref.attention(q, k, v, 0.125)) < 1e-5
+    if fused:  # big enough for the fused kernel's parallel variant
+        assert thread_stats()["parallel"] == before + 1
 
 
 def test_row_op_errors() -> None:

@@ -46,7 +46,7 @@ COLUMN_CHUNK: Final = 32
 """Columns per task: its weights (32 x K floats) stay in L2 while every row block uses them."""
 PARALLEL_MIN_MACS: Final = 1 << 18
 """Below this many multiply-adds waking the second thread costs more than it saves."""
-BLAS_MIN_ROWS: Final = 48
+BLAS_MIN_ROWS: Final = 32
 """From this many rows on, OpenBLAS's packing pays for itself (measured, see choose_gemm)."""
 
 
@@ -114,9 +114,10 @@ def pack_weights(w: Any, bias: Any = None) -> Packed:
 def choose_gemm(m: int, k: int, n: int) -> Literal["packed", "blas"]:
     """The faster path for ``[m, k] @ [k, n]`` on this kind of machine.
 
-    Measured on 2 cores (AVX2) at K, N in {256, 1024}: the packed kernels win up to about
-    32 rows (1.2-3.5x at M <= 8, 1.1-1.6x at 17-32); from about 48 rows on, BLAS, whose
-    packing cost is now spread over many rows, is faster.
+    Measured on 2 cores of an AMD EPYC (AVX2) at (K, N) in {(256, 1024), (1024, 1024),
+    (1024, 256)}: per core the packed kernels are 2.8-4x OpenBLAS at 3 rows, 1.1-1.3x at
+    8-17 and 0.77-0.85x at 32; with both threads they still win at 24-32 rows by up to 1.4x,
+    and from 48 rows on BLAS wins everywhere. The switch sits at 32 rows.
 
     >>> choose_gemm(3, 1024, 1024), choose_gemm(256, 1024, 1024)
     ('packed', 'blas')
