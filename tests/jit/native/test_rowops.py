@@ -139,3 +139,15 @@ def test_row_op_errors() -> None:
     assert "q must have rank 4" in str(e.value) and "x.reshape(B, S, H, D)" in str(e.value)
     with pytest.raises(NativeKernelError, match="expected: k: f32"):
         attention(q, np.ones((1, 2, 3, 5), np.float32), q, np.empty_like(q), 1.0)
+
+
+def test_partially_overlapping_out_is_read_before_written() -> None:
+    buf = np.float32([0.0, 1.0, 2.0, 3.0, 4.0])
+    x = buf[0:4].reshape(2, 2)
+    expected = ref.softmax(x)
+    softmax_rows(x, buf[1:5].reshape(2, 2))
+    assert rel_err(buf[1:5].reshape(2, 2), expected) < 1e-6
+    buf = np.arange(6, dtype=np.float32)
+    expected = ref.act("gelu_tanh", buf[0:4] + 1.0)
+    bias_act(buf[0:4], np.ones(4, np.float32), "gelu_tanh", buf[2:6])
+    assert rel_err(buf[2:6], expected) < 1e-6
