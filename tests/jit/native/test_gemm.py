@@ -90,7 +90,8 @@ def test_strided_input_and_empty_batch() -> None:
 
 
 def test_choose_gemm_switches_to_blas_for_many_rows() -> None:
-    assert choose_gemm(1, 1024, 1024) == "packed"
+    assert choose_gemm(1, 1024, 1024) == "blas"
+    assert choose_gemm(2, 1024, 1024) == "packed"
     assert choose_gemm(gemm.BLAS_MIN_ROWS - 1, 256, 256) == "packed"
     assert choose_gemm(gemm.BLAS_MIN_ROWS, 256, 256) == "blas"
 
