@@ -14,6 +14,7 @@ from shapevm.jit.native import (
     conv_out_hw,
     global_avg_pool,
     pack_conv3x3,
+    thread_stats,
 )
 from tests.jit.native import reference as ref
 from tests.jit.native.reference import rel_err
@@ -60,8 +61,10 @@ def test_w2_first_layers_on_threads() -> None:
         ho, wo = conv_out_hw(40, 36, stride)
         out = np.empty((2, c_out, ho, wo), np.float32)
         assert 2 * ho * wo * c_out * 9 * c_in >= conv.PARALLEL_MIN_MACS
+        before = thread_stats()["parallel"]
         conv2d_3x3(x, pack_conv3x3(weight, bias), out, stride, "relu")
         assert rel_err(out, ref.act("relu", ref.conv3x3(x, weight, bias, stride))) < 1e-5
+        assert thread_stats()["parallel"] == before + 1
 
 
 def test_global_avg_pool() -> None:

@@ -8,6 +8,13 @@ used only while the other processes on the machine leave at least half a core id
 from ``/proc/stat`` minus this process's own CPU time, resampled at most every
 `SAMPLE_SECONDS`. Elsewhere than Linux the check always allows threads.
 
+OpenMP's workers spin after a parallel region (GNU's default wait policy), and on 2 cores
+they starve OpenBLAS's threads in the next NumPy matrix product: attention at W3 (4, 128),
+which alternates BLAS and a parallel softmax, took 8 ms instead of 1.2 ms. Importing this
+module therefore sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already says
+otherwise; it takes effect if no OpenMP runtime was loaded before numba's. Waking passive
+workers costs tens of microseconds, so the size thresholds ask for ~100 us of work.
+
 `stats` counts the decisions, so that a slowdown from running serial is never silent.
 """
 
@@ -18,7 +25,9 @@ import threading
 import time
 from typing import Final
 
-import numba
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numba  # loads OpenMP only at the first parallel launch, after the line above
 
 SAMPLE_SECONDS: Final = 0.25
 BUSY_OTHERS_MAX: Final = 0.5

@@ -32,8 +32,10 @@ from shapevm.jit.native._threads import use_threads
 
 Array = np.ndarray[Any, Any]
 
-PARALLEL_MIN_ELEMENTS: Final = 1 << 15
+PARALLEL_MIN_ELEMENTS: Final = 1 << 17
 """Below this many elements a row op is done before the second thread would start."""
+ATTENTION_PARALLEL_MIN: Final = 1 << 19
+"""Multiply-adds of q @ k^T from which the fused attention spreads heads over threads."""
 ATTENTION_BLAS_MIN_SCORES: Final = 32 * 32
 """From this many scores per head on, attention's two products go to BLAS: per core, the
 fused kernel is 1.16x NumPy at 16 x 16 and 0.74-0.94x from 37 x 37 on (W3 shapes)."""
@@ -425,7 +427,7 @@ def attention(q: Array, k: Array, v: Array, out: Array, scale: float) -> Array:
             np.matmul(scores, v, out=out)
         else:  # matmul into a strided view leaves BLAS for a slow loop; copy instead
             out[...] = np.matmul(scores, v)
-    elif b * h > 1 and use_threads(q.size * t_len, PARALLEL_MIN_ELEMENTS):
+    elif b * h > 1 and use_threads(q.size * t_len, ATTENTION_PARALLEL_MIN):
         _attention_parallel(q, k, v, out, np.float32(scale))
     else:
         _attention_serial(q, k, v, out, np.float32(scale))
