@@ -145,6 +145,7 @@ def bench_crossover(nat: Any, rounds: int, per: int) -> None:
 
     rng = np.random.default_rng(1)
     rows = []
+    kernel = gemm._gemm_serial if CPU_MODE else gemm._gemm_parallel
     for k, n in W1_LAYERS:
         w, _ = linear(rng, k, n)
         p = nat.pack_weights(w)
@@ -154,7 +155,7 @@ def bench_crossover(nat: Any, rounds: int, per: int) -> None:
             r = compare(
                 {
                     "blas": lambda: np.matmul(x, p.w, out=out),
-                    "packed": lambda: gemm._gemm_parallel(x, p.wt, p.bias, out, 0),
+                    "packed": lambda: kernel(x, p.wt, p.bias, out, 0),
                 },
                 rounds,
                 per,
@@ -164,7 +165,8 @@ def bench_crossover(nat: Any, rounds: int, per: int) -> None:
                 [f"{k}x{n}", str(m), ms(r["blas"]), ms(r["packed"]), best, nat.choose_gemm(m, k, n)]
             )
     table(
-        "Crossover: BLAS on the packed weights vs the packed kernels (2 threads)",
+        "Crossover: BLAS vs the packed kernels"
+        + (" (one thread each)" if CPU_MODE else " (2 threads each)"),
         ["K x N", "M", "BLAS ms", "packed ms", "faster", "choose_gemm"],
         rows,
     )

@@ -73,6 +73,11 @@ def cores_free() -> bool:
         return bool(_state["free"])
 
 
+def pool_available() -> bool:
+    """Whether a kernel forking threads now would get them (no count is kept)."""
+    return numba.get_num_threads() >= 2 and cores_free()
+
+
 def use_threads(work: int, threshold: int) -> bool:
     """Whether a kernel with ``work`` units (its own measure) should run on the pool."""
     if work < threshold or numba.get_num_threads() < 2:
@@ -94,4 +99,11 @@ def stats() -> dict[str, int]:
     return dict(_counts)
 
 
-__all__ = ["BUSY_OTHERS_MAX", "SAMPLE_SECONDS", "cores_free", "stats", "use_threads"]
+__all__ = [
+    "BUSY_OTHERS_MAX",
+    "SAMPLE_SECONDS",
+    "cores_free",
+    "pool_available",
+    "stats",
+    "use_threads",
+]

@@ -38,7 +38,7 @@ from shapevm.jit.native._core import (
     spec,
 )
 from shapevm.jit.native._dot import matmul_nt
-from shapevm.jit.native._threads import use_threads
+from shapevm.jit.native._threads import pool_available, use_threads
 
 F32 = np.ndarray[Any, np.dtype[np.float32]]
 
@@ -48,7 +48,9 @@ PARALLEL_MIN_MACS: Final = 1 << 23
 """Below this many multiply-adds (~0.3 ms on one core) waking the pool costs more than it
 saves (see `_threads`)."""
 BLAS_MIN_ROWS: Final = 32
-"""From this many rows on, OpenBLAS's packing pays for itself (measured, see choose_gemm)."""
+"""From this many rows on, OpenBLAS's packing pays for itself on one core (see choose_gemm)."""
+BLAS_MIN_ROWS_THREADED: Final = 8
+"""The same when both cores are free: OpenBLAS's threads start cheaper than ours."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,24 +58,21 @@ class Packed:
     """Weights of ``x @ w + bias``, laid out once for `packed_matmul`.
 
     ``wt`` is f32[n_padded, k] (column j of ``w`` is row j, zero rows past ``n``); ``bias``
-    is f32[n_padded] (zeros when the layer has none).
+    is f32[n_padded] (zeros when the layer has none); ``w`` is a C-ordered copy of the
+    weights for the BLAS path (OpenBLAS is 4-30% slower on the transposed view of ``wt``,
+    so the layer keeps both: twice the weight memory).
     """
 
     wt: F32
     bias: F32
+    w: F32
     k: int
     n: int
     has_bias: bool
 
     @property
-    def w(self) -> F32:
-        """``w`` as given to `pack_weights` (a transposed view, no copy), for BLAS."""
-        view: F32 = self.wt[: self.n].T
-        return view
-
-    @property
     def nbytes(self) -> int:
-        return int(self.wt.nbytes + self.bias.nbytes)
+        return int(self.wt.nbytes + self.bias.nbytes + self.w.nbytes)
 
 
 def _aligned_zeros(shape: tuple[int, ...], align: int = 64) -> F32:
@@ -109,23 +108,25 @@ def pack_weights(w: Any, bias: Any = None) -> Packed:
         check_f32("pack_weights", "bias", bias)
         check_shape("pack_weights", "bias", bias, (n,))
         b[:n] = bias
-    return Packed(wt=wt, bias=b, k=k, n=n, has_bias=bias is not None)
+    return Packed(wt=wt, bias=b, w=np.ascontiguousarray(w), k=k, n=n, has_bias=bias is not None)
 
 
 def choose_gemm(m: int, k: int, n: int) -> Literal["packed", "blas"]:
-    """The faster path for ``[m, k] @ [k, n]`` on this kind of machine.
+    """The faster path for ``[m, k] @ [k, n]`` now, on this kind of machine.
 
     Measured on 2 cores of an AMD EPYC (AVX2) at (K, N) in {(256, 1024), (1024, 1024),
-    (1024, 256)}: per core the packed kernels are 2.9-3.8x OpenBLAS at 3 rows, 1.2-1.5x at
-    8 and 1.1-1.2x at 17, 0.77-0.85x at 32; with both threads they still win at 24-32 rows
-    by up to 1.4x, and from 48 rows on BLAS wins everywhere: the switch sits at 32 rows. One
-    row is a matrix-vector product that OpenBLAS's gemv does 10-25% faster than our kernel,
-    reading the packed rows (w's columns) as they lie.
+    (1024, 256)}. On one core the packed kernels are 2.5-3.8x OpenBLAS at 3 rows, 1.2-1.6x
+    at 8, 1.0-1.2x at 17 and 0.85-0.95x at 32: below 32 rows they are used whenever our
+    thread pool would not get both cores (`_threads.pool_available`). With both cores free
+    OpenBLAS's two threads win from 8 rows on (waking our passive pool costs ~0.1 ms), so
+    the limit drops to 8. One row is a matrix-vector product that OpenBLAS's gemv does 5-20%
+    faster than our kernel, reading the packed rows (w's columns) as they lie.
 
     >>> choose_gemm(1, 1024, 1024), choose_gemm(3, 1024, 1024), choose_gemm(256, 1024, 1024)
     ('blas', 'packed', 'blas')
     """
-    return "packed" if 1 < m < BLAS_MIN_ROWS else "blas"
+    limit = BLAS_MIN_ROWS_THREADED if pool_available() else BLAS_MIN_ROWS
+    return "packed" if 1 < m < limit else "blas"
 
 
 @kernel
@@ -191,7 +192,9 @@ def packed_matmul(
     if m == 0:
         return out
     if choose_gemm(m, packed.k, packed.n) == "blas":
-        np.matmul(x2, packed.w, out=out2)
+        # One row: OpenBLAS's gemv reads the packed rows (w's columns) faster than w.
+        w = packed.wt[: packed.n].T if m == 1 else packed.w
+        np.matmul(x2, w, out=out2)
         if packed.has_bias or act:
             _epilogue(out2, packed.bias, act)
     elif use_threads(m * packed.k * packed.n, PARALLEL_MIN_MACS):
