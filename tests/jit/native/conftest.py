@@ -9,7 +9,7 @@ import pytest
 def threads_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run every kernel on the thread pool: size thresholds down to small test shapes, and
     no backing off while other processes keep a shared machine's cores busy."""
-    numba = pytest.importorskip("numba")
+    numba = pytest.importorskip("numba", exc_type=ImportError)
     if numba.get_num_threads() < 2:
         pytest.skip("numba has a single thread here")
     from shapevm.jit.native import _threads, conv, gemm, rowops

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
+pytest.importorskip("numba", exc_type=ImportError)
 
 from shapevm.jit.native import NativeKernelError, choose_gemm, gemm, pack_weights, packed_matmul
 from tests.jit.native.reference import act, rel_err
