@@ -481,9 +481,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
     parser.add_argument("--cpu", action="store_true", help="one thread each, CPU time per call")
     args = parser.parse_args(argv)
+    import importlib
+
     import numba
 
-    import shapevm.jit.native as nat
+    nat = importlib.import_module("shapevm.jit.native")  # shapevm.jit is also a function
 
     rounds, per = (5, 5) if args.quick else (15, 10)
     print("## shapevm native kernels vs NumPy\n")

@@ -210,8 +210,24 @@ def test_bucket_mode_serves_a_range_and_counts_values_below_it():
         assert_same(numpy_mlp(*args), j(*args))
     assert statuses(j) == {("bucket", ((4, 16),)): "ready", ("bucket", ((16, None),)): "ready"}
     stats = j.jit_stats()
-    assert (stats["out_of_range"], stats["compiled_calls"]) == (1, 1)
-    assert [r["key_text"] for r in j.jit_info()] == ["bucket ([4, 16))", "bucket ([16, inf))"]
+    # 15 runs its bucket's variant; 16 and 40 borrow it while theirs is not ready
+    assert (stats["out_of_range"], stats["compiled_calls"], stats["borrowed_calls"]) == (1, 3, 2)
+    assert sorted(r["key_text"] for r in j.jit_info()) == ["bucket ([16, inf))", "bucket ([4, 16))"]
+
+
+def test_a_new_shape_borrows_a_shape_generic_variant_until_its_own_is_ready():
+    j = jitted_mlp(hot_threshold=3, background=False)
+    for batch in (2, 2, 2, 2):
+        j(*mlp_inputs(batch))
+    assert j.jit_stats()["borrowed_calls"] == 0
+    (engine,) = j.engines
+    assert engine.variant(("exact", (2,))).generic
+    for batch in (7, 7, 7, 7):  # the third call compiles 7's own variant
+        args = mlp_inputs(batch)
+        assert_same(numpy_mlp(*args), j(*args))
+    stats = j.jit_stats()
+    assert (stats["compiled_calls"], stats["borrowed_calls"]) == (5, 3)
+    assert statuses(j) == {("exact", (2,)): "ready", ("exact", (7,)): "ready"}
 
 
 def test_adaptive_mode_gives_a_frequent_shape_its_own_variant():

@@ -67,3 +67,35 @@ def test_unknown_option_lists_the_known_ones():
         JitOptions.from_kwargs({"hot": 3})
     assert not JitOptions.from_kwargs({"jit": False}).enabled
     assert not JitOptions.from_kwargs({"interpret_only": True}).enabled
+
+
+def test_bucket_boundaries_per_variable_and_exact_for_the_others():
+    p = BucketPolicy({"b": [1, 4, 16], "s": [16, 64]}, variables=("b", "h", "s"))
+    assert p.key((3, 7, 20)) == ("bucket", ((1, 4), (7, 8), (16, 64)))
+    assert p.key((20, 7, 100)) == ("bucket", ((16, None), (7, 8), (64, None)))
+    assert p.key((2, 7, 8)) is None  # s below its first boundary
+    assert p.reference_values(p.key((3, 7, 20)), (3, 7, 20)) == (3, 7, 63)
+    with pytest.raises(ValueError, match="'t', which are not dimension variables"):
+        BucketPolicy({"t": [1]}, variables=("b",))
+
+
+def test_per_variable_boundaries_reach_the_engine():
+    import numpy as np
+
+    import shapevm as sv
+
+    f = sv.jit(
+        lambda x: x * 2.0,
+        shapes="b, n",
+        cache_mode="bucket",
+        bucket_boundaries={"b": [1, 4]},
+        hot_threshold=1,
+        background=False,
+        lowerings=(),
+    )
+    for b, n in [(1, 3), (3, 3), (2, 5)]:
+        f(np.ones((b, n), np.float32))
+    keys = sorted(r["key"] for r in f.jit_info())
+    assert keys == [("bucket", ((1, 4), (3, 4))), ("bucket", ((1, 4), (5, 6)))]
+    with pytest.raises(ValueError, match="bucket_boundaries of 'b' must be increasing"):
+        JitOptions.from_kwargs({"cache_mode": "bucket", "bucket_boundaries": {"b": [4, 2]}})

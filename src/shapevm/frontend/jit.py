@@ -21,7 +21,7 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,7 +80,7 @@ class Jitted:
         constraints: Sequence[str] = (),
         static_argnums: int | Sequence[int] = (),
         cache_mode: str = "exact",
-        bucket_boundaries: Sequence[int] | None = None,
+        bucket_boundaries: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
         mem_optimize: bool = True,
         fallback: bool = True,
         **jit_options: Any,
@@ -103,7 +103,7 @@ class Jitted:
             (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         )
         self.cache_mode = cache_mode
-        self.bucket_boundaries = tuple(bucket_boundaries or ())
+        self.bucket_boundaries = self.options.bucket_boundaries
         self.mem_optimize = mem_optimize
         self.fallback = fallback
         self.jit_options = jit_options
@@ -381,7 +381,7 @@ def jit(
     constraints: Sequence[str] = (),
     static_argnums: int | Sequence[int] = (),
     cache_mode: str = "exact",
-    bucket_boundaries: Sequence[int] | None = None,
+    bucket_boundaries: Sequence[int] | Mapping[str, Sequence[int]] | None = None,
     mem_optimize: bool = True,
     fallback: bool = True,
     **jit_options: Any,

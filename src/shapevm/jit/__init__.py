@@ -17,7 +17,8 @@ Import names from this package with ``from shapevm.jit import ...``: the attribu
 
 import importlib.util
 
-from shapevm.jit import fusion as _fusion  # noqa: F401  (registers elementwise_chain)
+# Registers the native patterns (dense, layer_norm...), then elementwise_chain after them.
+from shapevm.jit import native_lowering as _native_lowering  # noqa: F401
 from shapevm.jit.compiler import CompiledRegion, Compiler, Variant
 from shapevm.jit.engine import JitEngine, VariantRecord
 from shapevm.jit.errors import JitCompileError

@@ -74,6 +74,7 @@ class CompiledRegion:
         )
         self.out_slots = tuple(graph.value(v).slot for v in sorted(graph.live_out))
         self.patterns = tuple(s.pattern for s in lowered if s.pattern)
+        self.generic = all(s.shape_generic for s in lowered)
 
     def run(self, regs: list[Any], key: tuple[int, ...], env: Mapping[str, int]) -> None:
         frame = self.memory.frame(key, env)
@@ -129,12 +130,30 @@ class Variant:
         self.naive_bytes = sum(r.memory.naive_bytes for r in regions)
         self.variables = executable.binder.variables
         self._plans: dict[tuple[int, ...], Plan] = {}
+        self.generic = all(r.generic for r in regions)
+        """Every compiled step is right for any dimension values: the variant may serve
+        any key of its function."""
+        self._whole = self._covers_body()
+
+    def _covers_body(self) -> bool:
+        """One region holds every instruction of the function's only block."""
+        fn = self.executable.fn
+        if len(fn.blocks) != 1 or len(self.regions) != 1:
+            return False
+        body = fn.blocks[0].instrs[:-1]
+        covered = self.regions[0].covered
+        return bool(body) and all(id(i) in covered for i in body)
 
     def plan_for(self, env: Mapping[str, int]) -> Plan:
         values = tuple(env[v] for v in self.variables)
         plan = self._plans.get(values)
         if plan is None:
-            plan = self._splice(self.executable.plan_for(env), values, env)
+            direct = None
+            if self._whole:
+                region = self.regions[0]
+                first = self.executable.fn.blocks[0].instrs[0]
+                direct = self.executable.straight_plan([_RegionCall(region, values, env)], [first])
+            plan = direct or self._splice(self.executable.plan_for(env), values, env)
             if len(self._plans) >= _PLANS_PER_VARIANT:
                 self._plans.clear()
             self._plans[values] = plan

@@ -11,14 +11,21 @@ How a call flows (`JitEngine.__call__`):
    ``hot_threshold`` (and the function's SCD reaches ``scd_threshold``, and the budget has
    room, evicting the least recently used variant if needed) a record is queued;
 4. the call runs: in the variant if there was one, else in the interpreter (in adaptive
-   mode, a key waiting for its own variant uses its power-of-two bucket's variant);
+   mode, a key waiting for its own variant uses its power-of-two bucket's variant). A key
+   whose variant is not ready yet (not yet hot, or compiling) *borrows* the most recently
+   used ready variant whose code is shape-generic (`Variant.generic`: every step is right
+   for any dimension values), so once a function has one variant, no new shape waits in
+   the interpreter (counted as ``borrowed_calls``). Failed keys and bucket values below
+   the first boundary stay interpreted;
 5. **compile queue**: the queued job runs in the background worker (`worker.py`); the
    finished variant is installed by one dict assignment under the lock and serves the
    next call. A failure or timeout is recorded with its reason and the key is never
    retried; with ``fallback=False`` the key's calls then raise `JitCompileError`.
 
-With ``background=False`` the compile runs in the triggering call, after it is decided and
-before that call runs (still interpreted), so the next call finds the variant ready.
+A background compile is queued when the call that made its key hot returns (so that call
+runs alone). With ``background=False`` the compile runs in the triggering call, after it
+is decided and before that call runs (still interpreted), so the next call finds the
+variant ready.
 
 Threads: bookkeeping happens under `stats.LOCK`; compiled regions use per-thread arenas;
 variants are immutable once installed, and an evicted variant stays valid for calls that
@@ -51,7 +58,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shapevm.jit import stats
+from shapevm.jit import preload, stats
 from shapevm.jit.compiler import CompileCancelled, Compiler, Variant
 from shapevm.jit.errors import JitCompileError, format_key
 from shapevm.jit.options import JitOptions
@@ -144,6 +151,7 @@ class JitEngine:
             self.options.cache_mode,
             self.options.bucket_boundaries,
             self.options.adaptive_exact_after,
+            self.variables,
         )
         self._report: RegionReport | None = None
         self.skip_reason: str | None = None  # why no key of this function is compiled
@@ -153,6 +161,8 @@ class JitEngine:
         self.counters = stats.Counters()
         with stats.LOCK:
             stats.ENGINES.add(self)
+        if self.options.enabled and self.options.background and _wants_native(self.options):
+            preload.start()
 
     # -- calls ------------------------------------------------------------------------------
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
@@ -170,13 +180,19 @@ class JitEngine:
             self.report  # noqa: B018  (outside the lock: type inference takes milliseconds)
         values = tuple(env[v] for v in self.variables)
         variant, job, failed = self._decide(values)
-        if job is not None:
-            self._submit(job)
-        if failed is not None:
-            raise JitCompileError(self.name, failed.key, failed.reason)
-        if variant is not None:
-            return self._traced(variant.plan_for(env)).run(arrays)
-        return self._traced(self.executable.plan_for(env)).run(arrays)
+        if job is not None and not self.options.background:
+            self._submit(job)  # compiled now, so that the next call finds the variant
+            job = None
+        try:
+            if failed is not None:
+                raise JitCompileError(self.name, failed.key, failed.reason)
+            plan = variant.plan_for(env) if variant is not None else self.executable.plan_for(env)
+            return self._traced(plan).run(arrays)
+        finally:
+            # A background compile starts once the call that made its key hot has returned:
+            # that call does not share the cores and the GIL with it.
+            if job is not None:
+                self._submit(job)
 
     def _traced(self, plan: Plan) -> Plan:
         rec = bctrace.ACTIVE
@@ -210,7 +226,20 @@ class JitEngine:
                 shared = self._records.get(("pow2", tuple(pow2(v) for v in values)))
                 if shared is not None and shared.status == READY:
                     return self._hit(shared, now), job, None
+            if rec is None or rec.status in (QUEUED, COMPILING):
+                lender = self._lender()
+                if lender is not None:
+                    c.borrowed_calls += 1
+                    g.borrowed_calls += 1
+                    return self._hit(lender, now), job, None
             return None, job, None
+
+    def _lender(self) -> VariantRecord | None:
+        """The most recently used ready variant that serves any key (shape-generic)."""
+        for rec in reversed(self._records.values()):
+            if rec.status == READY and rec.variant is not None and rec.variant.generic:
+                return rec
+        return None
 
     def _hit(self, rec: VariantRecord, now: float) -> Variant | None:
         rec.hits += 1
@@ -351,6 +380,13 @@ class JitEngine:
             self.counters.reset()
             for rec in self._records.values():
                 rec.hits = 0
+
+
+def _wants_native(options: JitOptions) -> bool:
+    from shapevm.jit.native_lowering import NATIVE_LOWERINGS
+
+    names = options.lowerings
+    return names is None or any(n in NATIVE_LOWERINGS for n in names)
 
 
 __all__ = ["COMPILING", "EVICTED", "FAILED", "QUEUED", "READY", "JitEngine", "VariantRecord"]

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from shapevm.jit import numba_cache
 from shapevm.jit.graph import Op, RegionGraph
 from shapevm.jit.kernel_server import KernelServer, KernelServerTimeout
 from shapevm.jit.lowering import CompileContext, Group, Lowered, register_lowering
@@ -238,11 +239,13 @@ _MEMO_LOCK = threading.Lock()
 
 
 def cache_dir() -> Path:
-    """Where generated kernels and numba's cache files live."""
-    root = os.environ.get("SHAPEVM_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "shapevm"
-    )
-    return Path(root)
+    """Where generated kernels and numba's cache files live: ``$SHAPEVM_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/shapevm``, else ``~/.cache/shapevm``."""
+    root = os.environ.get("SHAPEVM_CACHE_DIR")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path(os.path.expanduser("~")) / ".cache") / "shapevm"
 
 
 def clear_memo() -> None:
@@ -269,6 +272,7 @@ def load_kernel(
         name = f"svk_{digest}"
         folder = _kernel_folder(_numba_version())
         path = folder / f"{name}.py"
+        numba_cache.install()
         try:
             _write(path, source)
             if not in_process and not any((folder / "__pycache__").glob(f"{name}.*.nbi")):
@@ -372,7 +376,7 @@ def _from_text(numba: Any, text: str) -> Any:
 def build_chain(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowered:
     labels = "+".join(graph.ops[p].instr.op for p in group.positions)  # type: ignore[attr-defined]
     if not group.outs:  # nothing the chain makes is ever read: no work at all
-        return Lowered("out", _nothing, (), PATTERN, label=labels)
+        return Lowered("out", _nothing, (), PATTERN, label=labels, shape_generic=True)
     source, sig = generate(graph, group)
     ctx.check()
     kernel = load_kernel(source, sig, not ctx.kernel_process, ctx.time_left())
@@ -390,7 +394,7 @@ def build_chain(graph: RegionGraph, group: Group, ctx: CompileContext) -> Lowere
         except TypeError:  # an operand numba was not compiled for: strided, unaligned
             kernel(*[np.ascontiguousarray(a) for a in args], *outs)
 
-    return Lowered("out", run, inplace, PATTERN, label=labels)
+    return Lowered("out", run, inplace, PATTERN, label=labels, shape_generic=True)
 
 
 def _nothing(args: list[Any], outs: list[Any], frame: Any) -> None:

@@ -8,7 +8,8 @@ script instead, started once with the same Python: it reads one JSON request per
 signature with ``cache=True`` and answers ``{"error": null}`` or the error text. The
 parent then loads the kernel from the cache in a few milliseconds.
 
-This file runs as a script and imports nothing from shapevm.
+This file runs as a script and imports nothing from shapevm but `numba_cache` (loaded
+by path), so that its kernels' machine code goes where the parent looks for it.
 """
 
 from __future__ import annotations
@@ -47,7 +48,20 @@ def _compile(request: dict[str, Any]) -> None:
     module.kernel.compile(_types(numba, request["sig"]))
 
 
+def _install_locator() -> None:
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_cache.py")
+    spec = importlib.util.spec_from_file_location("_shapevm_numba_cache", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with this one
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.install()
+
+
 def serve(stdin: IO[str], stdout: IO[str]) -> None:
+    _install_locator()
     for line in stdin:
         try:
             _compile(json.loads(line))

@@ -52,6 +52,12 @@ class Lowered:
     ``run(args, frame) -> results`` allocates (its results may be views of its arguments).
     ``inplace`` lists ``(out_index, in_index)`` pairs where the output may share the
     input's buffer when the input dies at this step (same dtype and shape).
+
+    ``shape_generic``: the step is right for every value of the dimension variables, not
+    only for the reference values it was built at (it bakes none of them in, and chooses
+    no kernel that applies only to some shapes). A variant made of such steps may serve
+    any key of its function (`shapevm.jit.JitEngine` lets a key borrow it until its own
+    variant is ready). Pattern builders that know this set it.
     """
 
     kind: str
@@ -65,6 +71,7 @@ class Lowered:
     # compiler can make one closure that calls it directly: ``run`` does the same, slower
     ufunc: np.ufunc | None = None
     template: tuple[Any, ...] = ()
+    shape_generic: bool = False
 
 
 @dataclass
@@ -205,8 +212,8 @@ def lower_op(graph: RegionGraph, op: Op, ctx: CompileContext) -> Lowered:
             return out
         return _reference(graph, op, ctx)
     if op.kind == "alloc":
-        return Lowered("out", _nothing, label="TENSOR_ALLOC", ops=(op,))
-    return Lowered(op.kind, _nothing, label=op.instr.opcode.name, ops=(op,))
+        return Lowered("out", _nothing, label="TENSOR_ALLOC", ops=(op,), shape_generic=True)
+    return Lowered(op.kind, _nothing, label=op.instr.opcode.name, ops=(op,), shape_generic=True)
 
 
 def _nothing(*args: Any) -> None:
@@ -258,7 +265,14 @@ def _out_path(graph: RegionGraph, op: Op) -> Lowered | None:
         return None
     direct = _UFUNCS.get(name) if name in _UFUNCS else None
     return Lowered(
-        "out", run, inplace, label=name, ops=(op,), ufunc=direct, template=tuple(template)
+        "out",
+        run,
+        inplace,
+        label=name,
+        ops=(op,),
+        ufunc=direct,
+        template=tuple(template),
+        shape_generic=True,
     )
 
 
@@ -353,7 +367,10 @@ def _reference(graph: RegionGraph, op: Op, ctx: CompileContext) -> Lowered:
                 operands[i] = a
             return kernel(operands, frame.attrs[pos])
 
-    return Lowered("alloc", run, label=info.name, ops=(op,))
+    # The op's own kernel runs every shape; a variant the scheduler chose for the reference
+    # shapes may not apply to others.
+    generic = kernel is info.kernel or bool(op.dims_attrs)
+    return Lowered("alloc", run, label=info.name, ops=(op,), shape_generic=generic)
 
 
 def reference_attrs(op: Op, env: Mapping[str, int]) -> dict[str, Any]:

@@ -13,6 +13,9 @@ from typing import Any
 
 CACHE_MODES = ("exact", "bucket", "adaptive")
 
+Boundaries = tuple[int, ...]
+PerVariable = tuple[tuple[str, Boundaries], ...]
+
 
 @dataclass(frozen=True)
 class JitOptions:
@@ -21,7 +24,9 @@ class JitOptions:
     - ``hot_threshold``: calls of one specialization key before its compile is queued;
     - ``scd_threshold``: the function's Shape Convergence Degree must reach this;
     - ``cache_mode``: ``exact`` (a variant per tuple of dimension values), ``bucket`` (a
-      variant per range of values from ``bucket_boundaries``), ``adaptive`` (keys seen
+      variant per range of values from ``bucket_boundaries``: one list for every dimension
+      variable, or a mapping from variable names to lists, where a variable left out is
+      keyed by its exact value), ``adaptive`` (keys seen
       ``adaptive_exact_after`` times get their own variant, the rest share power-of-two
       buckets);
     - ``max_variants``: compiled variants kept per traced function; the least recently
@@ -41,7 +46,7 @@ class JitOptions:
     hot_threshold: int = 3
     scd_threshold: float = 0.8
     cache_mode: str = "exact"
-    bucket_boundaries: tuple[int, ...] = ()
+    bucket_boundaries: Boundaries | PerVariable = ()
     adaptive_exact_after: int = 8
     max_variants: int = 32
     compile_timeout_s: float | None = 60.0
@@ -60,11 +65,14 @@ class JitOptions:
                 "cache_mode='bucket' needs bucket_boundaries, e.g. [1, 8, 32, 64]: each "
                 "variant serves the shapes between two boundaries"
             )
-        b = self.bucket_boundaries
-        if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in b) or list(
-            b
-        ) != sorted(set(b)):
-            raise ValueError(f"bucket_boundaries must be increasing integers >= 1, found {list(b)}")
+        for name, b in boundary_lists(self.bucket_boundaries):
+            if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in b) or list(
+                b
+            ) != sorted(set(b)):
+                where = f" of {name!r}" if name else ""
+                raise ValueError(
+                    f"bucket_boundaries{where} must be increasing integers >= 1, found {list(b)}"
+                )
         _positive_int("hot_threshold", self.hot_threshold)
         _positive_int("adaptive_exact_after", self.adaptive_exact_after)
         _positive_int("max_variants", self.max_variants)
@@ -91,10 +99,26 @@ class JitOptions:
                 accepted = ", ".join(sorted(known - {"enabled"} | {"jit", "interpret_only"}))
                 raise TypeError(f"unknown JIT option {name!r}; accepted: {accepted}")
         if "bucket_boundaries" in kwargs:
-            kwargs["bucket_boundaries"] = tuple(kwargs["bucket_boundaries"] or ())
+            kwargs["bucket_boundaries"] = _boundaries(kwargs["bucket_boundaries"])
         if kwargs.get("lowerings") is not None:
             kwargs["lowerings"] = _names(kwargs["lowerings"])
         return cls(**kwargs)
+
+
+def _boundaries(value: Any) -> Boundaries | PerVariable:
+    """A list of boundaries as a tuple; a mapping as sorted ``(name, boundaries)`` pairs."""
+    if not value:
+        return ()
+    if isinstance(value, Mapping):
+        return tuple((str(k), tuple(v)) for k, v in sorted(value.items()))
+    return tuple(value)
+
+
+def boundary_lists(value: Boundaries | PerVariable) -> list[tuple[str, Boundaries]]:
+    """``[("", list)]`` for one list, ``[(name, list), ...]`` for a mapping."""
+    if value and isinstance(value[0], tuple):
+        return [(str(n), tuple(b)) for n, b in value]
+    return [("", value)]  # type: ignore[list-item]
 
 
 def _names(value: Sequence[str] | str) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 Key = tuple[str, tuple[Any, ...]]
@@ -50,21 +50,46 @@ class ExactPolicy(CachePolicy):
 
 
 class BucketPolicy(CachePolicy):
-    """One variant per combination of ranges between ``boundaries``."""
+    """One variant per combination of ranges between ``boundaries``: one list for every
+    variable, or a mapping from variable names (``variables``, in order) to lists; a
+    variable the mapping leaves out is keyed by its exact value (the range ``[v, v + 1)``).
+    """
 
     mode = "bucket"
 
-    def __init__(self, boundaries: Sequence[int]) -> None:
-        self.boundaries = tuple(boundaries)
+    def __init__(
+        self,
+        boundaries: Sequence[int] | Mapping[str, Sequence[int]],
+        variables: Sequence[str] = (),
+    ) -> None:
+        if isinstance(boundaries, Mapping):
+            unknown = sorted(set(boundaries) - set(variables))
+            if unknown:
+                raise ValueError(
+                    f"bucket_boundaries name {', '.join(map(repr, unknown))}, which are not "
+                    f"dimension variables of the function (they are: {', '.join(variables)})"
+                )
+            self.per_variable: tuple[tuple[int, ...] | None, ...] | None = tuple(
+                tuple(boundaries[v]) if v in boundaries else None for v in variables
+            )
+            self.boundaries: tuple[int, ...] = ()
+        else:
+            self.per_variable = None
+            self.boundaries = tuple(boundaries)
 
     def key(self, values: tuple[int, ...]) -> Key | None:
-        parts = []
-        for v in values:
-            i = bisect.bisect_right(self.boundaries, v) - 1
+        parts: list[tuple[int, int | None]] = []
+        per = self.per_variable
+        for n, v in enumerate(values):
+            bounds = self.boundaries if per is None else per[n]
+            if bounds is None:
+                parts.append((v, v + 1))
+                continue
+            i = bisect.bisect_right(bounds, v) - 1
             if i < 0:
                 return None
-            hi = self.boundaries[i + 1] if i + 1 < len(self.boundaries) else None
-            parts.append((self.boundaries[i], hi))
+            hi = bounds[i + 1] if i + 1 < len(bounds) else None
+            parts.append((bounds[i], hi))
         return ("bucket", tuple(parts))
 
 
@@ -95,8 +120,16 @@ def pow2(v: int) -> tuple[int, int]:
     return (lo, 2 * lo)
 
 
-def make_policy(mode: str, boundaries: Sequence[int] = (), exact_after: int = 8) -> CachePolicy:
+def make_policy(
+    mode: str,
+    boundaries: Sequence[Any] = (),
+    exact_after: int = 8,
+    variables: Sequence[str] = (),
+) -> CachePolicy:
+    """The policy of ``mode``; ``boundaries`` is a list, or ``(name, list)`` pairs."""
     if mode == "bucket":
+        if boundaries and isinstance(boundaries[0], tuple):
+            return BucketPolicy({str(n): tuple(b) for n, b in boundaries}, variables)
         return BucketPolicy(boundaries)
     if mode == "adaptive":
         return AdaptivePolicy(exact_after)

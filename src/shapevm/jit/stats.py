@@ -21,6 +21,7 @@ LOCK = threading.Lock()
 class Counters:
     calls: int = 0
     compiled_calls: int = 0
+    borrowed_calls: int = 0  # compiled calls in another key's (shape-generic) variant
     out_of_range: int = 0  # bucket mode: a value below the first boundary
     compiles: int = 0
     compile_ms: float = 0.0

@@ -316,6 +316,21 @@ class Executable:
         params = [self._reg(p.reg) for p in self.fn.params]
         return Plan(blocks, self.fn.blocks[0].label, self.n_regs + 1, params)
 
+    def straight_plan(self, steps: Sequence[Step], instrs: Sequence[Instr]) -> Plan | None:
+        """A plan of the function's only block that runs ``steps`` (standing for
+        ``instrs``, for error messages) and returns; ``None`` when the function has more
+        than one block or its block does not end in ``RETURN``. Used when compiled code
+        covers the whole body, so that no interpreter plan has to be built for a shape."""
+        if len(self.fn.blocks) != 1:
+            return None
+        block = self.fn.blocks[0]
+        term = block.instrs[-1]
+        if not isinstance(term, Return) or any(isinstance(i, TensorPhi) for i in block.instrs):
+            return None
+        params = [self._reg(p.reg) for p in self.fn.params]
+        blocks = {block.label: _Block(block.label, (), tuple(steps), tuple(instrs), term)}
+        return Plan(blocks, block.label, self.n_regs + 1, params)
+
     def _static_branch(self, term: BranchIf, steps: list[Step], instrs: list[Instr]) -> Instr:
         """A shape predicate: evaluated on the shape registers at run time."""
         cond = term.cond

@@ -22,6 +22,9 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from shapevm.bytecode.errors import format_message
+from shapevm.jit import numba_cache
+
+numba_cache.install()  # before the decorators below: their machine code lives beside them
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -1,0 +1,400 @@
+"""The native kernels as compiled regions call them: argument types fixed, compiled once.
+
+A numba dispatcher compiles a new specialization whenever it meets new argument types (a
+read-only array, a view numba types as non-contiguous); in a compiled region that would
+be a compile of seconds inside a user's call. The callables here are built while a variant
+compiles, in the background: each wraps dispatchers made with explicit signatures
+(`typed`), which compile (or load from the disk cache) when they are made and never again;
+at call time the arguments are brought to those types (C-contiguous, writable float32)
+with cheap checks, and the checks of the public functions (`packed_matmul`...) are left
+out because the compiler has proved shapes and dtypes already.
+
+Every callable takes its inputs and a caller-provided ``out`` and returns nothing. Kernels
+big enough to gain from numba's thread pool use it, except while compile work runs in the
+background (`shapevm.jit.worker.busy`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numba
+import numpy as np
+from numba import types as _types
+
+from shapevm.jit.native import conv as _conv
+from shapevm.jit.native import gemm as _gemm
+from shapevm.jit.native import rowops as _rowops
+from shapevm.jit.native import ukernel as _ukernel
+from shapevm.jit.native._core import ACTIVATIONS
+from shapevm.jit.native.conv import PackedConv, conv_out_hw
+from shapevm.jit.native.gemm import Packed
+from shapevm.jit.worker import busy
+
+Array = np.ndarray[Any, Any]
+nt: Any = _types  # numba's type objects (its stubs do not cover building them from names)
+
+_TYPED: dict[tuple[Any, tuple[Any, ...]], Any] = {}
+_LOCK = threading.Lock()
+
+
+def arr(ndim: int, layout: str = "C") -> Any:
+    """The numba type of a writable float32 array."""
+    return nt.Array(nt.float32, ndim, layout)
+
+
+F32 = nt.float32
+I64 = nt.int64
+
+
+def typed(dispatcher: Any, *sigs: tuple[Any, ...]) -> Any:
+    """``dispatcher``'s function compiled for exactly ``sigs`` (loaded from numba's disk
+    cache when it is there), with compiling at call time disabled; one per process."""
+    key = (dispatcher.py_func, tuple(sigs))
+    with _LOCK:
+        found = _TYPED.get(key)
+        if found is None:
+            options = dict(dispatcher.targetoptions)
+            options.pop("nopython", None)
+            found = numba.njit(list(sigs), cache=True, **options)(dispatcher.py_func)
+            _TYPED[key] = found
+        return found
+
+
+# The argument types of every entry point: fixed, whatever the model.
+MATMUL_SIG = (arr(2), arr(2), arr(1), arr(2), I64)  # x, wt, bias, out, act
+TILES_GEMM_SIG = (arr(2), arr(1), arr(3), arr(1), arr(2), I64)  # x, ap, panels, bias, out, act
+
+
+def ln_sig(residual: bool) -> tuple[Any, ...]:
+    return (arr(2), arr(2) if residual else nt.none, arr(1), arr(1), F32, arr(2))
+
+
+SOFTMAX_SIG = (arr(2), arr(2), F32)  # x, out, scale
+ATTENTION_SIG = (arr(4, "A"),) * 4 + (F32,)  # q, k, v, out, scale
+DIRECT_SIG = (arr(4), arr(4), arr(4), arr(1), arr(4), I64)  # x, xp, w, bias, out, act
+TILES_SIG = (arr(4), arr(4), arr(2), arr(1), arr(4), I64, I64)  # ..., stride, act
+CONV_TILES_SIG = (arr(4), arr(1), arr(1), arr(1), arr(4), I64, I64)  # x, xp, aw, bias, out, s, act
+MEAN_ROWS_SIG = (arr(2), arr(1), I64, I64)
+MEAN_ROWS_PARALLEL_SIG = (arr(2), arr(1))
+
+
+def library() -> list[tuple[Any, tuple[Any, ...]]]:
+    """Every (dispatcher, signature) the compiled regions call."""
+    return [
+        (_gemm._gemm_serial, MATMUL_SIG),
+        (_gemm._gemm_parallel, MATMUL_SIG),
+        (_ukernel.gemm_serial, TILES_GEMM_SIG),
+        (_ukernel.gemm_parallel, TILES_GEMM_SIG),
+        (_rowops._ln_serial, ln_sig(False)),
+        (_rowops._ln_parallel, ln_sig(False)),
+        (_rowops._ln_serial, ln_sig(True)),
+        (_rowops._ln_parallel, ln_sig(True)),
+        (_rowops._softmax_serial, SOFTMAX_SIG),
+        (_rowops._softmax_parallel, SOFTMAX_SIG),
+        (_rowops._attention_serial, ATTENTION_SIG),
+        (_rowops._attention_parallel, ATTENTION_SIG),
+        (_conv._direct_serial, DIRECT_SIG),
+        (_conv._direct_parallel, DIRECT_SIG),
+        (_conv._conv_serial, TILES_SIG),
+        (_conv._conv_parallel, TILES_SIG),
+        (_ukernel.conv3x3_serial, CONV_TILES_SIG),
+        (_ukernel.conv3x3_parallel, CONV_TILES_SIG),
+        (_conv._mean_rows, MEAN_ROWS_SIG),
+        (_conv._mean_rows_parallel, MEAN_ROWS_PARALLEL_SIG),
+    ]
+
+
+def build_library() -> int:
+    """Load (or compile, once per installation) every entry point; how many there are."""
+    entries = library()
+    for dispatcher, sig in entries:
+        typed(dispatcher, sig)
+    return len(entries)
+
+
+TILE_MIN_CHANNELS = 8
+"""Input channels from which stride-1 convolutions use the micro-kernel tiles."""
+
+TILE_MIN_ROWS = 5
+"""Rows from which dense layers use the micro-kernel tiles (measured on W1 and W3 shapes:
+1.2-1.9x the dot-product kernels from 6 rows on, slower below 5).
+
+Compiled regions never call NumPy's BLAS: in a process that also runs numba's parallel
+kernels, two thread pools take turns on the cores; each pool's workers busy-wait after a
+call, and on two cores a call of one pool waits for the other's spinning threads to be
+descheduled (measured on W1's stream: 5 ms per call at 64 rows instead of 1.6).
+"""
+
+
+def c_rows(x: Array, k: int) -> Array:
+    """``x`` as a C-contiguous writable float32 matrix of rows of ``k`` (a copy only when it
+    must be)."""
+    if not (x.flags.c_contiguous and x.flags.writeable) or x.dtype != np.float32:
+        x = np.array(x, dtype=np.float32, order="C")
+    return x.reshape(-1, k)
+
+
+def _c(x: Array) -> Array:
+    if not (x.flags.c_contiguous and x.flags.writeable) or x.dtype != np.float32:
+        return np.array(x, dtype=np.float32, order="C")
+    return x
+
+
+# ------------------------------------------------------------------------------- dense
+
+
+class Dense:
+    """``out = act(x @ w + bias)`` against weights packed once; x is [..., K], out [..., N].
+
+    From `TILE_MIN_ROWS` rows on, the register-blocked micro-kernel of `ukernel` (weights
+    in 16-column panels, `ukernel.pack_b16`); below, where a 6-row tile would mostly
+    multiply zeros, the dot-product kernels of `gemm` (weights transposed, `pack_weights`).
+    ``w`` is the weights as given ([K, N]), packed for the tiles (``packed.w`` if omitted).
+    """
+
+    def __init__(self, packed: Packed, epilogue: str = "none", w: Array | None = None) -> None:
+        self.packed = packed
+        self.act = ACTIVATIONS[epilogue]
+        self.k, self.n = packed.k, packed.n
+        self.panels = _ukernel.pack_b16(packed.w if w is None else w)
+        self._serial = typed(_gemm._gemm_serial, MATMUL_SIG)
+        self._parallel = typed(_gemm._gemm_parallel, MATMUL_SIG)
+        self._tiles = typed(_ukernel.gemm_serial, TILES_GEMM_SIG)
+        self._tiles_parallel = typed(_ukernel.gemm_parallel, TILES_GEMM_SIG)
+        self._local = threading.local()
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.packed.nbytes + self.panels.nbytes)
+
+    def _scratch(self, m: int) -> Array:
+        n = -(-m // _ukernel.MR) * _ukernel.MR * self.k
+        buf: Array | None = getattr(self._local, "ap", None)
+        if buf is None or buf.size < n:
+            buf = self._local.ap = np.empty(n, np.float32)
+        return buf
+
+    def __call__(self, x: Array, out: Array) -> None:
+        x2 = c_rows(x, self.k)
+        m = x2.shape[0]
+        if m == 0:
+            return
+        out2 = out.reshape(m, self.n)
+        p = self.packed
+        parallel = m * self.k * self.n >= _gemm.PARALLEL_MIN_MACS and not busy()
+        if m >= TILE_MIN_ROWS:
+            fn = self._tiles_parallel if parallel else self._tiles
+            fn(x2, self._scratch(m), self.panels, p.bias, out2, self.act)
+        elif parallel:
+            self._parallel(x2, p.wt, p.bias, out2, self.act)
+        else:
+            self._serial(x2, p.wt, p.bias, out2, self.act)
+
+    def warm(self) -> None:
+        """Call each kernel once (the thread pool starts, pages are touched)."""
+        p = self.packed
+        for m in (1, TILE_MIN_ROWS):
+            x = np.zeros((m, self.k), np.float32)
+            out = np.empty((m, self.n), np.float32)
+            if m < TILE_MIN_ROWS:
+                self._serial(x, p.wt, p.bias, out, self.act)
+                self._parallel(x, p.wt, p.bias, out, self.act)
+            else:
+                ap = self._scratch(m)
+                self._tiles(x, ap, self.panels, p.bias, out, self.act)
+                self._tiles_parallel(x, ap, self.panels, p.bias, out, self.act)
+
+
+# -------------------------------------------------------------------------- layer norm
+
+
+class LayerNorm:
+    """``out = LN(x [+ residual]) * gamma + beta`` over the last axis."""
+
+    def __init__(self, eps: float, residual: bool) -> None:
+        self.eps = np.float32(eps)
+        self.residual = residual
+        sig = ln_sig(residual)
+        self._serial = typed(_rowops._ln_serial, sig)
+        self._parallel = typed(_rowops._ln_parallel, sig)
+
+    def __call__(
+        self, x: Array, gamma: Array, beta: Array, out: Array, residual: Array | None = None
+    ) -> None:
+        d = out.shape[-1]
+        x2 = c_rows(x, d)
+        r2 = c_rows(residual, d) if residual is not None else None
+        out2 = out.reshape(-1, d)
+        parallel = out2.size >= _rowops.PARALLEL_MIN_ELEMENTS and not busy()
+        fn = self._parallel if parallel else self._serial
+        fn(x2, r2, _c(gamma), _c(beta), self.eps, out2)
+
+    def warm(self, d: int) -> None:
+        g = np.ones(d, np.float32)
+        x = np.zeros((1, d), np.float32)
+        r = x.copy() if self.residual else None
+        for fn in (self._serial, self._parallel):
+            fn(x, r, g, g, self.eps, np.empty_like(x))
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+class Softmax:
+    """``out = softmax(scale * x)`` over the last axis."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = np.float32(scale)
+        self._serial = typed(_rowops._softmax_serial, SOFTMAX_SIG)
+        self._parallel = typed(_rowops._softmax_parallel, SOFTMAX_SIG)
+
+    def __call__(self, x: Array, out: Array) -> None:
+        d = out.shape[-1]
+        x2 = c_rows(x, d)
+        out2 = out.reshape(-1, d)
+        parallel = out2.size >= _rowops.PARALLEL_MIN_ELEMENTS and not busy()
+        fn = self._parallel if parallel else self._serial
+        fn(x2, out2, self.scale)
+
+    def warm(self, d: int) -> None:
+        x = np.zeros((1, d), np.float32)
+        for fn in (self._serial, self._parallel):
+            fn(x, np.empty_like(x), self.scale)
+
+
+# --------------------------------------------------------------------------- attention
+
+
+class Attention:
+    """``out = softmax(q @ k^T * scale) @ v`` per batch and head; any strides (views of a
+    fused qkv buffer; ``out`` may be a transposed view)."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = np.float32(scale)
+        self._serial = typed(_rowops._attention_serial, ATTENTION_SIG)
+        self._parallel = typed(_rowops._attention_parallel, ATTENTION_SIG)
+
+    def __call__(self, q: Array, k: Array, v: Array, out: Array) -> None:
+        if q.dtype != np.float32 or not q.flags.writeable:
+            q = np.array(q, np.float32)
+        if k.dtype != np.float32 or not k.flags.writeable:
+            k = np.array(k, np.float32)
+        if v.dtype != np.float32 or not v.flags.writeable:
+            v = np.array(v, np.float32)
+        heads = q.shape[0] * q.shape[1]
+        if heads > 1 and q.size * k.shape[2] >= _rowops.PARALLEL_MIN_ELEMENTS and not busy():
+            self._parallel(q, k, v, out, self.scale)
+        else:
+            self._serial(q, k, v, out, self.scale)
+
+    def warm(self, d: int) -> None:
+        q = np.zeros((1, 2, 2, d), np.float32)
+        for fn in (self._serial, self._parallel):
+            fn(q, q, q, np.empty_like(q), self.scale)
+
+
+# ------------------------------------------------------------------------- convolution
+
+
+class Conv3x3:
+    """``out = act(conv3x3(x, w, padding=1, stride) + bias)`` in NCHW, weights packed once;
+    the zero-bordered copy of the input lives in a per-thread scratch buffer.
+
+    With stride 1 and at least `TILE_MIN_CHANNELS` input channels, the micro-kernel tiles
+    of `ukernel` (1.4-2.1x the direct kernel on W2's third convolution); otherwise the
+    kernels of `conv` (direct for stride 1, patch tiles for stride 2), which win there
+    (3 input channels make a K of 27, too short for tiles; stride 2 reads twice the input
+    rows per output row).
+    """
+
+    def __init__(self, packed: PackedConv, stride: int, epilogue: str = "none") -> None:
+        self.packed = packed
+        self.stride = stride
+        self.act = ACTIVATIONS[epilogue]
+        self._local = threading.local()
+        self.tiles = stride == 1 and packed.c_in >= TILE_MIN_CHANNELS
+        if self.tiles:
+            self.panels = _ukernel.pack_conv_a6(packed.w)
+            self._serial = typed(_ukernel.conv3x3_serial, CONV_TILES_SIG)
+            self._parallel = typed(_ukernel.conv3x3_parallel, CONV_TILES_SIG)
+        elif stride == 1:
+            self._serial = typed(_conv._direct_serial, DIRECT_SIG)
+            self._parallel = typed(_conv._direct_parallel, DIRECT_SIG)
+        else:
+            self._serial = typed(_conv._conv_serial, TILES_SIG)
+            self._parallel = typed(_conv._conv_parallel, TILES_SIG)
+
+    def _scratch(self, shape: tuple[int, ...]) -> Array:
+        n = int(np.prod(shape))
+        buf: Array | None = getattr(self._local, "buf", None)
+        if buf is None or buf.size < n:
+            buf = self._local.buf = np.empty(n, np.float32)
+        return buf[:n].reshape(shape)
+
+    def _run(self, fn: Any, x: Array, out: Array) -> None:
+        p = self.packed
+        batch, _, h, w = x.shape
+        if self.tiles:
+            n, _ = _ukernel.phase_shape(batch, p.c_in, h, w, 1)
+            fn(x, self._scratch((n,)), self.panels, p.bias, out, 1, self.act)
+        elif self.stride == 1:
+            fn(x, self._scratch((batch, p.c_in, h + 2, w + 2)), p.w, p.bias, out, self.act)
+        else:
+            xp = self._scratch((batch, h + 2, w + 2, p.c_in))
+            fn(x, xp, p.wt, p.bias, out, self.stride, self.act)
+
+    def __call__(self, x: Array, out: Array) -> None:
+        x = _c(x)
+        p = self.packed
+        batch, _, h, w = x.shape
+        ho, wo = conv_out_hw(h, w, self.stride)
+        parallel = batch * ho * wo * p.c_out * 9 * p.c_in >= _conv.PARALLEL_MIN_MACS
+        self._run(self._parallel if parallel and not busy() else self._serial, x, out)
+
+    def warm(self) -> None:
+        p = self.packed
+        x = np.zeros((1, p.c_in, 2, 2), np.float32)
+        ho, wo = conv_out_hw(2, 2, self.stride)
+        out = np.empty((1, p.c_out, ho, wo), np.float32)
+        for fn in (self._serial, self._parallel):
+            self._run(fn, x, out)
+
+
+class GlobalAvgPool:
+    """``out[b, c] = mean(x[b, c, :, :])``."""
+
+    def __init__(self) -> None:
+        self._serial = typed(_conv._mean_rows, MEAN_ROWS_SIG)
+        self._parallel = typed(_conv._mean_rows_parallel, MEAN_ROWS_PARALLEL_SIG)
+
+    def __call__(self, x: Array, out: Array) -> None:
+        x = _c(x)
+        rows = x.shape[0] * x.shape[1]
+        x2 = x.reshape(rows, -1)
+        out1 = out.reshape(-1)
+        if x.size >= 1 << 16 and not busy():
+            self._parallel(x2, out1)
+        else:
+            self._serial(x2, out1, 0, rows)
+
+    def warm(self) -> None:
+        x2 = np.zeros((2, 4), np.float32)
+        out1 = np.empty(2, np.float32)
+        self._serial(x2, out1, 0, 2)
+        self._parallel(x2, out1)
+
+
+__all__ = [
+    "Attention",
+    "Conv3x3",
+    "Dense",
+    "GlobalAvgPool",
+    "LayerNorm",
+    "Softmax",
+    "build_library",
+    "c_rows",
+    "library",
+    "typed",
+]

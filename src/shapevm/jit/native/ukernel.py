@@ -1,0 +1,429 @@
+"""A register-blocked matrix-product micro-kernel written in LLVM IR, and the GEMM built on it.
+
+The micro-kernel computes one tile ``C[6, 16] (+)= A[6, K] @ B[K, 16]`` the way BLAS
+libraries do: twelve 8-wide accumulators stay in registers for the whole K loop; each step
+loads two vectors of B (16 columns), broadcasts six scalars of A and issues twelve fused
+multiply-adds. That is eight loads for twelve FMAs, so the FMA units, not the loads, set the
+pace (about 48 GMAC/s per core on the AVX2 machines of BENCHMARKS.md, where the dot-product
+kernels of `_dot` reach 20-25 and OpenBLAS 29-41 on these shapes).
+
+numba cannot express it: its loop vectorizer handles one loop at a time, and the SLP
+vectorizer (off by default) keeps loop-carried accumulators as scalars and shuffles them
+every step. So `tile_6x16` is a numba ``@intrinsic`` that emits the loop as IR with
+``<8 x float>`` values and ``llvm.fma``; numba inlines it into the kernels below, and its
+machine code is cached like theirs.
+
+B comes in two forms:
+
+- *packed* (dense layers): `pack_b16` lays the weights out once as panels of 16 columns,
+  ``bp[jb, k, 0:16] = w[k, 16 jb : 16 jb + 16]`` (zeros past N), so step k of a tile reads
+  16 consecutive floats at ``16 k``;
+- *indirect* (convolutions): step k reads 16 consecutive floats at ``base + offsets[k]``:
+  for a 3x3 convolution with stride 1, ``offsets`` are the positions of the (channel,
+  ky, kx) taps in the zero-bordered input, and the 16 floats are 16 neighbouring output
+  pixels of one row, so the image is never copied into patches.
+
+A is packed per call into panels of six rows, ``ap[ib, k, 0:6]`` (zeros past M).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils as _cgutils
+from numba.extending import intrinsic
+
+from shapevm.jit.native._core import act_rows_inplace, act_vec_inplace, kernel, parallel_kernel
+
+MR: Final = 6
+"""Rows of a tile (broadcast from A)."""
+NR: Final = 16
+"""Columns of a tile (two 8-wide vectors of B)."""
+_NV = NR // 8
+
+cgutils: Any = _cgutils  # untyped helpers
+_F = ir.FloatType()
+_V8 = ir.VectorType(_F, 8)
+_I64 = ir.IntType(64)
+_I32 = ir.IntType(32)
+
+
+def _data(context: Any, builder: Any, aty: Any, value: Any) -> Any:
+    return context.make_array(aty)(context, builder, value).data
+
+
+def _tile_codegen(indirect: bool) -> Any:
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        a, a_off, b, b_off, offs, kc, c, c_off, ldc, mr, accumulate = args
+        aty, _, bty, _, oty, _, cty = signature.args[:7]
+        ap = builder.gep(_data(context, builder, aty, a), [a_off])
+        bp = builder.gep(_data(context, builder, bty, b), [b_off])
+        cp = builder.gep(_data(context, builder, cty, c), [c_off])
+        op = _data(context, builder, oty, offs) if indirect else None
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_V8, [_V8, _V8, _V8]), "llvm.fma.v8f32"
+        )
+        fn = builder.function
+        pre = builder.block
+        head = fn.append_basic_block("tile.head")
+        body = fn.append_basic_block("tile.body")
+        done = fn.append_basic_block("tile.done")
+        zero = ir.Constant(_V8, [0.0] * 8)
+        builder.branch(head)
+
+        builder.position_at_end(head)
+        k = builder.phi(_I64, "k")
+        k.add_incoming(ir.Constant(_I64, 0), pre)
+        accs = []
+        for _ in range(MR * _NV):
+            p = builder.phi(_V8)
+            p.add_incoming(zero, pre)
+            accs.append(p)
+        builder.cbranch(builder.icmp_signed("<", k, kc), body, done)
+
+        builder.position_at_end(body)
+        if indirect:
+            row = builder.load(builder.gep(op, [k]))
+        else:
+            row = builder.mul(k, ir.Constant(_I64, NR))
+        bvec = []
+        for v in range(_NV):
+            q = builder.gep(bp, [builder.add(row, ir.Constant(_I64, 8 * v))])
+            bvec.append(builder.load(builder.bitcast(q, _V8.as_pointer()), align=4))
+        a_row = builder.mul(k, ir.Constant(_I64, MR))
+        mask = ir.Constant(ir.VectorType(_I32, 8), [0] * 8)
+        new = []
+        for r in range(MR):
+            s = builder.load(builder.gep(ap, [builder.add(a_row, ir.Constant(_I64, r))]))
+            sv = builder.insert_element(ir.Constant(_V8, ir.Undefined), s, ir.Constant(_I32, 0))
+            sv = builder.shuffle_vector(sv, ir.Constant(_V8, ir.Undefined), mask)
+            for v in range(_NV):
+                new.append(builder.call(fma, [sv, bvec[v], accs[r * _NV + v]]))
+        k.add_incoming(builder.add(k, ir.Constant(_I64, 1)), builder.block)
+        for p, n in zip(accs, new, strict=True):
+            p.add_incoming(n, builder.block)
+        builder.branch(head)
+
+        builder.position_at_end(done)
+        for r in range(MR):
+            with builder.if_then(builder.icmp_signed("<", ir.Constant(_I64, r), mr)):
+                row_p = builder.gep(cp, [builder.mul(ldc, ir.Constant(_I64, r))])
+                for v in range(_NV):
+                    q = builder.bitcast(
+                        builder.gep(row_p, [ir.Constant(_I64, 8 * v)]), _V8.as_pointer()
+                    )
+                    value = accs[r * _NV + v]
+                    with builder.if_else(accumulate) as (add, store):
+                        with add:
+                            old = builder.load(q, align=4)
+                            builder.store(builder.fadd(old, value), q, align=4)
+                        with store:
+                            builder.store(value, q, align=4)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+def _tile_typer(indirect: bool) -> Any:
+    def typer(
+        typingctx: Any,
+        a: Any,
+        a_off: Any,
+        b: Any,
+        b_off: Any,
+        offs: Any,
+        kc: Any,
+        c: Any,
+        c_off: Any,
+        ldc: Any,
+        mr: Any,
+        accumulate: Any,
+    ) -> Any:
+        for arr in (a, b, c):
+            if not isinstance(arr, types.Array) or arr.dtype != types.float32:
+                return None
+        if indirect and (not isinstance(offs, types.Array) or offs.dtype != types.int64):
+            return None
+        sig = types.void(
+            a,
+            types.int64,
+            b,
+            types.int64,
+            offs,
+            types.int64,
+            c,
+            types.int64,
+            types.int64,
+            types.int64,
+            types.boolean,
+        )
+        return sig, _tile_codegen(indirect)
+
+    return typer
+
+
+tile_6x16: Any = intrinsic(_tile_typer(False))
+"""``tile_6x16(a, a_off, b, b_off, _, kc, c, c_off, ldc, mr, accumulate)``: rows
+``r < mr`` of ``C[r, 0:16]`` at ``c[c_off + r ldc]`` get (``accumulate``: plus) the sum over
+``k < kc`` of ``a[a_off + 6 k + r] * b[b_off + 16 k : ... + 16]``."""
+tile_6x16_indirect: Any = intrinsic(_tile_typer(True))
+"""The same with step k of B at ``b[b_off + offs[k] : ... + 16]``."""
+
+
+# -------------------------------------------------------------------------------- packing
+
+
+def pack_b16(w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Weights ``w: f32[K, N]`` as panels of 16 columns ``[ceil(N / 16), K, 16]``, zero
+    padded, 64-byte aligned.
+
+    >>> import numpy as np
+    >>> bp = pack_b16(np.arange(6, dtype=np.float32).reshape(2, 3))
+    >>> bp.shape, bp[0, 1, :4].tolist()
+    ((1, 2, 16), [3.0, 4.0, 5.0, 0.0])
+    """
+    k, n = w.shape
+    nb = -(-n // NR)
+    count = nb * k * NR
+    raw = np.zeros(count * 4 + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    bp: np.ndarray[Any, Any] = raw[start : start + count * 4].view(np.float32).reshape(nb, k, NR)
+    padded = np.zeros((k, nb * NR), np.float32)
+    padded[:, :n] = w
+    bp[:] = padded.reshape(k, nb, NR).transpose(1, 0, 2)
+    return bp
+
+
+@kernel
+def pack_a6(x: Any, ap: Any) -> None:
+    """Rows of ``x: f32[M, K]`` into ``ap`` as panels of six: ``ap[(ib K + k) 6 + r] =
+    x[6 ib + r, k]``, zeros past M (``ap`` holds at least ``ceil(M / 6) 6 K`` floats)."""
+    m, k = x.shape
+    for ib in range(-(-m // MR)):
+        base = ib * MR * k
+        for r in range(MR):
+            i = ib * MR + r
+            if i < m:
+                xr = x[i]
+                for kk in range(k):
+                    ap[base + kk * MR + r] = xr[kk]
+            else:
+                for kk in range(k):
+                    ap[base + kk * MR + r] = 0.0
+
+
+# ------------------------------------------------------------------------------------ GEMM
+
+
+KC: Final = 256
+"""K is split into blocks of this many steps (with more than ``1.5 KC``): the B panel block
+(``KC x 16`` floats, 16 KiB) stays in L1 while every row panel of A passes through it."""
+
+
+@kernel
+def _panel(ap: Any, bp: Any, bias: Any, out: Any, act: int, jb: int) -> None:
+    """Columns ``16 jb : 16 jb + 16`` of ``out = act(x @ w + bias)`` (every row)."""
+    m, n = out.shape
+    k = bp.shape[1]
+    j0 = jb * NR
+    j1 = min(j0 + NR, n)
+    panels = -(-m // MR)
+    if j1 - j0 < NR:  # the last, partial panel: whole K at once, through a scratch tile
+        tile = np.empty((MR, NR), np.float32)
+        for ib in range(panels):
+            i0 = ib * MR
+            mr = min(MR, m - i0)
+            tile_6x16(ap, ib * MR * k, bp, jb * k * NR, ap, k, tile, 0, NR, mr, False)
+            for r in range(mr):
+                for j in range(j1 - j0):
+                    out[i0 + r, j0 + j] = tile[r, j]
+            act_rows_inplace(out[i0 : i0 + mr], bias, act, j0, j1)
+        return
+    kc = k if k <= KC + KC // 2 else KC
+    for k0 in range(0, k, kc):
+        steps = min(kc, k - k0)
+        for ib in range(panels):
+            i0 = ib * MR
+            mr = min(MR, m - i0)
+            a_off = ib * MR * k + k0 * MR
+            b_off = jb * k * NR + k0 * NR
+            tile_6x16(ap, a_off, bp, b_off, ap, steps, out, i0 * n + j0, n, mr, k0 > 0)
+    for ib in range(panels):
+        i0 = ib * MR
+        act_rows_inplace(out[i0 : i0 + min(MR, m - i0)], bias, act, j0, j1)
+
+
+@kernel
+def gemm_serial(x: Any, ap: Any, bp: Any, bias: Any, out: Any, act: int) -> None:
+    """``out = act(x @ w + bias)`` with ``bp = pack_b16(w)``; ``ap`` is scratch for
+    `pack_a6`; ``bias`` has at least N entries."""
+    pack_a6(x, ap)
+    for jb in range(bp.shape[0]):
+        _panel(ap, bp, bias, out, act, jb)
+
+
+@parallel_kernel
+def gemm_parallel(x: Any, ap: Any, bp: Any, bias: Any, out: Any, act: int) -> None:
+    """`gemm_serial` with the column panels spread over numba's threads."""
+    pack_a6(x, ap)
+    for jb in prange(bp.shape[0]):
+        _panel(ap, bp, bias, out, act, jb)
+
+
+# ------------------------------------------------------------------- 3x3 convolution
+
+
+def pack_conv_a6(w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A 3x3 convolution weight ``w: f32[Co, Ci, 3, 3]`` as panels of six output channels,
+    ``a[((cb K) + k) 6 + r] = w[6 cb + r, ci, ky, kx]`` with ``k = 9 ci + 3 ky + kx``,
+    ``K = 9 Ci`` (zeros past Co).
+
+    >>> import numpy as np
+    >>> a = pack_conv_a6(np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3))
+    >>> a.shape, a[:4].tolist()
+    ((54,), [0.0, 9.0, 0.0, 0.0])
+    """
+    co, ci = w.shape[:2]
+    k = 9 * ci
+    panels = -(-co // MR)
+    padded = np.zeros((panels * MR, k), np.float32)
+    padded[:co] = w.reshape(co, k)
+    out: np.ndarray[Any, Any] = np.ascontiguousarray(
+        padded.reshape(panels, MR, k).transpose(0, 2, 1)
+    ).reshape(-1)
+    return out
+
+
+def phase_shape(batch: int, c_in: int, h: int, w: int, stride: int) -> tuple[int, int]:
+    """``(floats, row width)`` of the zero-bordered, column-phase-split copy of the input
+    that `conv3x3_serial` reads (16 floats of slack at the end)."""
+    wp = -(-(w + 2) // stride)
+    return stride * batch * c_in * (h + 2) * wp + NR, wp
+
+
+@kernel
+def _fill_phases(x: Any, xp: Any, stride: int, wp: int, b: int, c: int) -> None:
+    """Plane ``(b, c)`` of ``x`` with a zero border of 1 into ``xp``: padded column ``col``
+    goes to phase ``col % stride`` at ``col // stride`` (so that the taps of 16 neighbouring
+    output pixels are 16 consecutive floats whatever the stride)."""
+    c_in, h, w = x.shape[1], x.shape[2], x.shape[3]
+    hp = h + 2
+    phase = x.shape[0] * c_in * hp * wp
+    plane = (b * c_in + c) * hp * wp
+    for p in range(stride):
+        # padded column j * stride + p holds x column j * stride + p - 1 for j in [lo, hi)
+        lo = 1 if p == 0 else 0
+        hi = min(wp, (w - p) // stride + 1)
+        for row in range(hp):
+            dst = xp[p * phase + plane + row * wp : p * phase + plane + (row + 1) * wp]
+            if row == 0 or row == hp - 1:
+                for j in range(wp):
+                    dst[j] = 0.0
+                continue
+            src = x[b, c, row - 1]
+            for j in range(lo):
+                dst[j] = 0.0
+            if stride == 1:
+                inner = dst[lo:hi]
+                part = src[lo - 1 : hi - 1]
+                for j in range(inner.size):
+                    inner[j] = part[j]
+            else:
+                for j in range(lo, hi):
+                    dst[j] = src[j * stride + p - 1]
+            for j in range(max(hi, lo), wp):
+                dst[j] = 0.0
+
+
+@kernel
+def _conv_offsets(c_in: int, h: int, wp: int, stride: int, phase: int, offs: Any) -> None:
+    hp = h + 2
+    for ci in range(c_in):
+        for ky in range(3):
+            for kx in range(3):
+                k = (ci * 3 + ky) * 3 + kx
+                offs[k] = (kx % stride) * phase + (ci * hp + ky) * wp + kx // stride
+
+
+@kernel
+def _conv_row(
+    xp: Any, offs: Any, aw: Any, bias: Any, out: Any, stride: int, wp: int, act: int, t: int
+) -> None:
+    """Output row ``t`` (``b = t // Ho``, ``y = t % Ho``), every channel and pixel."""
+    batch, c_out, ho, wo = out.shape
+    k = offs.size
+    c_in = k // 9
+    hp = (xp.size - NR) // (stride * batch * c_in * wp)
+    b = t // ho
+    y = t % ho
+    base_row = (b * c_in * hp + y * stride) * wp
+    flat = out.reshape(batch * c_out * ho * wo)
+    tile = np.empty((MR, NR), np.float32)
+    # Pixel tiles outside, channel panels inside: the input taps of a tile (9 C_in runs of
+    # 16 floats) stay in L1 while every panel of weights passes over them.
+    for x0 in range(0, wo, NR):
+        for cb in range(-(-c_out // MR)):
+            co0 = cb * MR
+            mr = min(MR, c_out - co0)
+            a_off = cb * k * MR
+            c_off = ((b * c_out + co0) * ho + y) * wo + x0
+            if x0 + NR <= wo:
+                tile_6x16_indirect(
+                    aw, a_off, xp, base_row + x0, offs, k, flat, c_off, ho * wo, mr, False
+                )
+                for r in range(mr):
+                    o = flat[c_off + r * ho * wo : c_off + r * ho * wo + NR]
+                    act_vec_inplace(o, bias[co0 + r], act)
+            else:
+                tile_6x16_indirect(aw, a_off, xp, base_row + x0, offs, k, tile, 0, NR, mr, False)
+                for r in range(mr):
+                    o = flat[c_off + r * ho * wo : c_off + r * ho * wo + (wo - x0)]
+                    for j in range(wo - x0):
+                        o[j] = tile[r, j]
+                    act_vec_inplace(o, bias[co0 + r], act)
+
+
+@kernel
+def conv3x3_serial(x: Any, xp: Any, aw: Any, bias: Any, out: Any, stride: int, act: int) -> None:
+    """``out = act(conv3x3(x, w, padding=1, stride) + bias)`` in NCHW, every tile on the
+    micro-kernel; ``aw = pack_conv_a6(w)``, ``xp`` scratch of `phase_shape` floats."""
+    batch, c_in, h, w = x.shape
+    wp = -(-(w + 2) // stride)
+    for t in range(batch * c_in):
+        _fill_phases(x, xp, stride, wp, t // c_in, t % c_in)
+    offs = np.empty(9 * c_in, np.int64)
+    _conv_offsets(c_in, h, wp, stride, batch * c_in * (h + 2) * wp, offs)
+    for t in range(batch * out.shape[2]):
+        _conv_row(xp, offs, aw, bias, out, stride, wp, act, t)
+
+
+@parallel_kernel
+def conv3x3_parallel(x: Any, xp: Any, aw: Any, bias: Any, out: Any, stride: int, act: int) -> None:
+    """`conv3x3_serial` with planes and output rows spread over numba's threads."""
+    batch, c_in, h, w = x.shape
+    wp = -(-(w + 2) // stride)
+    for t in prange(batch * c_in):
+        _fill_phases(x, xp, stride, wp, t // c_in, t % c_in)
+    offs = np.empty(9 * c_in, np.int64)
+    _conv_offsets(c_in, h, wp, stride, batch * c_in * (h + 2) * wp, offs)
+    for t in prange(batch * out.shape[2]):
+        _conv_row(xp, offs, aw, bias, out, stride, wp, act, t)
+
+
+__all__ = [
+    "MR",
+    "NR",
+    "conv3x3_parallel",
+    "conv3x3_serial",
+    "gemm_parallel",
+    "gemm_serial",
+    "pack_a6",
+    "pack_b16",
+    "pack_conv_a6",
+    "phase_shape",
+    "tile_6x16",
+    "tile_6x16_indirect",
+]

@@ -1,0 +1,85 @@
+"""The register-blocked micro-kernel GEMM and the dense entry point that uses it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from shapevm.jit.native import entries, pack_weights, ukernel
+from tests.jit.native.reference import act, rel_err
+
+EPILOGUES = ["none", "relu", "gelu_tanh"]
+
+
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("parallel", [False, True])
+def test_tiles_on_partial_panels_and_blocked_k(epilogue: str, parallel: bool) -> None:
+    rng = np.random.default_rng(3)
+    fn = ukernel.gemm_parallel if parallel else ukernel.gemm_serial
+    act_code = {"none": 0, "relu": 1, "gelu_tanh": 2}[epilogue]
+    for k, n in [(1, 1), (5, 16), (27, 33), (256, 40), (700, 48), (1024, 17)]:
+        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        b = (0.1 * rng.standard_normal(n)).astype(np.float32)
+        panels = ukernel.pack_b16(w)
+        bias = np.zeros(-(-n // 16) * 16, np.float32)
+        bias[:n] = b
+        for m in [1, 5, 6, 7, 13, 64]:
+            x = rng.standard_normal((m, k)).astype(np.float32)
+            out = np.full((m, n), np.nan, np.float32)
+            ap = np.empty(-(-m // 6) * 6 * k, np.float32)
+            fn(x, ap, panels, bias, out, act_code)
+            ref = act(epilogue, x.astype(np.float64) @ w.astype(np.float64) + b)
+            assert rel_err(out, ref) < 1e-5, (k, n, m)
+
+
+def test_dense_entry_switches_kernels_by_rows_and_agrees() -> None:
+    rng = np.random.default_rng(4)
+    w = (rng.standard_normal((96, 50)) / 10).astype(np.float32)
+    b = rng.standard_normal(50).astype(np.float32)
+    dense = entries.Dense(pack_weights(w, b), "relu", w)
+    for m in range(1, 2 * entries.TILE_MIN_ROWS + 3):
+        x = rng.standard_normal((m, 96)).astype(np.float32)
+        out = np.empty((m, 50), np.float32)
+        dense(x, out)
+        assert rel_err(out, np.maximum(x.astype(np.float64) @ w + b, 0)) < 1e-5, m
+    x3 = rng.standard_normal((2, 7, 96)).astype(np.float32)  # [B, S, K]: rows flattened
+    out3 = np.empty((2, 7, 50), np.float32)
+    dense(x3, out3)
+    assert rel_err(out3, np.maximum(x3.astype(np.float64) @ w + b, 0)) < 1e-5
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_conv_tiles_on_odd_sizes(stride: int, parallel: bool) -> None:
+    from tests.jit.native.reference import conv3x3
+
+    rng = np.random.default_rng(5)
+    fn = ukernel.conv3x3_parallel if parallel else ukernel.conv3x3_serial
+    for batch, c_in, c_out, h, w in [(1, 8, 6, 1, 1), (2, 9, 7, 5, 17), (1, 16, 13, 33, 40)]:
+        x = rng.standard_normal((batch, c_in, h, w)).astype(np.float32)
+        wt = (rng.standard_normal((c_out, c_in, 3, 3)) / np.sqrt(9 * c_in)).astype(np.float32)
+        b = rng.standard_normal(c_out).astype(np.float32)
+        n, _ = ukernel.phase_shape(batch, c_in, h, w, stride)
+        ho, wo = (h - 1) // stride + 1, (w - 1) // stride + 1
+        out = np.full((batch, c_out, ho, wo), np.nan, np.float32)
+        fn(x, np.empty(n, np.float32), ukernel.pack_conv_a6(wt), b, out, stride, 1)
+        ref = np.maximum(conv3x3(x, wt, b, stride), 0.0)
+        assert rel_err(out, ref) < 1e-5, (batch, c_in, c_out, h, w)
+
+
+def test_conv_entry_uses_tiles_from_eight_channels() -> None:
+    from shapevm.jit.native import pack_conv3x3
+    from tests.jit.native.reference import conv3x3
+
+    rng = np.random.default_rng(6)
+    for c_in, tiles in [(3, False), (8, True)]:
+        wt = rng.standard_normal((10, c_in, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(10).astype(np.float32)
+        conv = entries.Conv3x3(pack_conv3x3(wt, b), 1, "relu")
+        assert conv.tiles == tiles
+        x = rng.standard_normal((2, c_in, 19, 23)).astype(np.float32)
+        out = np.empty((2, 10, 19, 23), np.float32)
+        conv(x, out)
+        assert rel_err(out, np.maximum(conv3x3(x, wt, b, 1), 0.0)) < 1e-5
