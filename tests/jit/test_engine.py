@@ -319,3 +319,15 @@ def test_unknown_lowering_names_fail_the_compile_with_the_registered_ones():
     assert row["status"] == "failed"
     assert "unknown lowering(s) ['no_such_pattern']; registered: [" in row["reason"]
     assert "'elementwise_chain'" in row["reason"]
+
+
+def test_eager_first_compiles_the_first_key_at_once_then_waits_for_hot_keys():
+    j = jitted_mlp(hot_threshold=3, background=False, eager_first=True)
+    j(*mlp_inputs(2))
+    assert statuses(j) == {("exact", (2,)): "ready"}
+    for _ in range(2):
+        j(*mlp_inputs(5))  # not hot yet: borrows the variant of 2
+    assert statuses(j) == {("exact", (2,)): "ready"}
+    assert j.jit_stats()["borrowed_calls"] == 2
+    j(*mlp_inputs(5))
+    assert statuses(j) == {("exact", (2,)): "ready", ("exact", (5,)): "ready"}

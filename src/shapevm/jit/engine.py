@@ -252,7 +252,10 @@ class JitEngine:
     def _count(self, key: Key, values: tuple[int, ...]) -> _Job | None:
         """Count a call of ``key``; a job when it just became hot and may be compiled."""
         n = self._counts.get(key, 0) + 1
-        if n < self.options.hot_threshold:
+        threshold = self.options.hot_threshold
+        if self.options.eager_first and not self._records:
+            threshold = 1  # nothing compiled yet: every call would stay in the interpreter
+        if n < threshold:
             if len(self._counts) >= _COUNTED_KEYS:
                 self._counts.clear()
             self._counts[key] = n

@@ -22,6 +22,9 @@ class JitOptions:
     """How one jitted function is specialized and compiled.
 
     - ``hot_threshold``: calls of one specialization key before its compile is queued;
+    - ``eager_first``: the first key of a function is compiled at its first call, whatever
+      ``hot_threshold`` says (until a variant exists, every call is interpreted; after,
+      keys that are not hot yet borrow a shape-generic variant);
     - ``scd_threshold``: the function's Shape Convergence Degree must reach this;
     - ``cache_mode``: ``exact`` (a variant per tuple of dimension values), ``bucket`` (a
       variant per range of values from ``bucket_boundaries``: one list for every dimension
@@ -44,6 +47,7 @@ class JitOptions:
     """
 
     hot_threshold: int = 3
+    eager_first: bool = False
     scd_threshold: float = 0.8
     cache_mode: str = "exact"
     bucket_boundaries: Boundaries | PerVariable = ()

@@ -162,43 +162,48 @@ def _add(db: Db, variants: Sequence[KernelVariant], devices: Sequence[str]) -> D
     return new
 
 
+_REFERENCE_DOC = "the op table's NumPy kernel"
+_referenced: set[str] = set()  # ops that have their reference variant
+
+
+def _reference_variants(infos: Sequence[OpInfo]) -> None:
+    """Give ``infos`` their reference variant (those that have none yet); under `_lock`."""
+    global _db, _defaults
+    refs = [
+        KernelVariant(info.name, REFERENCE, info.kernel, supported_dtypes(info), doc=_REFERENCE_DOC)
+        for info in infos
+        if info.name not in _referenced
+    ]
+    for ref in refs:
+        _variants.setdefault(ref.op, {})[REFERENCE] = ref
+        _referenced.add(ref.op)
+    if refs:
+        _defaults = _add(_defaults, refs, DEVICES)
+        _db = _add(_db, refs, DEVICES)
+
+
 def _sync() -> None:
     """Give ops registered since the last call their reference variant (on first use, not at
     import, so that importing the runtime stays cheap)."""
-    global _synced, _db, _defaults
+    global _synced
     if len(all_ops()) == _synced:
         return
     with _lock:
         ops = all_ops()
-        doc = "the op table's NumPy kernel"
-        refs = [
-            KernelVariant(info.name, REFERENCE, info.kernel, supported_dtypes(info), doc=doc)
-            for info in ops[_synced:]
-        ]
-        for ref in refs:
-            _variants.setdefault(ref.op, {})[REFERENCE] = ref
-        _defaults = _add(_defaults, refs, DEVICES)
-        _db = _add(_db, refs, DEVICES)
+        _reference_variants(ops[_synced:])
         _synced = len(ops)
 
 
 def _sync_op(op: str) -> None:
-    """Give one op its reference variant now (choosing a kernel for a single op should not
-    pay for probing the dtype rules of the whole table: that is most of a cold start)."""
-    global _db, _defaults
-    if REFERENCE in _variants.get(op, {}) or len(all_ops()) == _synced:
+    """The reference variant of ``op`` alone: choosing its kernel needs no other op's (a
+    process that runs a few ops does not work out the dtypes of the whole table)."""
+    if op in _referenced:
         return
     info = get_op(op)
     if info is None:
         return
     with _lock:
-        if REFERENCE in _variants.get(op, {}):
-            return
-        doc = "the op table's NumPy kernel"
-        ref = KernelVariant(info.name, REFERENCE, info.kernel, supported_dtypes(info), doc=doc)
-        _variants.setdefault(op, {})[REFERENCE] = ref
-        _defaults = _add(_defaults, [ref], DEVICES)
-        _db = _add(_db, [ref], DEVICES)
+        _reference_variants([info])
 
 
 def shape_independent(op: str, dtype: DType, device: str = "cpu") -> KernelVariant | None:

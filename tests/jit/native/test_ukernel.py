@@ -83,3 +83,23 @@ def test_conv_entry_uses_tiles_from_eight_channels() -> None:
         out = np.empty((2, 10, 19, 23), np.float32)
         conv(x, out)
         assert rel_err(out, np.maximum(conv3x3(x, wt, b, 1), 0.0)) < 1e-5
+
+
+def test_thread_choice_follows_the_faster_way_and_backs_off_probing(monkeypatch) -> None:
+    monkeypatch.setattr(entries, "_PROBES", [0, 1, 4])
+    choice = entries.ThreadChoice(min_work=100)
+    assert choice.pick(50) == 0  # too small for the pool
+    seconds = {0: 1.0, 1: 3.0}  # the pool is slower (a busy neighbour)
+    used = []
+    for _ in range(400):
+        how = choice.pick(1000)
+        used.append(how & 1)
+        choice.record(1000, how, seconds[how & 1] * 1e-6)
+    probes = sum(used)
+    assert 3 <= probes <= 10  # tried a few times, less and less often
+    seconds = {0: 1.0, 1: 0.4}  # the neighbour left
+    for _ in range(2000):
+        how = choice.pick(1000)
+        choice.record(1000, how, seconds[how & 1] * 1e-6)
+    tail = [choice.pick(1000) & 1 for _ in range(20)]
+    assert sum(tail) >= 18  # the pool again, once a probe found it faster

@@ -10,13 +10,15 @@ with cheap checks, and the checks of the public functions (`packed_matmul`...) a
 out because the compiler has proved shapes and dtypes already.
 
 Every callable takes its inputs and a caller-provided ``out`` and returns nothing. Kernels
-big enough to gain from numba's thread pool use it, except while compile work runs in the
-background (`shapevm.jit.worker.busy`).
+big enough to gain from numba's thread pool use it when it is measured to be faster than
+the calling thread (`ThreadChoice`), and never while compile work runs in the background
+(`shapevm.jit.worker.busy`).
 """
 
 from __future__ import annotations
 
 import threading
+from time import perf_counter
 from typing import Any
 
 import numba
@@ -128,6 +130,67 @@ descheduled (measured on W1's stream: 5 ms per call at 64 rows instead of 1.6).
 """
 
 
+class ThreadChoice:
+    """Whether a kernel runs on numba's thread pool or the calling thread, by measured speed.
+
+    numba's parallel loops split the work into one fixed share per thread and wait for every
+    share. When another process holds one of the two cores, the share of the descheduled
+    thread starts a time slice later: measured on W1 with a busy neighbour, 24-36 ms per call
+    on the pool against 0.3-2.7 ms on the calling thread, while on an idle machine the pool
+    is up to 1.9x faster. So each kernel keeps, per size class (the bit length of its work),
+    the smoothed seconds per unit of work of both ways and takes the faster. The slower way
+    is tried again now and then: after 4 calls, then twice as many each time it loses (up to
+    `MAX_PROBE_GAP`), counted over all kernels, since a busy neighbour slows them all.
+
+    Work below ``min_work`` always runs on the calling thread, and so does everything while
+    a compile runs in the background (`shapevm.jit.worker.busy`).
+    """
+
+    __slots__ = ("min_work", "stats")
+
+    def __init__(self, min_work: int) -> None:
+        self.min_work = min_work
+        self.stats: dict[int, list[float]] = {}  # size class -> [serial, parallel] s/unit
+
+    def pick(self, work: int) -> int:
+        """How to run a call: bit 0 set, on the pool; bit 1 set, as a probe of the way that
+        looks slower (pass it on to `record`)."""
+        if work < self.min_work or busy():
+            return 0
+        stat = self.stats.get(work.bit_length())
+        if stat is None or stat[0] == 0.0:
+            return 0  # the calling thread first: it is never slowed by a busy neighbour
+        g = _PROBES
+        g[0] += 1
+        probe = g[0] >= g[1]
+        if stat[1] == 0.0:
+            return 3 if probe else 0
+        pool = (stat[1] < stat[0]) != probe
+        return int(pool) | (2 if probe else 0)
+
+    def record(self, work: int, how: int, seconds: float) -> None:
+        if work < self.min_work:
+            return
+        cls = work.bit_length()
+        stat = self.stats.get(cls)
+        if stat is None:
+            stat = self.stats[cls] = [0.0, 0.0]
+        rate = seconds / work
+        i = how & 1
+        if how & 2:
+            other = stat[1 - i]
+            won = other == 0.0 or rate < other
+            g = _PROBES
+            g[2] = 4 if won else min(2 * g[2], MAX_PROBE_GAP)
+            g[1] = g[0] + g[2]
+        old = stat[i]
+        stat[i] = rate if old == 0.0 else 0.7 * old + 0.3 * rate
+
+
+MAX_PROBE_GAP = 1024
+_PROBES = [0, 1, 4]  # calls that could have used the pool, call of the next probe, gap
+
+
 def c_rows(x: Array, k: int) -> Array:
     """``x`` as a C-contiguous writable float32 matrix of rows of ``k`` (a copy only when it
     must be)."""
@@ -164,6 +227,7 @@ class Dense:
         self._tiles = typed(_ukernel.gemm_serial, TILES_GEMM_SIG)
         self._tiles_parallel = typed(_ukernel.gemm_parallel, TILES_GEMM_SIG)
         self._local = threading.local()
+        self._choice = ThreadChoice(_gemm.PARALLEL_MIN_MACS)
 
     @property
     def nbytes(self) -> int:
@@ -183,7 +247,10 @@ class Dense:
             return
         out2 = out.reshape(m, self.n)
         p = self.packed
-        parallel = m * self.k * self.n >= _gemm.PARALLEL_MIN_MACS and not busy()
+        work = m * self.k * self.n
+        how = self._choice.pick(work)
+        parallel = bool(how & 1)
+        t0 = perf_counter()
         if m >= TILE_MIN_ROWS:
             fn = self._tiles_parallel if parallel else self._tiles
             fn(x2, self._scratch(m), self.panels, p.bias, out2, self.act)
@@ -191,6 +258,7 @@ class Dense:
             self._parallel(x2, p.wt, p.bias, out2, self.act)
         else:
             self._serial(x2, p.wt, p.bias, out2, self.act)
+        self._choice.record(work, how, perf_counter() - t0)
 
     def warm(self) -> None:
         """Call each kernel once (the thread pool starts, pages are touched)."""
@@ -217,6 +285,7 @@ class LayerNorm:
         self.eps = np.float32(eps)
         self.residual = residual
         sig = ln_sig(residual)
+        self._choice = ThreadChoice(_rowops.PARALLEL_MIN_ELEMENTS)
         self._serial = typed(_rowops._ln_serial, sig)
         self._parallel = typed(_rowops._ln_parallel, sig)
 
@@ -227,9 +296,12 @@ class LayerNorm:
         x2 = c_rows(x, d)
         r2 = c_rows(residual, d) if residual is not None else None
         out2 = out.reshape(-1, d)
-        parallel = out2.size >= _rowops.PARALLEL_MIN_ELEMENTS and not busy()
+        how = self._choice.pick(out2.size)
+        parallel = bool(how & 1)
+        t0 = perf_counter()
         fn = self._parallel if parallel else self._serial
         fn(x2, r2, _c(gamma), _c(beta), self.eps, out2)
+        self._choice.record(out2.size, how, perf_counter() - t0)
 
     def warm(self, d: int) -> None:
         g = np.ones(d, np.float32)
@@ -247,6 +319,7 @@ class Softmax:
 
     def __init__(self, scale: float) -> None:
         self.scale = np.float32(scale)
+        self._choice = ThreadChoice(_rowops.PARALLEL_MIN_ELEMENTS)
         self._serial = typed(_rowops._softmax_serial, SOFTMAX_SIG)
         self._parallel = typed(_rowops._softmax_parallel, SOFTMAX_SIG)
 
@@ -254,10 +327,13 @@ class Softmax:
         d = out.shape[-1]
         x2 = c_rows(x, d)
         out2 = out.reshape(-1, d)
-        parallel = out2.size >= _rowops.PARALLEL_MIN_ELEMENTS and not busy()
+        how = self._choice.pick(out2.size)
+        parallel = bool(how & 1)
+        t0 = perf_counter()
         fn = self._parallel if parallel else self._serial
         x2, inplace = _rowops._alias(x2, out2)
         fn(x2, out2, self.scale, inplace)
+        self._choice.record(out2.size, how, perf_counter() - t0)
 
     def warm(self, d: int) -> None:
         x = np.zeros((1, d), np.float32)
@@ -274,6 +350,7 @@ class Attention:
 
     def __init__(self, scale: float) -> None:
         self.scale = np.float32(scale)
+        self._choice = ThreadChoice(_rowops.PARALLEL_MIN_ELEMENTS)
         self._serial = typed(_rowops._attention_serial, ATTENTION_SIG)
         self._parallel = typed(_rowops._attention_parallel, ATTENTION_SIG)
 
@@ -285,10 +362,13 @@ class Attention:
         if v.dtype != np.float32 or not v.flags.writeable:
             v = np.array(v, np.float32)
         heads = q.shape[0] * q.shape[1]
-        if heads > 1 and q.size * k.shape[2] >= _rowops.PARALLEL_MIN_ELEMENTS and not busy():
-            self._parallel(q, k, v, out, self.scale)
-        else:
-            self._serial(q, k, v, out, self.scale)
+        work = q.size * k.shape[2] if heads > 1 else 0
+        how = self._choice.pick(work)
+        parallel = bool(how & 1)
+        t0 = perf_counter()
+        fn = self._parallel if parallel else self._serial
+        fn(q, k, v, out, self.scale)
+        self._choice.record(work, how, perf_counter() - t0)
 
     def warm(self, d: int) -> None:
         q = np.zeros((1, 2, 2, d), np.float32)
@@ -315,6 +395,7 @@ class Conv3x3:
         self.stride = stride
         self.act = ACTIVATIONS[epilogue]
         self._local = threading.local()
+        self._choice = ThreadChoice(_conv.PARALLEL_MIN_MACS)
         self.tiles = stride == 1 and packed.c_in >= TILE_MIN_CHANNELS
         if self.tiles:
             self.panels = _ukernel.pack_conv_a6(packed.w)
@@ -351,8 +432,12 @@ class Conv3x3:
         p = self.packed
         batch, _, h, w = x.shape
         ho, wo = conv_out_hw(h, w, self.stride)
-        parallel = batch * ho * wo * p.c_out * 9 * p.c_in >= _conv.PARALLEL_MIN_MACS
-        self._run(self._parallel if parallel and not busy() else self._serial, x, out)
+        work = batch * ho * wo * p.c_out * 9 * p.c_in
+        how = self._choice.pick(work)
+        parallel = bool(how & 1)
+        t0 = perf_counter()
+        self._run(self._parallel if parallel else self._serial, x, out)
+        self._choice.record(work, how, perf_counter() - t0)
 
     def warm(self) -> None:
         p = self.packed
@@ -367,6 +452,7 @@ class GlobalAvgPool:
     """``out[b, c] = mean(x[b, c, :, :])``."""
 
     def __init__(self) -> None:
+        self._choice = ThreadChoice(1 << 16)
         self._serial = typed(_conv._mean_rows, MEAN_ROWS_SIG)
         self._parallel = typed(_conv._mean_rows_parallel, MEAN_ROWS_PARALLEL_SIG)
 
@@ -375,10 +461,14 @@ class GlobalAvgPool:
         rows = x.shape[0] * x.shape[1]
         x2 = x.reshape(rows, -1)
         out1 = out.reshape(-1)
-        if x.size >= 1 << 16 and not busy():
+        how = self._choice.pick(x.size)
+        parallel = bool(how & 1)
+        t0 = perf_counter()
+        if parallel:
             self._parallel(x2, out1)
         else:
             self._serial(x2, out1, 0, rows)
+        self._choice.record(x.size, how, perf_counter() - t0)
 
     def warm(self) -> None:
         x2 = np.zeros((2, 4), np.float32)

@@ -4,9 +4,10 @@ Each builds the workload by exporting the function of `shapevm.models.traced` on
 whole family of input shapes; the export is part of the build, so of (a) and (d)), then
 calls either `Exported.call` (``shapevm-interp``: the interpreter only) or the jitted
 `Exported.jit` (the others). The JIT compiles in the background and never blocks a call: a
-key is compiled after its second call (``hot_threshold=2``); until its variant is ready,
-its calls run a ready variant of another key (the variants of W1-W3 are shape-generic),
-or the interpreter while the function has none.
+key is compiled after its second call (``hot_threshold=2``), except the first key, at its
+first call (``eager_first``); until its variant is ready, its calls run a ready variant of
+another key (the variants of W1-W3 are shape-generic), or the interpreter while the
+function has none.
 
 - ``shapevm-jit-exact``: a variant per tuple of dimension values;
 - ``shapevm-jit-bucket``: a variant per range of values (`BUCKETS`, per dimension variable);
@@ -37,7 +38,7 @@ BUCKETS: dict[str, dict[str, list[int]]] = {
 }
 """Bucket boundaries per workload and dimension variable (see `shapevm.jit.JitOptions`)."""
 
-JIT_OPTIONS: dict[str, Any] = {"hot_threshold": 2}
+JIT_OPTIONS: dict[str, Any] = {"hot_threshold": 2, "eager_first": True}
 
 
 def _export(workload_id: str, weights: Weights) -> Any:
