@@ -14,8 +14,10 @@ _OPTIONAL = {
 
 collect_ignore = [path for path, mod in _OPTIONAL.items() if not importlib.util.find_spec(mod)]
 
-# The native kernels import numba at module level; without it their doctests cannot even be
-# collected, and tests/jit/native skips itself.
+# The native kernels import numba at module level; without it (or with a broken install)
+# their doctests cannot even be collected, and tests/jit/native skips itself.
 collect_ignore_glob = []
-if importlib.util.find_spec("numba") is None:
+try:
+    import numba  # noqa: F401
+except ImportError:
     collect_ignore_glob.append("src/shapevm/jit/native/*")

@@ -6,6 +6,11 @@ kernel and the NumPy code a user would write for the same result in the same run
 interleaved round by round so that a noisy neighbour slows both, and reports medians of
 single calls in milliseconds and the ratio NumPy / native (above 1: native is faster).
 
+``--cpu`` measures per-core efficiency instead: one thread for OpenBLAS and numba, and CPU
+time per call (``time.process_time``) rather than wall time, which on a shared machine stays
+meaningful when the neighbours are busy (wall-time medians there include waits for a time
+slice of 8-40 ms).
+
 Compile times of generated kernels: the first in a fresh process (numba's own start-up
 included), the later ones (distinct DAGs, same process), and a second process that loads the
 same kernels from the disk cache; CPU seconds are shown next to wall seconds because on a
@@ -29,6 +34,11 @@ from typing import Any
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 sys.path.insert(0, SRC)  # this checkout, even if another one is installed
+CPU_MODE = "--cpu" in sys.argv
+if CPU_MODE:  # before NumPy and numba start their thread pools
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[var] = "1"
+CLOCK = time.process_time if CPU_MODE else time.perf_counter
 
 import numpy as np  # noqa: E402
 
@@ -45,9 +55,9 @@ def compare(cands: dict[str, Callable[[], object]], rounds: int, per: int) -> di
     for _ in range(rounds):
         for name, f in cands.items():
             for _ in range(per):
-                t = time.perf_counter()
+                t = CLOCK()
                 f()
-                times[name].append(time.perf_counter() - t)
+                times[name].append(CLOCK() - t)
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
@@ -135,6 +145,7 @@ def bench_crossover(nat: Any, rounds: int, per: int) -> None:
 
     rng = np.random.default_rng(1)
     rows = []
+    kernel = gemm._gemm_serial if CPU_MODE else gemm._gemm_parallel
     for k, n in W1_LAYERS:
         w, _ = linear(rng, k, n)
         p = nat.pack_weights(w)
@@ -144,7 +155,7 @@ def bench_crossover(nat: Any, rounds: int, per: int) -> None:
             r = compare(
                 {
                     "blas": lambda: np.matmul(x, p.w, out=out),
-                    "packed": lambda: gemm._gemm_parallel(x, p.wt, p.bias, out, 0),
+                    "packed": lambda: kernel(x, p.wt, p.bias, out, 0),
                 },
                 rounds,
                 per,
@@ -154,7 +165,8 @@ def bench_crossover(nat: Any, rounds: int, per: int) -> None:
                 [f"{k}x{n}", str(m), ms(r["blas"]), ms(r["packed"]), best, nat.choose_gemm(m, k, n)]
             )
     table(
-        "Crossover: BLAS on the packed weights vs the packed kernels (2 threads)",
+        "Crossover: BLAS vs the packed kernels"
+        + (" (one thread each)" if CPU_MODE else " (2 threads each)"),
         ["K x N", "M", "BLAS ms", "packed ms", "faster", "choose_gemm"],
         rows,
     )
@@ -467,6 +479,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument("--cpu", action="store_true", help="one thread each, CPU time per call")
     args = parser.parse_args(argv)
     import importlib
 
@@ -479,7 +492,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}, "
         f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), numba threads "
-        f"{numba.get_num_threads()}; medians of {rounds * per} calls, interleaved"
+        f"{numba.get_num_threads()}; medians of {rounds * per} calls, interleaved; "
+        + ("CPU time per call, one thread each" if CPU_MODE else "wall time per call")
     )
     benches = {
         "gemm": bench_gemm,
@@ -492,6 +506,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     for name in args.only.split(","):
         benches[name](nat, rounds, per)
+    print(f"\nthread pool decisions of the native kernels: {nat.thread_stats()}")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,9 @@ class Exported:
             for t in fn.results
         )
         self.dim_args = tuple(k.dim for k in self.leaf_kinds if k.dim is not None)
+        self._flat_arrays = not self.dim_args and in_tree == _pytree.TreeDef(
+            "tuple", tuple(_pytree.TreeDef("leaf") for _ in self.leaf_kinds)
+        )
 
     @classmethod
     def _from_traced(cls, traced: Traced, arg_names: Sequence[str] | None) -> Exported:
@@ -145,8 +148,11 @@ class Exported:
         outs = self.executable(*arrays, dims=dims)
         return _pytree.unflatten(self.out_tree, outs)
 
-    def _split(self, args: Sequence[Any]) -> tuple[list[Any], dict[str, int]]:
+    def _split(self, args: Sequence[Any]) -> tuple[Sequence[Any], dict[str, int]]:
         """The array arguments and the dimension arguments of a call."""
+        if self._flat_arrays and len(args) == len(self.leaf_kinds):
+            if all(type(a) is np.ndarray for a in args):
+                return args, {}  # the common case: positional arrays, nothing to flatten
         leaves, tree = _pytree.flatten(tuple(args))
         if tree != self.in_tree:
             raise TypeError(

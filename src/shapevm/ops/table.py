@@ -99,9 +99,14 @@ def _accumulate(fn: Callable[..., Any]) -> Callable[..., Any]:
     return reduce
 
 
-def _mean(x: Any, **kw: Any) -> Any:
+def _mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     arr = np.asarray(x)
-    out = np.mean(arr, **kw)  # ints average in float64, then round once to f32
+    if arr.dtype.kind == "f" and arr.size:
+        # sum, then scale: np.mean's Python wrapper costs more than the sum of a small row
+        total = np.add.reduce(arr, axis=axis, keepdims=bool(keepdims))  # type: ignore[call-overload]
+        count = arr.size // max(np.asarray(total).size, 1)
+        return np.multiply(total, arr.dtype.type(1.0 / count), dtype=arr.dtype)
+    out = np.mean(arr, axis=axis, keepdims=keepdims)  # ints average in f64, round once to f32
     return np.asarray(out).astype(arr.dtype if arr.dtype.kind == "f" else np.float32)
 
 

@@ -40,10 +40,10 @@ from shapevm.bytecode.program import (
     TensorType,
 )
 from shapevm.bytecode.shape_expr import COMPARISONS, ShapeCmp, evaluate_shape_expr
-from shapevm.ops import AttrKind, DType, Dynamic, OpInfo, get_op
+from shapevm.ops import AttrKind, DType, Dynamic, OpFlag, OpInfo, get_op
 from shapevm.runtime import bctrace
 from shapevm.runtime.binding import Binder, sym_dim
-from shapevm.runtime.scheduler import choose_kernel, kernel_dtype
+from shapevm.runtime.scheduler import choose_kernel, kernel_dtype, shape_independent
 
 Regs = list[Any]
 Step = Callable[[Regs], None]
@@ -188,6 +188,8 @@ class Executable:
         self.plan_build_seconds = 0.0
         self._dims_cache: dict[str, Any] = {}
         self._types: dict[Reg, TensorType] | None = None
+        self._reuse: dict[int, int] | None = None
+        self._fixed_kernels: dict[int, Any] = {}  # ops whose kernel does not depend on shapes
         self._generation = _generation[0]
 
     # -- calls ----------------------------------------------------------------------------
@@ -202,6 +204,7 @@ class Executable:
     def plan_for(self, env: Mapping[str, int]) -> Plan:
         if self._generation != _generation[0]:
             self._plans.clear()
+            self._fixed_kernels.clear()
             self._generation = _generation[0]
         key = tuple(env[v] for v in self.binder.variables)
         plan = self._plans.get(key)
@@ -235,6 +238,9 @@ class Executable:
         `shapevm.runtime.scheduler`); chosen per call when a shape is data-dependent."""
         if self._types is None:
             self._types = self._reg_types()
+        fixed = self._fixed_kernels.get(id(instr))
+        if fixed is not None:
+            return fixed
         shapes: list[tuple[int, ...] | None] = []
         dtypes: list[DType | None] = []
         for x in instr.ins:
@@ -249,6 +255,10 @@ class Executable:
         results = [t.dtype for t in instr.types if t is not None]
         dtype = kernel_dtype(dtypes, results)
         device = self.device
+        only = shape_independent(info.name, dtype, device)
+        if only is not None:
+            self._fixed_kernels[id(instr)] = only.fn
+            return only.fn
         if all(sh is not None for sh in shapes):
             return choose_kernel(info.name, dtype, shapes, attrs, device).fn  # type: ignore[arg-type]
         choose_kernel(info.name, dtype, [sh or () for sh in shapes], attrs, device)  # dtype check
@@ -402,6 +412,9 @@ class Executable:
         return None
 
     def _op_step(self, instr: OpCall, env: Mapping[str, int]) -> Step:
+        step = self._inplace_step(instr, env)
+        if step is not None:
+            return step
         info = get_op(instr.op)
         assert info is not None, instr.op
         attrs: dict[str, Any] = {}
@@ -422,6 +435,42 @@ class Executable:
             else:
                 template.append(x)
         return _make_op_step(kernel, attrs, outs, template, slots)
+
+    # -- in-place elementwise ops -----------------------------------------------------------
+    def _inplace_step(self, instr: OpCall, env: Mapping[str, int]) -> Step | None:
+        """An elementwise op that writes into an operand dying there (as NumPy users do
+        with ``out=``), which saves an allocation and the page faults of a fresh buffer."""
+        if self._reuse is None:
+            self._reuse = inplace_candidates(self.fn)
+        pos = self._reuse.get(id(instr))
+        if pos is None:
+            return None
+        info = get_op(instr.op)
+        assert info is not None
+        kernel = self.choose(info, instr, info.filled_attrs(instr.attr_dict()), env)
+        if kernel is not info.kernel:  # the scheduler picked another variant: use it
+            return None
+        ufunc = UFUNCS[instr.op]
+        args = [self._reg(x) if isinstance(x, Reg) else x for x in instr.ins]
+        target = args[pos]
+        assert isinstance(target, int)
+        out = self._reg(instr.outs[0])
+        regs_at = [i for i, x in enumerate(instr.ins) if isinstance(x, Reg)]
+        if len(args) == 1:
+
+            def unary(regs: Regs) -> None:
+                regs[out] = ufunc(regs[target], out=regs[target])
+
+            return unary
+        a, b = args
+        ra, rb = (0 in regs_at), (1 in regs_at)
+
+        def binary(regs: Regs) -> None:
+            x = regs[a] if ra else a  # type: ignore[index]
+            y = regs[b] if rb else b  # type: ignore[index]
+            regs[out] = ufunc(x, y, out=regs[target])
+
+        return binary
 
 
 class ShapeView(Mapping[Reg, int]):
@@ -494,3 +543,80 @@ def _make_op_step(
             regs[o] = value
 
     return general
+
+
+UFUNCS: dict[str, Any] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.true_divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "pow": np.power,
+    "neg": np.negative,
+    "abs": np.absolute,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "tanh": np.tanh,
+    "sin": np.sin,
+    "cos": np.cos,
+}
+"""Elementwise ops whose reference kernel is this NumPy ufunc, so ``out=`` is equivalent."""
+
+
+def inplace_candidates(fn: Function) -> dict[int, int]:
+    """``id(instr) -> operand position`` for elementwise float ops that may write into an
+    operand: it is a fresh array made by an op of this function (not a parameter, constant,
+    PHI or view-making op), used by no view-making op (so nothing aliases it), of the
+    result's exact static type, and this instruction is its last use anywhere."""
+    last_use: dict[Reg, tuple[int, int]] = {}
+    blocks_of: dict[Reg, set[str]] = {}  # blocks that define or use the value
+    owned: set[Reg] = set()
+    pinned: set[Reg] = set()  # values that may be aliased or must survive
+    types: dict[Reg, TensorType] = {}
+    order = 0
+    for block in fn.blocks:
+        for instr in block.instrs:
+            order += 1
+            for r in instr.uses():
+                last_use[r] = (order, id(instr))
+            for r in (*instr.uses(), *instr.defs()):
+                blocks_of.setdefault(r, set()).add(block.label)
+            if isinstance(instr, OpCall):
+                info = get_op(instr.op)
+                flags = info.flags if info is not None else OpFlag.NONE
+                if OpFlag.LAYOUT in flags or OpFlag.DATA_DEPENDENT in flags:
+                    pinned.update(r for r in instr.ins if isinstance(r, Reg))
+                else:
+                    owned.update(instr.outs)
+                for r, t in zip(instr.outs, instr.types, strict=False):
+                    if t is not None:
+                        types[r] = t
+            elif not isinstance(instr, OpCall):
+                pinned.update(instr.uses())  # PHI, RETURN, RESIZE, branches keep values
+    out: dict[int, int] = {}
+    for block in fn.blocks:
+        for instr in block.instrs:
+            if not isinstance(instr, OpCall) or instr.op not in UFUNCS or len(instr.outs) != 1:
+                continue
+            t_out = instr.types[0]
+            if t_out is None or not t_out.dtype.is_float or _has_dynamic(t_out):
+                continue
+            for pos, x in enumerate(instr.ins):
+                if (
+                    isinstance(x, Reg)
+                    and x in owned
+                    and x not in pinned
+                    and blocks_of.get(x) == {block.label}  # loops re-run only whole blocks
+                    and last_use.get(x, (0, 0))[1] == id(instr)
+                    and types.get(x) == t_out
+                    and sum(1 for y in instr.ins if y == x) == 1
+                ):
+                    out[id(instr)] = pos
+                    break
+    return out
+
+
+def _has_dynamic(t: TensorType) -> bool:
+    return any(isinstance(d, Dynamic) or d == "dynamic" for d in t.shape)

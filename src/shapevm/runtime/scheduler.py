@@ -92,8 +92,26 @@ def kernel_dtype(operands: Sequence[DType | None], results: Sequence[DType] = ()
     raise ValueError("a kernel dtype needs a typed operand or a result dtype")
 
 
+_SUPPORTED: dict[Any, frozenset[DType]] = {}
+
+
 def supported_dtypes(info: OpInfo) -> frozenset[DType]:
-    """The kernel dtypes the op's dtype rule accepts (probing operand patterns per dtype)."""
+    """The kernel dtypes the op's dtype rule accepts (probing operand patterns per dtype);
+    ops sharing a dtype rule, arity and attributes share the answer."""
+    try:
+        key: Any = (info.dtype_rule, info.min_arity, tuple(sorted(info.filled_attrs({}).items())))
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _SUPPORTED:
+        return _SUPPORTED[key]
+    out = _probe_dtypes(info)
+    if key is not None:
+        _SUPPORTED[key] = out
+    return out
+
+
+def _probe_dtypes(info: OpInfo) -> frozenset[DType]:
     out: set[DType] = set()
     n = info.min_arity
     for d in DType:
@@ -188,6 +206,21 @@ def _sync_op(op: str) -> None:
         _reference_variants([info])
 
 
+def shape_independent(op: str, dtype: DType, device: str = "cpu") -> KernelVariant | None:
+    """The variant `choose_kernel` picks for ``op`` whatever the shapes, if there is one:
+    exactly one variant has this dtype on the device and it applies to every shape. Plans
+    for new shapes then skip the choice."""
+    _sync_op(op)
+    found = [
+        _variants[op][name]
+        for name, dtypes in _db.get(device, {}).get(op, {}).items()
+        if dtype in dtypes
+    ]
+    if len(found) == 1 and found[0].applies is always:
+        return found[0]
+    return None
+
+
 def register_variant(variant: KernelVariant, devices: Sequence[str] = DEVICES) -> KernelVariant:
     """Add a variant of an op of the op table, present on ``devices`` for its dtypes."""
     global _db, _defaults
@@ -232,6 +265,7 @@ def choose_kernel(
             if best is None or cost < best_cost:
                 best, best_cost = variant, cost
     if best is None:
+        _sync()  # the message lists what every device has
         raise _unsupported(op, dt, device, concrete)
     return best
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
+pytest.importorskip("numba", exc_type=ImportError)
 
 from shapevm.jit.native import ACTIVATIONS
 from shapevm.jit.native._core import apply_act, erfc32, exp32, kernel

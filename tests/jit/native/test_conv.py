@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
+pytest.importorskip("numba", exc_type=ImportError)
 
 from shapevm.jit.native import (
     NativeKernelError,
-    conv,
     conv2d_3x3,
     conv_out_hw,
     global_avg_pool,
     pack_conv3x3,
+    thread_stats,
 )
 from tests.jit.native import reference as ref
 from tests.jit.native.reference import rel_err
@@ -26,6 +26,8 @@ CASES = [
     (1, 3, 32, 17, 19, 1),
     (1, 5, 7, 8, 3, 2),
     (2, 2, 3, 2, 9, 2),
+    (1, 32, 8, 6, 7, 1),  # enough input channels for the patch kernel at stride 1
+    (2, 24, 5, 5, 4, 1),
 ]
 
 
@@ -49,16 +51,18 @@ def test_conv_matches_reference(batch, c_in, c_out, h, w, stride) -> None:
         assert rel_err(out, expected) < 1e-5
 
 
+@pytest.mark.usefixtures("threads_on")
 def test_w2_first_layers_on_threads() -> None:
     rng = np.random.default_rng(9)
-    for c_in, c_out, stride in [(3, 32, 1), (32, 32, 2)]:
+    for c_in, c_out, stride in [(3, 32, 1), (32, 32, 2), (32, 64, 1)]:
         weight, bias = _conv(rng, c_in, c_out)
-        x = rng.standard_normal((2, c_in, 40, 36)).astype(np.float32)
-        ho, wo = conv_out_hw(40, 36, stride)
+        x = rng.standard_normal((2, c_in, 20, 18)).astype(np.float32)
+        ho, wo = conv_out_hw(20, 18, stride)
         out = np.empty((2, c_out, ho, wo), np.float32)
-        assert 2 * ho * wo * c_out * 9 * c_in >= conv.PARALLEL_MIN_MACS
+        before = thread_stats()["parallel"]
         conv2d_3x3(x, pack_conv3x3(weight, bias), out, stride, "relu")
         assert rel_err(out, ref.act("relu", ref.conv3x3(x, weight, bias, stride))) < 1e-5
+        assert thread_stats()["parallel"] == before + 1
 
 
 def test_global_avg_pool() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("numba")
+pytest.importorskip("numba", exc_type=ImportError)
 
 from shapevm.jit.native import codegen, diskcache
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
+pytest.importorskip("numba", exc_type=ImportError)
 
 from shapevm.jit.native import NativeKernelError, choose_gemm, gemm, pack_weights, packed_matmul
 from tests.jit.native.reference import act, rel_err
@@ -89,10 +89,16 @@ def test_strided_input_and_empty_batch() -> None:
     assert packed_matmul(np.empty((0, 8), np.float32), packed, empty).shape == (0, 6)
 
 
-def test_choose_gemm_switches_to_blas_for_many_rows() -> None:
-    assert choose_gemm(1, 1024, 1024) == "packed"
-    assert choose_gemm(gemm.BLAS_MIN_ROWS - 1, 256, 256) == "packed"
-    assert choose_gemm(gemm.BLAS_MIN_ROWS, 256, 256) == "blas"
+@pytest.mark.parametrize("pool", [True, False])
+def test_choose_gemm_switches_to_blas_for_many_rows(
+    monkeypatch: pytest.MonkeyPatch, pool: bool
+) -> None:
+    monkeypatch.setattr(gemm, "pool_available", lambda: pool)
+    limit = gemm.BLAS_MIN_ROWS_THREADED if pool else gemm.BLAS_MIN_ROWS
+    assert choose_gemm(1, 1024, 1024) == "blas"
+    assert choose_gemm(2, 1024, 1024) == "packed"
+    assert choose_gemm(limit - 1, 256, 256) == "packed"
+    assert choose_gemm(limit, 256, 256) == "blas"
 
 
 def test_packing_layout() -> None:
@@ -101,7 +107,7 @@ def test_packing_layout() -> None:
     assert p.wt.shape == (8, 3) and p.wt.ctypes.data % 64 == 0
     assert np.array_equal(p.wt[:5], w.T) and not p.wt[5:].any()
     assert np.array_equal(p.w, w) and not p.has_bias
-    assert p.nbytes == 8 * 3 * 4 + 8 * 4
+    assert p.w.flags.c_contiguous and p.nbytes == 8 * 3 * 4 + 8 * 4 + 15 * 4
 
 
 def test_errors_say_expected_and_found() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("numba")
+pytest.importorskip("numba", exc_type=ImportError)
 
 from shapevm.jit.native import (
     NativeKernelError,
@@ -14,6 +14,7 @@ from shapevm.jit.native import (
     layer_norm,
     rowops,
     softmax_rows,
+    thread_stats,
 )
 from tests.jit.native import reference as ref
 from tests.jit.native.reference import rel_err
@@ -38,14 +39,16 @@ def test_layer_norm_with_and_without_residual(shape: tuple[int, ...]) -> None:
     assert rel_err(x, expected) < 1e-5
 
 
+@pytest.mark.usefixtures("threads_on")
 def test_layer_norm_many_rows_use_threads() -> None:
     rng = np.random.default_rng(7)
     x = rng.standard_normal((300, 256)).astype(np.float32)
     r = rng.standard_normal((300, 256)).astype(np.float32)
     g, b = np.ones(256, np.float32), np.zeros(256, np.float32)
-    assert x.size >= rowops.PARALLEL_MIN_ELEMENTS
+    before = thread_stats()["parallel"]
     out = layer_norm(x, g, b, 1e-5, np.empty_like(x), residual=r)
     assert rel_err(out, ref.layer_norm(x, g, b, 1e-5, r)) < 1e-5
+    assert thread_stats()["parallel"] == before + 1
 
 
 @pytest.mark.parametrize("shape", [*SHAPES, (200, 200)])
@@ -99,14 +102,19 @@ def test_attention_on_strided_views(b: int, s: int, h: int, d: int) -> None:
     assert rel_err(out, ref.attention(q, k, v, 1.0 / np.sqrt(d))) < 1e-5
 
 
-def test_attention_cross_lengths_and_threads() -> None:
-    rng = np.random.default_rng(3)
-    q = rng.standard_normal((2, 4, 50, 64)).astype(np.float32)
-    k = rng.standard_normal((2, 4, 70, 64)).astype(np.float32)
-    v = rng.standard_normal((2, 4, 70, 64)).astype(np.float32)
-    assert q.size * k.shape[2] >= rowops.PARALLEL_MIN_ELEMENTS
+@pytest.mark.usefixtures("threads_on")
+@pytest.mark.parametrize("s,t", [(20, 30), (50, 70)])
+def test_attention_cross_lengths_fused_on_threads_and_through_blas(s: int, t: int) -> None:
+    rng = np.random.default_rng(s)
+    q = rng.standard_normal((2, 4, s, 64)).astype(np.float32)
+    k = rng.standard_normal((2, 4, t, 64)).astype(np.float32)
+    v = rng.standard_normal((2, 4, t, 64)).astype(np.float32)
+    fused = s * t < rowops.ATTENTION_BLAS_MIN_SCORES
+    before = thread_stats()["parallel"]
     out = attention(q, k, v, np.empty_like(q), 0.125)
     assert rel_err(out, ref.attention(q, k, v, 0.125)) < 1e-5
+    if fused:
+        assert thread_stats()["parallel"] == before + 1
 
 
 def test_row_op_errors() -> None:
@@ -130,3 +138,15 @@ def test_row_op_errors() -> None:
     assert "q must have rank 4" in str(e.value) and "x.reshape(B, S, H, D)" in str(e.value)
     with pytest.raises(NativeKernelError, match="expected: k: f32"):
         attention(q, np.ones((1, 2, 3, 5), np.float32), q, np.empty_like(q), 1.0)
+
+
+def test_partially_overlapping_out_is_read_before_written() -> None:
+    buf = np.float32([0.0, 1.0, 2.0, 3.0, 4.0])
+    x = buf[0:4].reshape(2, 2)
+    expected = ref.softmax(x)
+    softmax_rows(x, buf[1:5].reshape(2, 2))
+    assert rel_err(buf[1:5].reshape(2, 2), expected) < 1e-6
+    buf = np.arange(6, dtype=np.float32)
+    expected = ref.act("gelu_tanh", buf[0:4] + 1.0)
+    bias_act(buf[0:4], np.ones(4, np.float32), "gelu_tanh", buf[2:6])
+    assert rel_err(buf[2:6], expected) < 1e-6

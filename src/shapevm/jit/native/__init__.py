@@ -9,6 +9,14 @@ Importing this package imports numba (an optional dependency: ``pip install
 
 from __future__ import annotations
 
+# Before numba: sets OpenMP's wait policy, which only counts before OpenMP is loaded.
+try:
+    from shapevm.jit.native import _threads  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without numba
+    raise ImportError(
+        "shapevm.jit.native needs numba; install it with: pip install 'shapevm[native]'"
+    ) from exc
+
 try:
     import numba as _numba  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only without numba
@@ -17,6 +25,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without numba
     ) from exc
 
 from shapevm.jit.native._core import ACTIVATIONS, NativeKernelError
+from shapevm.jit.native._threads import stats as thread_stats
 from shapevm.jit.native.codegen import FusedKernel, clear_memory_cache, compile_fused
 from shapevm.jit.native.conv import (
     PackedConv,
@@ -55,6 +64,7 @@ __all__ = [
     "pack_weights",
     "packed_matmul",
     "softmax_rows",
+    "thread_stats",
     "unary",
     "where",
 ]

@@ -150,7 +150,6 @@ def emit_source(root: Expr, key: KernelKey, pattern: Pattern) -> str:
         f'@njit(cache=True, nogil=True, error_model="numpy", fastmath={fastmath})',
         f"def kernel({args}):",
         f"    n = shape[{rank - 1}]",
-        "    o = 0",
     ]
     return "\n".join(header + _loops(root, order, consts, key, pattern)) + "\n"
 
@@ -158,10 +157,13 @@ def emit_source(root: Expr, key: KernelKey, pattern: Pattern) -> str:
 def _loops(
     root: Expr, order: list[Expr], consts: list[Expr], key: KernelKey, pattern: Pattern
 ) -> list[str]:
+    # Shapes and strides arrive as uint64 and every index is unsigned: numba then emits no
+    # negative-index wraparound, which would keep the inner loop from vectorizing, and no
+    # slices are needed (less code to compile).
     n_in = len(key.dtypes)
-    lines: list[str] = []
+    lines: list[str] = ["    o = np.uint64(0)"]
     ind = "    "
-    prev = ["0"] * n_in
+    prev = ["np.uint64(0)"] * n_in
     for d in range(key.rank - 1):
         lines.append(f"{ind}for i{d} in range(shape[{d}]):")
         ind += "    "
@@ -169,13 +171,11 @@ def _loops(
             lines.append(f"{ind}p{i}_{d} = {prev[i]} + i{d} * s{i}[{d}]")
             prev[i] = f"p{i}_{d}"
     init = {"sum": "0.0", "mean": "0.0", "max": "-_INF", "min": "_INF"}
-    if key.reduce is None:
-        lines.append(f"{ind}ov = out[o:o + n]")
-    else:
+    if key.reduce is not None:
         lines.append(f"{ind}acc = {init[key.reduce]}")
     for i in range(n_in):
         if pattern[i]:
-            lines.append(f"{ind}v{i} = x{i}[{prev[i]}:{prev[i]} + n]")
+            lines.append(f"{ind}b{i} = {prev[i]}")
         else:
             load = f"x{i}[{prev[i]}]"
             lines.append(f"{ind}c{i} = {load if key.dtypes[i] == key.out_dtype else f'_T({load})'}")
@@ -185,7 +185,7 @@ def _loops(
         lines.append(f"{ind}o += n")
     else:
         lines.append(f"{ind}out[o] = {'acc / n' if key.reduce == 'mean' else 'acc'}")
-        lines.append(f"{ind}o += 1")
+        lines.append(f"{ind}o += np.uint64(1)")
     return lines
 
 
@@ -207,7 +207,7 @@ def _body(
             if not pattern[i]:
                 name[node] = f"c{i}"
                 continue
-            load = f"v{i}[j]"
+            load = f"x{i}[b{i} + j]"
             rhs = load if key.dtypes[i] == compute else f"_T({load})"
         elif node.op == "const":
             name[node] = f"_K{consts.index(node)}"
@@ -229,7 +229,7 @@ def _body(
     elif key.reduce == "min":
         lines.append(f"{ind}acc = {r} if ({r} < acc or {r} != {r}) else acc")
     else:
-        lines.append(f"{ind}ov[j] = {r}")
+        lines.append(f"{ind}out[o + j] = {r}")
     return lines
 
 
@@ -399,8 +399,8 @@ def make_plan(shapes: Sequence[tuple[int, ...]], rank: int, reduce: str | None) 
     # A 0- or 1-long inner loop reads at most element 0: any variant will do.
     pattern = tuple(s[-1] == 1 or dims[-1] <= 1 for s in strides)
     return _Plan(
-        shape=np.array(dims, np.int64),
-        strides=tuple(np.array(s, np.int64) for s in strides),
+        shape=np.array(dims, np.uint64),
+        strides=tuple(np.array(s, np.uint64) for s in strides),
         out_shape=out_shape,
         pattern=pattern,
     )
@@ -527,7 +527,7 @@ def _make_key(
 
 
 def _signature(key: KernelKey) -> tuple[Any, ...]:
-    index = types.Array(types.int64, 1, "C")
+    index = types.Array(types.uint64, 1, "C")
     out = types.Array(numba.from_dtype(np.dtype(key.out_dtype)), 1, "C")
     args: list[Any] = [out, index]
     for d in key.dtypes:

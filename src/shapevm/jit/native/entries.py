@@ -73,7 +73,7 @@ def ln_sig(residual: bool) -> tuple[Any, ...]:
     return (arr(2), arr(2) if residual else nt.none, arr(1), arr(1), F32, arr(2))
 
 
-SOFTMAX_SIG = (arr(2), arr(2), F32)  # x, out, scale
+SOFTMAX_SIG = (arr(2), arr(2), F32, nt.boolean)  # x, out, scale, x is out
 ATTENTION_SIG = (arr(4, "A"),) * 4 + (F32,)  # q, k, v, out, scale
 DIRECT_SIG = (arr(4), arr(4), arr(4), arr(1), arr(4), I64)  # x, xp, w, bias, out, act
 CONV_TILES_SIG = (arr(4), arr(1), arr(1), arr(1), arr(4), I64, I64)  # x, xp, aw, bias, out, s, act
@@ -331,13 +331,14 @@ class Softmax:
         parallel = bool(how & 1)
         t0 = perf_counter()
         fn = self._parallel if parallel else self._serial
-        fn(x2, out2, self.scale)
+        x2, inplace = _rowops._alias(x2, out2)
+        fn(x2, out2, self.scale, inplace)
         self._choice.record(out2.size, how, perf_counter() - t0)
 
     def warm(self, d: int) -> None:
         x = np.zeros((1, d), np.float32)
         for fn in (self._serial, self._parallel):
-            fn(x, np.empty_like(x), self.scale)
+            fn(x, np.empty_like(x), self.scale, False)
 
 
 # --------------------------------------------------------------------------- attention

@@ -5,7 +5,7 @@ hands each call to OpenBLAS, which repacks ``w`` every time; with few rows that 
 most of the work (W1 at b = 3: 0.69 ms in NumPy, 0.10 ms in ONNX Runtime, which packs once).
 
 Layout. `pack_weights` stores ``w`` transposed, ``wt[j, :] = w[:, j]``: every output column is
-a contiguous run of K floats, rows padded with zeros to a multiple of 4, 64-byte aligned,
+a contiguous run of K floats, rows padded with zeros to a multiple of 8, 64-byte aligned,
 which is what the dot-product micro-kernels of `_dot` read (why dot products and not the
 BLAS-style broadcast panel: see there).
 
@@ -38,15 +38,19 @@ from shapevm.jit.native._core import (
     spec,
 )
 from shapevm.jit.native._dot import matmul_nt
+from shapevm.jit.native._threads import pool_available, use_threads
 
 F32 = np.ndarray[Any, np.dtype[np.float32]]
 
 COLUMN_CHUNK: Final = 32
 """Columns per task: its weights (32 x K floats) stay in L2 while every row block uses them."""
-PARALLEL_MIN_MACS: Final = 1 << 18
-"""Below this many multiply-adds waking the second thread costs more than it saves."""
-BLAS_MIN_ROWS: Final = 48
-"""From this many rows on, OpenBLAS's packing pays for itself (measured, see choose_gemm)."""
+PARALLEL_MIN_MACS: Final = 1 << 23
+"""Below this many multiply-adds (~0.3 ms on one core) waking the pool costs more than it
+saves (see `_threads`)."""
+BLAS_MIN_ROWS: Final = 32
+"""From this many rows on, OpenBLAS's packing pays for itself on one core (see choose_gemm)."""
+BLAS_MIN_ROWS_THREADED: Final = 8
+"""The same when both cores are free: OpenBLAS's threads start cheaper than ours."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,24 +58,21 @@ class Packed:
     """Weights of ``x @ w + bias``, laid out once for `packed_matmul`.
 
     ``wt`` is f32[n_padded, k] (column j of ``w`` is row j, zero rows past ``n``); ``bias``
-    is f32[n_padded] (zeros when the layer has none).
+    is f32[n_padded] (zeros when the layer has none); ``w`` is a C-ordered copy of the
+    weights for the BLAS path (OpenBLAS is 4-30% slower on the transposed view of ``wt``,
+    so the layer keeps both: twice the weight memory).
     """
 
     wt: F32
     bias: F32
+    w: F32
     k: int
     n: int
     has_bias: bool
 
     @property
-    def w(self) -> F32:
-        """``w`` as given to `pack_weights` (a transposed view, no copy), for BLAS."""
-        view: F32 = self.wt[: self.n].T
-        return view
-
-    @property
     def nbytes(self) -> int:
-        return int(self.wt.nbytes + self.bias.nbytes)
+        return int(self.wt.nbytes + self.bias.nbytes + self.w.nbytes)
 
 
 def _aligned_zeros(shape: tuple[int, ...], align: int = 64) -> F32:
@@ -99,7 +100,7 @@ def pack_weights(w: Any, bias: Any = None) -> Packed:
             fix="pass a linear layer's weight [out, in] as weight.T",
         )
     k, n = w.shape
-    n_pad = -(-n // 4) * 4
+    n_pad = -(-n // 8) * 8
     wt = _aligned_zeros((n_pad, k))
     wt[:n] = w.T
     b = np.zeros(n_pad, np.float32)
@@ -107,20 +108,25 @@ def pack_weights(w: Any, bias: Any = None) -> Packed:
         check_f32("pack_weights", "bias", bias)
         check_shape("pack_weights", "bias", bias, (n,))
         b[:n] = bias
-    return Packed(wt=wt, bias=b, k=k, n=n, has_bias=bias is not None)
+    return Packed(wt=wt, bias=b, w=np.ascontiguousarray(w), k=k, n=n, has_bias=bias is not None)
 
 
 def choose_gemm(m: int, k: int, n: int) -> Literal["packed", "blas"]:
-    """The faster path for ``[m, k] @ [k, n]`` on this kind of machine.
+    """The faster path for ``[m, k] @ [k, n]`` now, on this kind of machine.
 
-    Measured on 2 cores (AVX2) at K, N in {256, 1024}: the packed kernels win up to about
-    32 rows (1.2-3.5x at M <= 8, 1.1-1.6x at 17-32); from about 48 rows on, BLAS, whose
-    packing cost is now spread over many rows, is faster.
+    Measured on 2 cores of an AMD EPYC (AVX2) at (K, N) in {(256, 1024), (1024, 1024),
+    (1024, 256)}. On one core the packed kernels are 2.5-3.8x OpenBLAS at 3 rows, 1.2-1.6x
+    at 8, 1.0-1.2x at 17 and 0.85-0.95x at 32: below 32 rows they are used whenever our
+    thread pool would not get both cores (`_threads.pool_available`). With both cores free
+    OpenBLAS's two threads win from 8 rows on (waking our passive pool costs ~0.1 ms), so
+    the limit drops to 8. One row is a matrix-vector product that OpenBLAS's gemv does 5-20%
+    faster than our kernel, reading the packed rows (w's columns) as they lie.
 
-    >>> choose_gemm(3, 1024, 1024), choose_gemm(256, 1024, 1024)
-    ('packed', 'blas')
+    >>> choose_gemm(1, 1024, 1024), choose_gemm(3, 1024, 1024), choose_gemm(256, 1024, 1024)
+    ('blas', 'packed', 'blas')
     """
-    return "packed" if m < BLAS_MIN_ROWS else "blas"
+    limit = BLAS_MIN_ROWS_THREADED if pool_available() else BLAS_MIN_ROWS
+    return "packed" if 1 < m < limit else "blas"
 
 
 @kernel
@@ -186,10 +192,12 @@ def packed_matmul(
     if m == 0:
         return out
     if choose_gemm(m, packed.k, packed.n) == "blas":
-        np.matmul(x2, packed.w, out=out2)
+        # One row: OpenBLAS's gemv reads the packed rows (w's columns) faster than w.
+        w = packed.wt[: packed.n].T if m == 1 else packed.w
+        np.matmul(x2, w, out=out2)
         if packed.has_bias or act:
             _epilogue(out2, packed.bias, act)
-    elif m * packed.k * packed.n >= PARALLEL_MIN_MACS:
+    elif use_threads(m * packed.k * packed.n, PARALLEL_MIN_MACS):
         _gemm_parallel(x2, packed.wt, packed.bias, out2, act)
     else:
         _gemm_serial(x2, packed.wt, packed.bias, out2, act)
