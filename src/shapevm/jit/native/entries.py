@@ -30,6 +30,7 @@ from shapevm.jit.native import gemm as _gemm
 from shapevm.jit.native import rowops as _rowops
 from shapevm.jit.native import ukernel as _ukernel
 from shapevm.jit.native._core import ACTIVATIONS
+from shapevm.jit.native._threads import pool_available
 from shapevm.jit.native.conv import PackedConv, conv_out_hw
 from shapevm.jit.native.gemm import Packed
 from shapevm.jit.worker import busy
@@ -143,7 +144,8 @@ class ThreadChoice:
     `MAX_PROBE_GAP`), counted over all kernels, since a busy neighbour slows them all.
 
     Work below ``min_work`` always runs on the calling thread, and so does everything while
-    a compile runs in the background (`shapevm.jit.worker.busy`).
+    a compile runs in the background (`shapevm.jit.worker.busy`) or while other processes
+    keep the cores busy (`_threads.pool_available`, sampled from ``/proc/stat``).
     """
 
     __slots__ = ("min_work", "stats")
@@ -155,7 +157,7 @@ class ThreadChoice:
     def pick(self, work: int) -> int:
         """How to run a call: bit 0 set, on the pool; bit 1 set, as a probe of the way that
         looks slower (pass it on to `record`)."""
-        if work < self.min_work or busy():
+        if work < self.min_work or busy() or not pool_available():
             return 0
         stat = self.stats.get(work.bit_length())
         if stat is None or stat[0] == 0.0:
@@ -350,7 +352,7 @@ class Attention:
 
     def __init__(self, scale: float) -> None:
         self.scale = np.float32(scale)
-        self._choice = ThreadChoice(_rowops.PARALLEL_MIN_ELEMENTS)
+        self._choice = ThreadChoice(_rowops.ATTENTION_PARALLEL_MIN)
         self._serial = typed(_rowops._attention_serial, ATTENTION_SIG)
         self._parallel = typed(_rowops._attention_parallel, ATTENTION_SIG)
 
