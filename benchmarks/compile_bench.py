@@ -98,8 +98,10 @@ def ms(seconds: float) -> str:
 
 
 def main() -> None:
-    print("| program | process | library load | first variant | later variants (median) |"
-          " numba compiles | patterns |")
+    print(
+        "| program | process | library load | first variant | later variants (median) |"
+        " numba compiles | patterns |"
+    )
     print("|---|---|---|---|---|---|---|")
     for workload in ("W1", "W2", "W3", "chain"):
         with tempfile.TemporaryDirectory(prefix="shapevm-compile-bench-") as cache:
