@@ -11,6 +11,7 @@ rest are counted as dropped) and written as CSV by `Recorder.to_csv`.
 
 from __future__ import annotations
 
+import abc
 import csv
 import os
 import threading
@@ -30,15 +31,16 @@ COLUMNS = ("function", "pc", "opcode", "shapes", "duration_us", "mode")
 Record = tuple[str, int, str, str, float, str]
 
 
-class NamedStep:
-    """A step that stands for several instructions (a compiled region), named in traces."""
+class NamedStep(abc.ABC):
+    """A step that stands for several instructions (a compiled region), named in traces;
+    subclasses run the region in `__call__`."""
 
     name: str = "region"
     pc: int = -1
     out_slots: tuple[int, ...] = ()
 
-    def __call__(self, regs: list[Any]) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def __call__(self, regs: list[Any]) -> None: ...
 
 
 class Recorder:
