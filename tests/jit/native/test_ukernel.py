@@ -86,7 +86,7 @@ def test_conv_entry_uses_tiles_from_eight_channels() -> None:
 
 
 def test_thread_choice_follows_the_faster_way_and_backs_off_probing(monkeypatch) -> None:
-    monkeypatch.setattr(entries, "_PROBES", [0, 1, 4])
+    monkeypatch.setattr(entries, "_PROBES", [0, 1, 4, 0, 0])
     monkeypatch.setattr(entries, "pool_available", lambda: True)  # whatever the machine does
     choice = entries.ThreadChoice(min_work=100)
     assert choice.pick(50) == 0  # too small for the pool
@@ -96,14 +96,30 @@ def test_thread_choice_follows_the_faster_way_and_backs_off_probing(monkeypatch)
         how = choice.pick(1000)
         used.append(how & 1)
         choice.record(1000, how, seconds[how & 1] * 1e-6)
-    probes = sum(used)
-    assert 3 <= probes <= 10  # tried a few times, less and less often
+    bursts = sum(1 for a, b in zip([0, *used], used, strict=False) if b and not a)
+    assert 3 <= bursts <= 10  # tried a few times, less and less often
+    assert sum(used) <= bursts * entries.PROBE_BURST
     seconds = {0: 1.0, 1: 0.4}  # the neighbour left
     for _ in range(2000):
         how = choice.pick(1000)
         choice.record(1000, how, seconds[how & 1] * 1e-6)
     tail = [choice.pick(1000) & 1 for _ in range(20)]
     assert sum(tail) >= 18  # the pool again, once a probe found it faster
+
+
+def test_thread_choice_does_not_time_the_wake_up_of_a_sleeping_pool(monkeypatch) -> None:
+    monkeypatch.setattr(entries, "_PROBES", [0, 1, 4, 0, 0])
+    monkeypatch.setattr(entries, "pool_available", lambda: True)
+    choice = entries.ThreadChoice(min_work=100)
+    # Each switch to the pool pays a wake-up of 100 us; warm, the pool is twice as fast.
+    last = [0]
+    for _ in range(200):
+        how = choice.pick(1000)
+        wake = 100.0 if (how & 1) and not last[0] else 0.0
+        last[0] = how & 1
+        choice.record(1000, how, ((1.0 if how & 1 else 2.0) + wake) * 1e-6)
+    tail = [choice.pick(1000) & 1 for _ in range(20)]
+    assert sum(tail) >= 18
 
 
 @pytest.mark.parametrize("stride", [1, 2])

@@ -8,13 +8,18 @@ used only while the other processes on the machine leave at least half a core id
 from ``/proc/stat`` minus this process's own CPU time, resampled at most every
 `SAMPLE_SECONDS`. Elsewhere than Linux the check always allows threads.
 
-OpenMP's workers spin after a parallel region (GNU's default wait policy), and on 2 cores
-they starve OpenBLAS's threads in the next NumPy matrix product: attention at W3 (4, 128),
-which alternates BLAS and a parallel softmax, took 8 ms instead of 1.2 ms. Importing this
-module therefore sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already says
-otherwise; it takes effect if no OpenMP runtime was loaded before numba's. Waking passive
-workers took ~0.1 ms on this virtual machine (against 8 ms of starved BLAS threads
-without it), so the size thresholds ask for ~0.3 ms of work.
+OpenMP's workers wait for the next parallel region. GNU OpenMP's default (spinning for
+about a millisecond) starved OpenBLAS's threads in the next NumPy matrix product: attention
+at W3 (4, 128), which alternated BLAS and a parallel softmax, took 8 ms instead of 1.2 ms.
+Sleeping at once (``OMP_WAIT_POLICY=PASSIVE``) avoids that, but waking a sleeping worker
+costs 86 us on this virtual machine (median launch of an empty 2-thread region), which ate
+the gain of every parallel kernel below ~1 ms: W1's three dense layers at 8 rows took
+547 us on the pool against 527 us on one thread. So importing this module sets
+``GOMP_SPINCOUNT`` to `SPIN_COUNT` unless the environment sets ``GOMP_SPINCOUNT`` or
+``OMP_WAIT_POLICY``: a worker spins about 0.1 ms after a region (long enough for the next
+kernel of the same call, measured 2-7 us per launch with 20-100 us between kernels) and
+then sleeps, so it does not hold a core between calls. With it the same dense layers take
+239 us on the pool. It takes effect if no OpenMP runtime was loaded before numba's.
 
 `stats` counts the decisions, so that a slowdown from running serial is never silent.
 """
@@ -26,7 +31,11 @@ import threading
 import time
 from typing import Final
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+SPIN_COUNT: Final = 30000
+"""Spins of an idle OpenMP worker before it sleeps (GNU OpenMP's ``GOMP_SPINCOUNT``)."""
+
+if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
 
 import numba  # loads OpenMP only at the first parallel launch, after the line above
 

@@ -57,8 +57,8 @@ ROWS: Final = 4
 DIRECT_MAX_C_IN: Final = 24
 """Below this many input channels stride-1 convolutions use the direct kernel (measured
 crossover: direct 37 vs patches 25 GFLOP/s at 16 channels, 44 vs 55 at 32)."""
-PARALLEL_MIN_MACS: Final = 1 << 23
-"""Smaller convolutions run on the calling thread."""
+PARALLEL_MIN_MACS: Final = 1 << 20
+"""Smaller convolutions run on the calling thread; above, `entries.ThreadChoice` measures."""
 
 
 @dataclass(frozen=True, eq=False)

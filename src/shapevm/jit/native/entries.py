@@ -143,6 +143,12 @@ class ThreadChoice:
     is tried again now and then: after 4 calls, then twice as many each time it loses (up to
     `MAX_PROBE_GAP`), counted over all kernels, since a busy neighbour slows them all.
 
+    A probe of the pool lasts `PROBE_BURST` consecutive kernel calls, and a pool call is
+    measured only when the call before it (of any kernel) ran on the pool too: the workers
+    of a pool left idle have gone to sleep (`_threads.SPIN_COUNT`), and waking them (86 us
+    here) is a cost of switching, not of the kernel. Without this, a lone probe always
+    looked slower than the calling thread and the pool was never chosen.
+
     Work below ``min_work`` always runs on the calling thread, and so does everything while
     a compile runs in the background (`shapevm.jit.worker.busy`) or while other processes
     keep the cores busy (`_threads.pool_available`, sampled from ``/proc/stat``).
@@ -164,25 +170,32 @@ class ThreadChoice:
             return 0  # the calling thread first: it is never slowed by a busy neighbour
         g = _PROBES
         g[0] += 1
+        if g[3] > 0:  # inside a burst of pool probes
+            g[3] -= 1
+            return 3
         probe = g[0] >= g[1]
-        if stat[1] == 0.0:
-            return 3 if probe else 0
-        pool = (stat[1] < stat[0]) != probe
+        pool = probe if stat[1] == 0.0 else (stat[1] < stat[0]) != probe
+        if probe and pool:
+            g[3] = PROBE_BURST - 1
         return int(pool) | (2 if probe else 0)
 
     def record(self, work: int, how: int, seconds: float) -> None:
         if work < self.min_work:
             return
+        g = _PROBES
+        i = how & 1
+        warm = g[4]
+        g[4] = i
+        if i and not warm:
+            return  # the workers were asleep: a wake-up, not the kernel's speed
         cls = work.bit_length()
         stat = self.stats.get(cls)
         if stat is None:
             stat = self.stats[cls] = [0.0, 0.0]
         rate = seconds / work
-        i = how & 1
-        if how & 2:
+        if how & 2 and g[3] == 0:  # a probe ends: did the other way win?
             other = stat[1 - i]
             won = other == 0.0 or rate < other
-            g = _PROBES
             g[2] = 4 if won else min(2 * g[2], MAX_PROBE_GAP)
             g[1] = g[0] + g[2]
         old = stat[i]
@@ -190,7 +203,11 @@ class ThreadChoice:
 
 
 MAX_PROBE_GAP = 1024
-_PROBES = [0, 1, 4]  # calls that could have used the pool, call of the next probe, gap
+PROBE_BURST = 6
+"""Consecutive kernel calls a probe of the pool lasts (W1 makes 4 per call, W3 about 8)."""
+_PROBES = [0, 1, 4, 0, 0]
+"""Calls that could have used the pool, call of the next probe, gap, pool calls left in the
+current probe, whether the last measured kernel call ran on the pool."""
 
 
 def c_rows(x: Array, k: int) -> Array:

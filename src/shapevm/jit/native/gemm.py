@@ -44,9 +44,10 @@ F32 = np.ndarray[Any, np.dtype[np.float32]]
 
 COLUMN_CHUNK: Final = 32
 """Columns per task: its weights (32 x K floats) stay in L2 while every row block uses them."""
-PARALLEL_MIN_MACS: Final = 1 << 23
-"""Below this many multiply-adds (~0.3 ms on one core) waking the pool costs more than it
-saves (see `_threads`)."""
+PARALLEL_MIN_MACS: Final = 1 << 19
+"""Below this many multiply-adds (~15 us on one core) a launch of the pool, even of spinning
+workers (2-7 us, see `_threads`), saves too little; above, `entries.ThreadChoice` measures
+which way is faster."""
 BLAS_MIN_ROWS: Final = 32
 """From this many rows on, OpenBLAS's packing pays for itself on one core (see choose_gemm)."""
 BLAS_MIN_ROWS_THREADED: Final = 8

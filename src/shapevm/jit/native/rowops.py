@@ -32,9 +32,10 @@ from shapevm.jit.native._threads import use_threads
 
 Array = np.ndarray[Any, Any]
 
-PARALLEL_MIN_ELEMENTS: Final = 1 << 19
-"""Below this many elements a row op is done before the second thread would start."""
-ATTENTION_PARALLEL_MIN: Final = 1 << 22
+PARALLEL_MIN_ELEMENTS: Final = 1 << 17
+"""Below this many elements a row op is done before the second thread would start; above,
+`entries.ThreadChoice` measures which way is faster."""
+ATTENTION_PARALLEL_MIN: Final = 1 << 20
 """Multiply-adds of q @ k^T from which the fused attention spreads heads over threads."""
 ATTENTION_BLAS_MIN_SCORES: Final = 32 * 32
 """From this many scores per head on, attention's two products go to BLAS: per core, the
