@@ -27,7 +27,7 @@ runs alone). With ``background=False`` the compile runs in the triggering call, 
 is decided and before that call runs (still interpreted), so the next call finds the
 variant ready.
 
-Threads: bookkeeping happens under `stats.LOCK`; compiled regions use per-thread arenas;
+Threads: bookkeeping happens under `stats.LOCK`; compiled regions use their thread's arena;
 variants are immutable once installed, and an evicted variant stays valid for calls that
 already hold it.
 

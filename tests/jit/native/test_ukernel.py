@@ -107,6 +107,20 @@ def test_thread_choice_follows_the_faster_way_and_backs_off_probing(monkeypatch)
     assert sum(tail) >= 18  # the pool again, once a probe found it faster
 
 
+def test_thread_choice_on_a_new_size_follows_the_nearest_measured_size(monkeypatch) -> None:
+    monkeypatch.setattr(entries, "_PROBES", [0, 1, 4, 0, 0])
+    monkeypatch.setattr(entries, "pool_available", lambda: True)
+    choice = entries.ThreadChoice(min_work=100)
+    assert choice.pick(1 << 12) == 0  # nothing measured: the calling thread
+    for _ in range(100):
+        how = choice.pick(1 << 12)
+        choice.record(1 << 12, how, (1.0 if how & 1 else 2.0) * 1e-6)
+    assert choice.pick(1 << 12) & 1
+    assert choice.pick(1 << 20) == 1  # never seen, the pool won at the nearest size
+    choice.stats[(1 << 12).bit_length()] = [1e-9, 2e-9]  # the calling thread wins there now
+    assert choice.pick(1 << 20) == 0
+
+
 def test_thread_choice_does_not_time_the_wake_up_of_a_sleeping_pool(monkeypatch) -> None:
     monkeypatch.setattr(entries, "_PROBES", [0, 1, 4, 0, 0])
     monkeypatch.setattr(entries, "pool_available", lambda: True)

@@ -149,6 +149,10 @@ class ThreadChoice:
     here) is a cost of switching, not of the kernel. Without this, a lone probe always
     looked slower than the calling thread and the pool was never chosen.
 
+    A size class never seen (the first call on a new shape) takes the way that was faster
+    at the nearest class where both were measured, instead of the calling thread: its work
+    per unit is much the same, and new shapes must not be the slow calls of a stream.
+
     Work below ``min_work`` always runs on the calling thread, and so does everything while
     a compile runs in the background (`shapevm.jit.worker.busy`) or while other processes
     keep the cores busy (`_threads.pool_available`, sampled from ``/proc/stat``).
@@ -165,9 +169,13 @@ class ThreadChoice:
         looks slower (pass it on to `record`)."""
         if work < self.min_work or busy() or not pool_available():
             return 0
-        stat = self.stats.get(work.bit_length())
+        cls = work.bit_length()
+        stat = self.stats.get(cls)
         if stat is None or stat[0] == 0.0:
-            return 0  # the calling thread first: it is never slowed by a busy neighbour
+            # A new size (a new shape): the way measured faster at the nearest size class
+            # where both were measured, else the calling thread, never slowed by a neighbour.
+            near = self._nearest(cls)
+            return int(near is not None and near[1] < near[0])
         g = _PROBES
         g[0] += 1
         if g[3] > 0:  # inside a burst of pool probes
@@ -178,6 +186,14 @@ class ThreadChoice:
         if probe and pool:
             g[3] = PROBE_BURST - 1
         return int(pool) | (2 if probe else 0)
+
+    def _nearest(self, cls: int) -> list[float] | None:
+        best: list[float] | None = None
+        dist = 0
+        for c, stat in self.stats.items():
+            if stat[0] != 0.0 and stat[1] != 0.0 and (best is None or abs(c - cls) < dist):
+                best, dist = stat, abs(c - cls)
+        return best
 
     def record(self, work: int, how: int, seconds: float) -> None:
         if work < self.min_work:
