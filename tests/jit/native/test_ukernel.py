@@ -121,6 +121,19 @@ def test_thread_choice_on_a_new_size_follows_the_nearest_measured_size(monkeypat
     assert choice.pick(1 << 20) == 0
 
 
+def test_thread_choice_does_not_learn_from_calls_it_was_forced_to_make(monkeypatch) -> None:
+    monkeypatch.setattr(entries, "_PROBES", [0, 1, 4, 0, 0])
+    free = [False]
+    monkeypatch.setattr(entries, "pool_available", lambda: free[0])
+    choice = entries.ThreadChoice(min_work=100)
+    how = choice.pick(1000)
+    assert how == entries.FORCED  # the calling thread, because it had to
+    choice.record(1000, how, 1.0)  # slowed by whatever took the other core
+    assert not choice.stats
+    free[0] = True
+    assert choice.pick(1000) == 0
+
+
 def test_thread_choice_does_not_time_the_wake_up_of_a_sleeping_pool(monkeypatch) -> None:
     monkeypatch.setattr(entries, "_PROBES", [0, 1, 4, 0, 0])
     monkeypatch.setattr(entries, "pool_available", lambda: True)

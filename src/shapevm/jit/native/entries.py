@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from time import perf_counter
-from typing import Any
+from typing import Any, Final
 
 import numba
 import numpy as np
@@ -155,7 +155,10 @@ class ThreadChoice:
 
     Work below ``min_work`` always runs on the calling thread, and so does everything while
     a compile runs in the background (`shapevm.jit.worker.busy`) or while other processes
-    keep the cores busy (`_threads.pool_available`, sampled from ``/proc/stat``).
+    keep the cores busy (`_threads.pool_available`, sampled from ``/proc/stat``). Those
+    forced calls are not measured: with a compile on the other core, the calling thread
+    ran W3's dense layers at 11-16 GMAC/s instead of ~40, and those rates, kept, made the
+    calling thread look 3x slower than it is for the rest of the process.
     """
 
     __slots__ = ("min_work", "stats")
@@ -166,9 +169,12 @@ class ThreadChoice:
 
     def pick(self, work: int) -> int:
         """How to run a call: bit 0 set, on the pool; bit 1 set, as a probe of the way that
-        looks slower (pass it on to `record`)."""
-        if work < self.min_work or busy() or not pool_available():
+        looks slower; bit 2 set, on the calling thread because it had to be (pass it on to
+        `record`)."""
+        if work < self.min_work:
             return 0
+        if busy() or not pool_available():
+            return FORCED
         cls = work.bit_length()
         stat = self.stats.get(cls)
         if stat is None or stat[0] == 0.0:
@@ -202,6 +208,8 @@ class ThreadChoice:
         i = how & 1
         warm = g[4]
         g[4] = i
+        if how & FORCED:
+            return  # a compile or a neighbour shares the core: not the kernel's own speed
         if i and not warm:
             return  # the workers were asleep: a wake-up, not the kernel's speed
         cls = work.bit_length()
@@ -218,6 +226,8 @@ class ThreadChoice:
         stat[i] = rate if old == 0.0 else 0.7 * old + 0.3 * rate
 
 
+FORCED: Final = 4
+"""`ThreadChoice.pick` ran a call on the calling thread because the pool was not available."""
 MAX_PROBE_GAP = 1024
 PROBE_BURST = 6
 """Consecutive kernel calls a probe of the pool lasts (W1 makes 4 per call, W3 about 8)."""
