@@ -155,21 +155,17 @@ _PACKS = [0]  # how many times weights were packed in this process (tests check 
 
 def packed_dense(w: Array, bias: Array | None, epilogue: str) -> Any:
     """The `entries.Dense` kernel of constant ``w`` [K, N] (and ``bias``): weights packed
-    and kernel warmed once per process, whatever the number of variants using it."""
-    from shapevm.jit.native import entries, pack_weights
-
-    def make_packed() -> Any:
-        _PACKS[0] += 1
-        return pack_weights(w, bias)
-
-    arrays = [w] if bias is None else [w, bias]
-    packed = PACKED.get(("dense",), arrays, make_packed)
+    and kernel warmed once per process and epilogue, whatever the number of variants using
+    it."""
+    from shapevm.jit.native import entries
 
     def make_kernel() -> Any:
-        kernel = entries.Dense(packed, epilogue, w)
+        _PACKS[0] += 1
+        kernel = entries.Dense(w, bias, epilogue)
         kernel.warm()
         return kernel
 
+    arrays = [w] if bias is None else [w, bias]
     return PACKED.get(("dense-kernel", epilogue), arrays, make_kernel)
 
 

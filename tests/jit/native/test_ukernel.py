@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from shapevm.jit.native import entries, pack_weights, ukernel
+from shapevm.jit.native import entries, ukernel
 from tests.jit.native.reference import act, rel_err
 
 EPILOGUES = ["none", "relu", "gelu_tanh"]
@@ -34,12 +34,12 @@ def test_tiles_on_partial_panels_and_blocked_k(epilogue: str, parallel: bool) ->
             assert rel_err(out, ref) < 1e-5, (k, n, m)
 
 
-def test_dense_entry_switches_kernels_by_rows_and_agrees() -> None:
+def test_dense_entry_agrees_at_every_row_count() -> None:
     rng = np.random.default_rng(4)
     w = (rng.standard_normal((96, 50)) / 10).astype(np.float32)
     b = rng.standard_normal(50).astype(np.float32)
-    dense = entries.Dense(pack_weights(w, b), "relu", w)
-    for m in range(1, 2 * entries.TILE_MIN_ROWS + 3):
+    dense = entries.Dense(w, b, "relu")
+    for m in range(1, 3 * ukernel.MR + 2):  # every remainder of a six-row panel
         x = rng.standard_normal((m, 96)).astype(np.float32)
         out = np.empty((m, 50), np.float32)
         dense(x, out)

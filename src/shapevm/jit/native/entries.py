@@ -32,7 +32,6 @@ from shapevm.jit.native import ukernel as _ukernel
 from shapevm.jit.native._core import ACTIVATIONS
 from shapevm.jit.native._threads import pool_available
 from shapevm.jit.native.conv import PackedConv, conv_out_hw
-from shapevm.jit.native.gemm import Packed
 from shapevm.jit.worker import busy
 
 Array = np.ndarray[Any, Any]
@@ -66,7 +65,6 @@ def typed(dispatcher: Any, *sigs: tuple[Any, ...]) -> Any:
 
 
 # The argument types of every entry point: fixed, whatever the model.
-MATMUL_SIG = (arr(2), arr(2), arr(1), arr(2), I64)  # x, wt, bias, out, act
 TILES_GEMM_SIG = (arr(2), arr(1), arr(3), arr(1), arr(2), I64)  # x, ap, panels, bias, out, act
 
 
@@ -86,8 +84,6 @@ MEAN_ROWS_PARALLEL_SIG = (arr(2), arr(1))
 def library() -> list[tuple[Any, tuple[Any, ...]]]:
     """Every (dispatcher, signature) the compiled regions call."""
     return [
-        (_gemm._gemm_serial, MATMUL_SIG),
-        (_gemm._gemm_parallel, MATMUL_SIG),
         (_ukernel.gemm_serial, TILES_GEMM_SIG),
         (_ukernel.gemm_parallel, TILES_GEMM_SIG),
         (_rowops._ln_serial, ln_sig(False)),
@@ -120,9 +116,12 @@ def build_library() -> int:
 TILE_MIN_CHANNELS = 8
 """Input channels from which stride-1 convolutions use the micro-kernel tiles."""
 
-TILE_MIN_ROWS = 5
-"""Rows from which dense layers use the micro-kernel tiles (measured on W1 and W3 shapes:
-1.2-1.9x the dot-product kernels from 6 rows on, slower below 5).
+DENSE_NOTES = """Dense layers use the micro-kernel tiles at every row count, on one copy
+of the weights (16-column panels). Below six rows the tile computes only its own rows
+(`ukernel.tile_1x16` ... `tile_5x16`). The dot-product kernels of `gemm`, which read a
+transposed copy, used to take fewer than five rows: on a stream that alternates W1's batch
+sizes the two copies (2 x 6.3 MB) pushed each other out of the cache, and one row took
+300 us instead of 134 us in the middle layer (one thread).
 
 Compiled regions never call NumPy's BLAS: in a process that also runs numba's parallel
 kernels, two thread pools take turns on the cores; each pool's workers busy-wait after a
@@ -256,19 +255,20 @@ def _c(x: Array) -> Array:
 class Dense:
     """``out = act(x @ w + bias)`` against weights packed once; x is [..., K], out [..., N].
 
-    From `TILE_MIN_ROWS` rows on, the register-blocked micro-kernel of `ukernel` (weights
-    in 16-column panels, `ukernel.pack_b16`); below, where a 6-row tile would mostly
-    multiply zeros, the dot-product kernels of `gemm` (weights transposed, `pack_weights`).
-    ``w`` is the weights as given ([K, N]), packed for the tiles (``packed.w`` if omitted).
+    Every row count runs on the register-blocked micro-kernel of `ukernel`, with the
+    weights in 16-column panels (`ukernel.pack_b16`) and the bias padded to whole panels;
+    see `DENSE_NOTES`. ``w`` is f32[K, N] (the ``x @ w`` orientation).
     """
 
-    def __init__(self, packed: Packed, epilogue: str = "none", w: Array | None = None) -> None:
-        self.packed = packed
+    def __init__(self, w: Array, bias: Array | None = None, epilogue: str = "none") -> None:
+        if w.ndim != 2 or w.dtype != np.float32:
+            raise TypeError(f"Dense: expected w: f32[K, N], found {w.dtype}{list(w.shape)}")
         self.act = ACTIVATIONS[epilogue]
-        self.k, self.n = packed.k, packed.n
-        self.panels = _ukernel.pack_b16(packed.w if w is None else w)
-        self._serial = typed(_gemm._gemm_serial, MATMUL_SIG)
-        self._parallel = typed(_gemm._gemm_parallel, MATMUL_SIG)
+        self.k, self.n = int(w.shape[0]), int(w.shape[1])
+        self.panels = _ukernel.pack_b16(w)
+        self.bias = np.zeros(self.panels.shape[0] * _ukernel.NR, np.float32)
+        if bias is not None:
+            self.bias[: self.n] = bias
         self._tiles = typed(_ukernel.gemm_serial, TILES_GEMM_SIG)
         self._tiles_parallel = typed(_ukernel.gemm_parallel, TILES_GEMM_SIG)
         self._local = threading.local()
@@ -276,7 +276,7 @@ class Dense:
 
     @property
     def nbytes(self) -> int:
-        return int(self.packed.nbytes + self.panels.nbytes)
+        return int(self.panels.nbytes + self.bias.nbytes)
 
     def _scratch(self, m: int) -> Array:
         n = -(-m // _ukernel.MR) * _ukernel.MR * self.k
@@ -291,33 +291,21 @@ class Dense:
         if m == 0:
             return
         out2 = out.reshape(m, self.n)
-        p = self.packed
         work = m * self.k * self.n
         how = self._choice.pick(work)
-        parallel = bool(how & 1)
+        fn = self._tiles_parallel if how & 1 else self._tiles
         t0 = perf_counter()
-        if m >= TILE_MIN_ROWS:
-            fn = self._tiles_parallel if parallel else self._tiles
-            fn(x2, self._scratch(m), self.panels, p.bias, out2, self.act)
-        elif parallel:
-            self._parallel(x2, p.wt, p.bias, out2, self.act)
-        else:
-            self._serial(x2, p.wt, p.bias, out2, self.act)
+        fn(x2, self._scratch(m), self.panels, self.bias, out2, self.act)
         self._choice.record(work, how, perf_counter() - t0)
 
     def warm(self) -> None:
         """Call each kernel once (the thread pool starts, pages are touched)."""
-        p = self.packed
-        for m in (1, TILE_MIN_ROWS):
+        for m in (1, _ukernel.MR):
             x = np.zeros((m, self.k), np.float32)
             out = np.empty((m, self.n), np.float32)
-            if m < TILE_MIN_ROWS:
-                self._serial(x, p.wt, p.bias, out, self.act)
-                self._parallel(x, p.wt, p.bias, out, self.act)
-            else:
-                ap = self._scratch(m)
-                self._tiles(x, ap, self.panels, p.bias, out, self.act)
-                self._tiles_parallel(x, ap, self.panels, p.bias, out, self.act)
+            ap = self._scratch(m)
+            self._tiles(x, ap, self.panels, self.bias, out, self.act)
+            self._tiles_parallel(x, ap, self.panels, self.bias, out, self.act)
 
 
 # -------------------------------------------------------------------------- layer norm

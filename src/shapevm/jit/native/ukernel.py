@@ -61,9 +61,10 @@ def _data(context: Any, builder: Any, aty: Any, value: Any) -> Any:
     return context.make_array(aty)(context, builder, value).data
 
 
-def _tile_codegen(mode: str) -> Any:
+def _tile_codegen(mode: str, rows: int) -> Any:
     """``mode``: ``"packed"`` (A at ``6 k + r``, B at ``16 k``), ``"indirect_b"`` (B at
-    ``offs[k]``) or ``"indirect_a"`` (A at ``offs[k] + r a_step``)."""
+    ``offs[k]``) or ``"indirect_a"`` (A at ``offs[k] + r a_step``); the tile has ``rows``
+    rows (`MR` at most; A keeps its stride of `MR` either way)."""
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         a, a_off, b, b_off, offs, kc, c, c_off, ldc, mr, accumulate, a_step = args
@@ -87,7 +88,7 @@ def _tile_codegen(mode: str) -> Any:
         k = builder.phi(_I64, "k")
         k.add_incoming(ir.Constant(_I64, 0), pre)
         accs = []
-        for _ in range(MR * _NV):
+        for _ in range(rows * _NV):
             p = builder.phi(_V8)
             p.add_incoming(zero, pre)
             accs.append(p)
@@ -108,7 +109,7 @@ def _tile_codegen(mode: str) -> Any:
             a_row = builder.mul(k, ir.Constant(_I64, MR))
         mask = ir.Constant(ir.VectorType(_I32, 8), [0] * 8)
         new = []
-        for r in range(MR):
+        for r in range(rows):
             if mode == "indirect_a":
                 at = builder.add(a_row, builder.mul(a_step, ir.Constant(_I64, r)))
             else:
@@ -124,7 +125,7 @@ def _tile_codegen(mode: str) -> Any:
         builder.branch(head)
 
         builder.position_at_end(done)
-        for r in range(MR):
+        for r in range(rows):
             with builder.if_then(builder.icmp_signed("<", ir.Constant(_I64, r), mr)):
                 row_p = builder.gep(cp, [builder.mul(ldc, ir.Constant(_I64, r))])
                 for v in range(_NV):
@@ -143,7 +144,7 @@ def _tile_codegen(mode: str) -> Any:
     return codegen
 
 
-def _tile_typer(mode: str) -> Any:
+def _tile_typer(mode: str, rows: int = MR) -> Any:
     def typer(
         typingctx: Any,
         a: Any,
@@ -179,8 +180,9 @@ def _tile_typer(mode: str) -> Any:
             types.boolean,
             types.int64,
         )
-        return sig, _tile_codegen(mode)
+        return sig, _tile_codegen(mode, rows)
 
+    typer.__name__ = f"tile_{rows}x16_{mode}"
     return typer
 
 
@@ -188,6 +190,14 @@ tile_6x16: Any = intrinsic(_tile_typer("packed"))
 """``tile_6x16(a, a_off, b, b_off, _, kc, c, c_off, ldc, mr, accumulate, _)``: rows
 ``r < mr`` of ``C[r, 0:16]`` at ``c[c_off + r ldc]`` get (``accumulate``: plus) the sum over
 ``k < kc`` of ``a[a_off + 6 k + r] * b[b_off + 16 k : ... + 16]``."""
+tile_1x16: Any = intrinsic(_tile_typer("packed", 1))
+tile_2x16: Any = intrinsic(_tile_typer("packed", 2))
+tile_3x16: Any = intrinsic(_tile_typer("packed", 3))
+tile_4x16: Any = intrinsic(_tile_typer("packed", 4))
+tile_5x16: Any = intrinsic(_tile_typer("packed", 5))
+"""`tile_6x16` computing only its first 1 to 5 rows (``mr`` must not exceed them): a
+panel of fewer than six rows of A (few rows in all, or the last panel) costs the FMAs of
+its own rows, not of six."""
 tile_6x16_indirect: Any = intrinsic(_tile_typer("indirect_b"))
 """The same with step k of B at ``b[b_off + offs[k] : ... + 16]``."""
 tile_6x16_gather_a: Any = intrinsic(_tile_typer("indirect_a"))
@@ -246,6 +256,26 @@ KC: Final = 256
 
 
 @kernel
+def _tile_rows(
+    ap: Any, a_off: int, bp: Any, b_off: int, kc: int, c: Any, c_off: int, ldc: int, mr: int,
+    accumulate: bool,
+) -> None:
+    """The packed tile with just ``mr`` rows of FMAs (`tile_6x16` when ``mr >= 6``)."""
+    if mr >= MR:
+        tile_6x16(ap, a_off, bp, b_off, ap, kc, c, c_off, ldc, mr, accumulate, 1)
+    elif mr == 5:
+        tile_5x16(ap, a_off, bp, b_off, ap, kc, c, c_off, ldc, mr, accumulate, 1)
+    elif mr == 4:
+        tile_4x16(ap, a_off, bp, b_off, ap, kc, c, c_off, ldc, mr, accumulate, 1)
+    elif mr == 3:
+        tile_3x16(ap, a_off, bp, b_off, ap, kc, c, c_off, ldc, mr, accumulate, 1)
+    elif mr == 2:
+        tile_2x16(ap, a_off, bp, b_off, ap, kc, c, c_off, ldc, mr, accumulate, 1)
+    else:
+        tile_1x16(ap, a_off, bp, b_off, ap, kc, c, c_off, ldc, mr, accumulate, 1)
+
+
+@kernel
 def _panel(ap: Any, bp: Any, bias: Any, out: Any, act: int, jb: int) -> None:
     """Columns ``16 jb : 16 jb + 16`` of ``out = act(x @ w + bias)`` (every row)."""
     m, n = out.shape
@@ -258,7 +288,7 @@ def _panel(ap: Any, bp: Any, bias: Any, out: Any, act: int, jb: int) -> None:
         for ib in range(panels):
             i0 = ib * MR
             mr = min(MR, m - i0)
-            tile_6x16(ap, ib * MR * k, bp, jb * k * NR, ap, k, tile, 0, NR, mr, False, 1)
+            _tile_rows(ap, ib * MR * k, bp, jb * k * NR, k, tile, 0, NR, mr, False)
             for r in range(mr):
                 for j in range(j1 - j0):
                     out[i0 + r, j0 + j] = tile[r, j]
@@ -272,7 +302,7 @@ def _panel(ap: Any, bp: Any, bias: Any, out: Any, act: int, jb: int) -> None:
             mr = min(MR, m - i0)
             a_off = ib * MR * k + k0 * MR
             b_off = jb * k * NR + k0 * NR
-            tile_6x16(ap, a_off, bp, b_off, ap, steps, out, i0 * n + j0, n, mr, k0 > 0, 1)
+            _tile_rows(ap, a_off, bp, b_off, steps, out, i0 * n + j0, n, mr, k0 > 0)
     for ib in range(panels):
         i0 = ib * MR
         act_rows_inplace(out[i0 : i0 + min(MR, m - i0)], bias, act, j0, j1)
