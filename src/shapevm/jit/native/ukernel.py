@@ -220,12 +220,14 @@ def pack_b16(w: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     k, n = w.shape
     nb = -(-n // NR)
     count = nb * k * NR
-    raw = np.zeros(count * 4 + 64, np.uint8)
+    raw = np.empty(count * 4 + 64, np.uint8)
     start = (-raw.ctypes.data) % 64
     bp: np.ndarray[Any, Any] = raw[start : start + count * 4].view(np.float32).reshape(nb, k, NR)
-    padded = np.zeros((k, nb * NR), np.float32)
-    padded[:, :n] = w
-    bp[:] = padded.reshape(k, nb, NR).transpose(1, 0, 2)
+    full = n // NR  # whole panels straight from w, without a padded copy of all of it
+    bp[:full] = w[:, : full * NR].reshape(k, full, NR).transpose(1, 0, 2)
+    if full < nb:
+        bp[full:] = 0.0
+        bp[full, :, : n - full * NR] = w[:, full * NR :]
     return bp
 
 
