@@ -331,3 +331,20 @@ def test_eager_first_compiles_the_first_key_at_once_then_waits_for_hot_keys():
     assert j.jit_stats()["borrowed_calls"] == 2
     j(*mlp_inputs(5))
     assert statuses(j) == {("exact", (2,)): "ready", ("exact", (5,)): "ready"}
+
+
+def test_a_new_key_reuses_the_code_of_a_shape_generic_variant():
+    j = jitted_mlp(hot_threshold=1, background=False)
+    small, large = mlp_inputs(2), mlp_inputs(300)
+    for args in (small, large, small, large):
+        got = j(*args)
+        assert_same(interpreted(j, *args), got)
+    rows = {row["key"]: row for row in j.jit_info()}
+    first, second = rows[("exact", (2,))], rows[("exact", (300,))]
+    assert first["shares_code_with"] is None
+    assert second["status"] == "ready" and second["shares_code_with"] == first["key_text"]
+    assert second["planned_bytes"] > first["planned_bytes"]  # its own plan, for b = 300
+    (engine,) = j.engines
+    a, b = engine.variant(("exact", (2,))), engine.variant(("exact", (300,)))
+    assert a.regions[0].steps is b.regions[0].steps  # the same compiled code
+    assert a.regions[0].memory is not b.regions[0].memory

@@ -121,9 +121,12 @@ class Variant:
         key: Any,
         regions: Sequence[CompiledRegion],
         ref_env: Mapping[str, int],
+        shares_code_with: Any = None,
     ) -> None:
         self.executable = executable
         self.key = key
+        self.shares_code_with = shares_code_with
+        """The key of the variant whose compiled code this one reuses (None: its own)."""
         self.regions = tuple(regions)
         self.ref_env = dict(ref_env)
         self.planned_bytes = sum(r.memory.planned_bytes for r in regions)
@@ -211,7 +214,24 @@ class Compiler:
         ref_env: Mapping[str, int],
         check: Callable[[], None] = lambda: None,
         deadline: float | None = None,
+        template: Variant | None = None,
     ) -> Variant:
+        """The variant of ``key``. With a ``template`` (a shape-generic variant of the same
+        function) its compiled code is shared: only the memory plan is made again, for
+        ``ref_env``; the lowering, patterns and kernels would come out the same."""
+        if template is not None and template.generic and template.executable is executable:
+            shared = [
+                CompiledRegion(
+                    r.region,
+                    r.graph,
+                    r.lowered,
+                    MemoryPlan(r.graph, r.lowered, ref_env, self.mem_optimize),
+                    r.steps,
+                )
+                for r in template.regions
+            ]
+            origin = template.key if template.shares_code_with is None else template.shares_code_with
+            return Variant(executable, key, shared, ref_env, shares_code_with=origin)
         fn = executable.fn
         types = infer_types(fn, executable.program).types
         ctx = CompileContext(ref_env, check, executable.choose, self.kernel_process, deadline)

@@ -89,6 +89,7 @@ class VariantRecord:
         self.reason = ""
         self.patterns: tuple[str, ...] = ()
         self.variant: Variant | None = None
+        self.shares_code_with: Key | None = None
         self.cancelled = False
 
     def check(self) -> None:
@@ -111,6 +112,9 @@ class VariantRecord:
             "naive_bytes": self.naive_bytes,
             "patterns": self.patterns,
             "reason": self.reason,
+            "shares_code_with": (
+                None if self.shares_code_with is None else format_key(self.shares_code_with)
+            ),
         }
 
 
@@ -324,9 +328,17 @@ class JitEngine:
         t0 = time.perf_counter()
         timeout = self.options.compile_timeout_s
         deadline = None if timeout is None else time.monotonic() + timeout
+        with stats.LOCK:
+            template = self._lender()
         try:
             variant = self.compiler.compile(
-                self.executable, self.report, rec.key, ref_env, rec.check, deadline
+                self.executable,
+                self.report,
+                rec.key,
+                ref_env,
+                rec.check,
+                deadline,
+                None if template is None else template.variant,
             )
         except CompileCancelled:
             return
@@ -338,6 +350,7 @@ class JitEngine:
             if rec.status != COMPILING:  # abandoned meanwhile
                 return
             rec.variant = variant
+            rec.shares_code_with = variant.shares_code_with
             rec.compile_ms = ms
             rec.planned_bytes = variant.planned_bytes
             rec.naive_bytes = variant.naive_bytes
