@@ -233,7 +233,9 @@ class Compiler:
             origin = template.key if template.shares_code_with is None else template.shares_code_with
             return Variant(executable, key, shared, ref_env, shares_code_with=origin)
         fn = executable.fn
-        types = infer_types(fn, executable.program).types
+        types = report.types
+        if types is None:
+            types = infer_types(fn, executable.program).types
         ctx = CompileContext(ref_env, check, executable.choose, self.kernel_process, deadline)
         compiled = []
         for region in report.compilable:

@@ -79,6 +79,8 @@ class RegionReport:
     function: str
     scd: float
     regions: list[Region] = field(default_factory=list)
+    types: Any = field(default=None, repr=False, compare=False)
+    """The verifier's types of every register (`infer_types`), for the compiler."""
 
     @property
     def compilable(self) -> list[Region]:
@@ -112,7 +114,7 @@ def find_regions(fn: Function, program: Program) -> RegionReport:
     """Split ``fn`` into compilable regions and the interpreted spans between them."""
     types = infer_types(fn, program).types
     scd = analyze(fn)
-    report = RegionReport(fn.name, scd.scd)
+    report = RegionReport(fn.name, scd.scd, types=types)
     pc = 0
     for block in fn.blocks:
         run: list[tuple[int, Instr]] = []

@@ -299,13 +299,24 @@ class Dense:
         self._choice.record(work, how, perf_counter() - t0)
 
     def warm(self) -> None:
-        """Call each kernel once (the thread pool starts, pages are touched)."""
+        """Call each kernel once per process, on a 16 x 16 layer: its machine code is
+        mapped and numba's thread pool started. (Warming every layer on its own weights
+        cost 13 ms of W3's first compile, all of it reading weights.)"""
+        if _ukernel.gemm_parallel in _WARMED:
+            return
+        panels = np.zeros((1, 16, _ukernel.NR), np.float32)
+        bias = np.zeros(_ukernel.NR, np.float32)
         for m in (1, _ukernel.MR):
-            x = np.zeros((m, self.k), np.float32)
-            out = np.empty((m, self.n), np.float32)
-            ap = self._scratch(m)
-            self._tiles(x, ap, self.panels, self.bias, out, self.act)
-            self._tiles_parallel(x, ap, self.panels, self.bias, out, self.act)
+            x = np.zeros((m, 16), np.float32)
+            out = np.empty((m, 16), np.float32)
+            ap = np.empty(_ukernel.MR * 16, np.float32)
+            self._tiles(x, ap, panels, bias, out, self.act)
+            self._tiles_parallel(x, ap, panels, bias, out, self.act)
+        _WARMED.add(_ukernel.gemm_parallel)
+
+
+_WARMED: set[Any] = set()
+"""Kernels `Dense.warm` already ran in this process."""
 
 
 # -------------------------------------------------------------------------- layer norm
