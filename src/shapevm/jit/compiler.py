@@ -230,7 +230,9 @@ class Compiler:
                 )
                 for r in template.regions
             ]
-            origin = template.key if template.shares_code_with is None else template.shares_code_with
+            origin = template.shares_code_with
+            if origin is None:
+                origin = template.key
             return Variant(executable, key, shared, ref_env, shares_code_with=origin)
         fn = executable.fn
         types = report.types

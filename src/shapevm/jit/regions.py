@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from shapevm.bytecode.infer import VType
 from shapevm.bytecode.isa import Reg

@@ -37,7 +37,7 @@ SPIN_COUNT: Final = 30000
 if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
 
-import numba  # loads OpenMP only at the first parallel launch, after the line above
+import numba  # noqa: E402  (loads OpenMP at its first parallel launch, after the line above)
 
 SAMPLE_SECONDS: Final = 0.25
 BUSY_OTHERS_MAX: Final = 0.5

@@ -259,7 +259,15 @@ KC: Final = 256
 
 @kernel
 def _tile_rows(
-    ap: Any, a_off: int, bp: Any, b_off: int, kc: int, c: Any, c_off: int, ldc: int, mr: int,
+    ap: Any,
+    a_off: int,
+    bp: Any,
+    b_off: int,
+    kc: int,
+    c: Any,
+    c_off: int,
+    ldc: int,
+    mr: int,
     accumulate: bool,
 ) -> None:
     """The packed tile with just ``mr`` rows of FMAs (`tile_6x16` when ``mr >= 6``)."""
