@@ -138,6 +138,11 @@ class Variant:
         any key of its function."""
         self._whole = self._covers_body()
 
+    @property
+    def whole(self) -> bool:
+        """One compiled region covers the function's body: a call runs no interpreted step."""
+        return self._whole
+
     def _covers_body(self) -> bool:
         """One region holds every instruction of the function's only block."""
         fn = self.executable.fn

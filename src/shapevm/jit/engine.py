@@ -59,6 +59,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shapevm.jit import preload, stats
+from shapevm.jit.blas import one_blas_thread
 from shapevm.jit.compiler import CompileCancelled, Compiler, Variant
 from shapevm.jit.errors import JitCompileError, format_key
 from shapevm.jit.options import JitOptions
@@ -165,7 +166,8 @@ class JitEngine:
         self.counters = stats.Counters()
         with stats.LOCK:
             stats.ENGINES.add(self)
-        if self.options.enabled and self.options.background and _wants_native(self.options):
+        self._native = self.options.enabled and _wants_native(self.options)
+        if self._native and self.options.background:
             preload.start()
 
     # -- calls ------------------------------------------------------------------------------
@@ -191,6 +193,9 @@ class JitEngine:
             if failed is not None:
                 raise JitCompileError(self.name, failed.key, failed.reason)
             plan = variant.plan_for(env) if variant is not None else self.executable.plan_for(env)
+            if (variant is None or not variant.whole) and self._native and self._records:
+                with one_blas_thread():  # interpreted steps beside native kernels: see blas
+                    return self._traced(plan).run(arrays)
             return self._traced(plan).run(arrays)
         finally:
             # A background compile starts once the call that made its key hot has returned:
