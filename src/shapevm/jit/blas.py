@@ -5,7 +5,7 @@ calls before the first variant is ready, and the spans between compiled regions.
 multi-threaded OpenBLAS call, OpenBLAS's worker threads spin waiting for more work (about
 2^28 cycles, ~0.1 s) before they sleep, and on a 2-core machine they then hold the cores
 that numba's kernels and the calling thread need. Measured on W1's 200-call stream
-(`benchmarks/jit_bench.py` style, in one process, OpenBLAS with 2 threads): the first 50
+(`benchmarks/warmup_bench.py`, OpenBLAS with 2 threads): the first 50
 calls took 118 ms, of which about 60 ms were pool and serial kernels slowed 3-20x by
 spinning BLAS threads in the calls after the interpreter's; with the interpreted steps on
 one BLAS thread the same 50 calls took 55 ms (W3: 338 -> 219 ms, and 646 -> 507 ms for the
