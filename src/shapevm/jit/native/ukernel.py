@@ -532,14 +532,12 @@ def _px_row(
     plane = ho * wo
     flat = out.reshape(batch * c_out * plane)
     tile = np.empty((MR, NR), np.float32)
-    # Channel panels outside: a panel of weights (K x 16 floats, 18 KiB at 32 input
-    # channels) stays in L1 while every pixel tile of the row passes over it.
-    for cb in range(bp.shape[0]):
-        co0 = cb * NR
-        nc = min(NR, c_out - co0)
-        for x0 in range(0, wo, MR):
-            mr = min(MR, wo - x0)
-            a_off = base + x0 * stride
+    for x0 in range(0, wo, MR):
+        mr = min(MR, wo - x0)
+        a_off = base + x0 * stride
+        for cb in range(bp.shape[0]):
+            co0 = cb * NR
+            nc = min(NR, c_out - co0)
             tile_6x16_gather_a(xp, a_off, bp, cb * k * NR, offs, k, tile, 0, NR, mr, False, stride)
             o0 = ((b * c_out + co0) * ho + y) * wo + x0
             for j in range(nc):
