@@ -34,6 +34,15 @@ def test_tiles_on_partial_panels_and_blocked_k(epilogue: str, parallel: bool) ->
             assert rel_err(out, ref) < 1e-5, (k, n, m)
 
 
+def test_dense_entry_rejects_weights_that_are_not_a_float32_matrix() -> None:
+    from shapevm.jit.native import NativeKernelError
+
+    with pytest.raises(NativeKernelError, match=r"expected: w: f32\[K, N\]"):
+        entries.Dense(np.ones((3, 4, 5), np.float32))
+    with pytest.raises(NativeKernelError, match="found:    w: float64"):
+        entries.Dense(np.ones((3, 4)))
+
+
 def test_dense_entry_agrees_at_every_row_count() -> None:
     rng = np.random.default_rng(4)
     w = (rng.standard_normal((96, 50)) / 10).astype(np.float32)

@@ -13,6 +13,18 @@ Every callable takes its inputs and a caller-provided ``out`` and returns nothin
 big enough to gain from numba's thread pool use it when it is measured to be faster than
 the calling thread (`ThreadChoice`), and never while compile work runs in the background
 (`shapevm.jit.worker.busy`).
+
+Dense layers use the micro-kernel tiles at every row count, on one copy of the weights
+(16-column panels). Below six rows the tile computes only its own rows
+(`ukernel.tile_1x16` ... `tile_5x16`). The dot-product kernels of `gemm`, which read a
+transposed copy, used to take fewer than five rows: on a stream that alternates W1's batch
+sizes the two copies (2 x 6.3 MB) pushed each other out of the cache, and one row took
+300 us instead of 134 us in the middle layer (one thread).
+
+Compiled regions never call NumPy's BLAS: in a process that also runs numba's parallel
+kernels, two thread pools take turns on the cores; each pool's workers busy-wait after a
+call, and on two cores a call of one pool waits for the other's spinning threads to be
+descheduled (measured on W1's stream: 5 ms per call at 64 rows instead of 1.6).
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ from shapevm.jit.native import conv as _conv
 from shapevm.jit.native import gemm as _gemm
 from shapevm.jit.native import rowops as _rowops
 from shapevm.jit.native import ukernel as _ukernel
-from shapevm.jit.native._core import ACTIVATIONS
+from shapevm.jit.native._core import ACTIVATIONS, NativeKernelError
 from shapevm.jit.native._threads import pool_available
 from shapevm.jit.native.conv import PackedConv, conv_out_hw
 from shapevm.jit.worker import busy
@@ -115,19 +127,6 @@ def build_library() -> int:
 
 TILE_MIN_CHANNELS = 8
 """Input channels from which stride-1 convolutions use the micro-kernel tiles."""
-
-DENSE_NOTES = """Dense layers use the micro-kernel tiles at every row count, on one copy
-of the weights (16-column panels). Below six rows the tile computes only its own rows
-(`ukernel.tile_1x16` ... `tile_5x16`). The dot-product kernels of `gemm`, which read a
-transposed copy, used to take fewer than five rows: on a stream that alternates W1's batch
-sizes the two copies (2 x 6.3 MB) pushed each other out of the cache, and one row took
-300 us instead of 134 us in the middle layer (one thread).
-
-Compiled regions never call NumPy's BLAS: in a process that also runs numba's parallel
-kernels, two thread pools take turns on the cores; each pool's workers busy-wait after a
-call, and on two cores a call of one pool waits for the other's spinning threads to be
-descheduled (measured on W1's stream: 5 ms per call at 64 rows instead of 1.6).
-"""
 
 
 class ThreadChoice:
@@ -257,12 +256,17 @@ class Dense:
 
     Every row count runs on the register-blocked micro-kernel of `ukernel`, with the
     weights in 16-column panels (`ukernel.pack_b16`) and the bias padded to whole panels;
-    see `DENSE_NOTES`. ``w`` is f32[K, N] (the ``x @ w`` orientation).
+    see the module's docstring. ``w`` is f32[K, N] (the ``x @ w`` orientation).
     """
 
     def __init__(self, w: Array, bias: Array | None = None, epilogue: str = "none") -> None:
         if w.ndim != 2 or w.dtype != np.float32:
-            raise TypeError(f"Dense: expected w: f32[K, N], found {w.dtype}{list(w.shape)}")
+            raise NativeKernelError(
+                "Dense: the weights must be a float32 matrix",
+                expected="w: f32[K, N] (x @ w orientation)",
+                found=f"w: {w.dtype}{list(w.shape)}",
+                fix="pass a linear layer's weight [out, in] as weight.T, as float32",
+            )
         self.act = ACTIVATIONS[epilogue]
         self.k, self.n = int(w.shape[0]), int(w.shape[1])
         self.panels = _ukernel.pack_b16(w)
