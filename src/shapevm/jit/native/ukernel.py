@@ -39,7 +39,6 @@ from numba.extending import intrinsic
 from shapevm.jit.native._core import (
     act_rows_inplace,
     act_vec_inplace,
-    apply_act,
     kernel,
     parallel_kernel,
 )
@@ -541,10 +540,14 @@ def _px_row(
             tile_6x16_gather_a(xp, a_off, bp, cb * k * NR, offs, k, tile, 0, NR, mr, False, stride)
             o0 = ((b * c_out + co0) * ho + y) * wo + x0
             for j in range(nc):
-                bj = bias[co0 + j]
                 dst = flat[o0 + j * plane : o0 + j * plane + mr]
                 for r in range(mr):
-                    dst[r] = apply_act(tile[r, j] + bj, act)
+                    dst[r] = tile[r, j]
+    # Bias and activation once per channel over the finished row: a vector loop of wo
+    # floats instead of a branch per element inside the transposing copy above.
+    for co in range(c_out):
+        o0 = ((b * c_out + co) * ho + y) * wo
+        act_vec_inplace(flat[o0 : o0 + wo], bias[co], act)
 
 
 @kernel
