@@ -435,16 +435,17 @@ def _conv_row(
                 tile_6x16_indirect(
                     aw, a_off, xp, base_row + x0, offs, k, flat, c_off, ho * wo, mr, False, 1
                 )
-                for r in range(mr):
-                    o = flat[c_off + r * ho * wo : c_off + r * ho * wo + NR]
-                    act_vec_inplace(o, bias[co0 + r], act)
             else:
                 tile_6x16_indirect(aw, a_off, xp, base_row + x0, offs, k, tile, 0, NR, mr, False, 1)
                 for r in range(mr):
                     o = flat[c_off + r * ho * wo : c_off + r * ho * wo + (wo - x0)]
                     for j in range(wo - x0):
                         o[j] = tile[r, j]
-                    act_vec_inplace(o, bias[co0 + r], act)
+    # Bias and activation once per channel over the finished row (one vector loop of wo
+    # floats, not one call per tile row of 16).
+    for co in range(c_out):
+        o0 = ((b * c_out + co) * ho + y) * wo
+        act_vec_inplace(flat[o0 : o0 + wo], bias[co], act)
 
 
 @kernel
