@@ -78,20 +78,21 @@ def test_conv_tiles_on_odd_sizes(stride: int, parallel: bool) -> None:
         assert rel_err(out, ref) < 1e-5, (batch, c_in, c_out, h, w)
 
 
-def test_conv_entry_uses_tiles_from_eight_channels() -> None:
+def test_conv_entry_agrees_for_any_input_channels_and_stride() -> None:
     from shapevm.jit.native import pack_conv3x3
     from tests.jit.native.reference import conv3x3
 
     rng = np.random.default_rng(6)
-    for c_in, tiles in [(3, False), (8, True)]:
+    for c_in, stride in [(1, 1), (3, 1), (8, 1), (3, 2), (8, 2)]:
         wt = rng.standard_normal((10, c_in, 3, 3)).astype(np.float32)
         b = rng.standard_normal(10).astype(np.float32)
-        conv = entries.Conv3x3(pack_conv3x3(wt, b), 1, "relu")
-        assert conv.tiles == tiles
+        conv = entries.Conv3x3(pack_conv3x3(wt, b), stride, "relu")
+        assert conv.tiles == (stride == 1)
         x = rng.standard_normal((2, c_in, 19, 23)).astype(np.float32)
-        out = np.empty((2, 10, 19, 23), np.float32)
+        ho, wo = (19 - 1) // stride + 1, (23 - 1) // stride + 1
+        out = np.empty((2, 10, ho, wo), np.float32)
         conv(x, out)
-        assert rel_err(out, np.maximum(conv3x3(x, wt, b, 1), 0.0)) < 1e-5
+        assert rel_err(out, np.maximum(conv3x3(x, wt, b, stride), 0.0)) < 1e-5, (c_in, stride)
 
 
 def test_thread_choice_follows_the_faster_way_and_backs_off_probing(monkeypatch) -> None:

@@ -86,7 +86,6 @@ def ln_sig(residual: bool) -> tuple[Any, ...]:
 
 SOFTMAX_SIG = (arr(2), arr(2), F32, nt.boolean)  # x, out, scale, x is out
 ATTENTION_SIG = (arr(4, "A"),) * 4 + (F32,)  # q, k, v, out, scale
-DIRECT_SIG = (arr(4), arr(4), arr(4), arr(1), arr(4), I64)  # x, xp, w, bias, out, act
 CONV_TILES_SIG = (arr(4), arr(1), arr(1), arr(1), arr(4), I64, I64)  # x, xp, aw, bias, out, s, act
 CONV_PX_SIG = (arr(4), arr(1), arr(3), arr(1), arr(4), I64, I64)  # x, xp, panels, bias, out...
 MEAN_ROWS_SIG = (arr(2), arr(1), I64, I64)
@@ -106,8 +105,6 @@ def library() -> list[tuple[Any, tuple[Any, ...]]]:
         (_rowops._softmax_parallel, SOFTMAX_SIG),
         (_rowops._attention_serial, ATTENTION_SIG),
         (_rowops._attention_parallel, ATTENTION_SIG),
-        (_conv._direct_serial, DIRECT_SIG),
-        (_conv._direct_parallel, DIRECT_SIG),
         (_ukernel.conv3x3_serial, CONV_TILES_SIG),
         (_ukernel.conv3x3_parallel, CONV_TILES_SIG),
         (_ukernel.conv3x3_px_serial, CONV_PX_SIG),
@@ -123,10 +120,6 @@ def build_library() -> int:
     for dispatcher, sig in entries:
         typed(dispatcher, sig)
     return len(entries)
-
-
-TILE_MIN_CHANNELS = 8
-"""Input channels from which stride-1 convolutions use the micro-kernel tiles."""
 
 
 class ThreadChoice:
@@ -431,11 +424,11 @@ class Conv3x3:
     """``out = act(conv3x3(x, w, padding=1, stride) + bias)`` in NCHW, weights packed once;
     the zero-bordered copy of the input lives in a per-thread scratch buffer.
 
-    The micro-kernel tiles of `ukernel` where they win (measured on W2's shapes): with
-    stride 1 and at least `TILE_MIN_CHANNELS` input channels, tiles of 6 output channels by
-    16 pixels loaded as vectors (1.4-2.1x the direct kernel); with stride 2, tiles of 6
-    pixels (gathered) by 16 output channels (1.1-1.3x the patch kernel). With stride 1 and
-    fewer channels (a K of 27 is too short for tiles), the direct kernel of `conv`.
+    On the micro-kernel tiles of `ukernel` (measured on W2's shapes): with stride 1, tiles
+    of 6 output channels by 16 pixels loaded as vectors (1.4-2.1x the direct kernel of
+    `conv` at 32 input channels; at 3 input channels, a K of 27, 1.3-1.9x since bias and
+    activation run once per finished row); with stride 2, tiles of 6 pixels (gathered) by
+    16 output channels (1.1-1.3x the patch kernel).
     """
 
     def __init__(self, packed: PackedConv, stride: int, epilogue: str = "none") -> None:
@@ -444,21 +437,17 @@ class Conv3x3:
         self.act = ACTIVATIONS[epilogue]
         self._local = threading.local()
         self._choice = ThreadChoice(_conv.PARALLEL_MIN_MACS)
-        self.tiles = stride == 1 and packed.c_in >= TILE_MIN_CHANNELS
-        self.pixel_tiles = stride != 1
+        self.tiles = stride == 1
         if self.tiles:
             self.panels = _ukernel.pack_conv_a6(packed.w)
             self._serial = typed(_ukernel.conv3x3_serial, CONV_TILES_SIG)
             self._parallel = typed(_ukernel.conv3x3_parallel, CONV_TILES_SIG)
-        elif self.pixel_tiles:
+        else:
             self.panels = _ukernel.pack_conv_b16(packed.w)
             self._bias16 = np.zeros(self.panels.shape[0] * _ukernel.NR, np.float32)
             self._bias16[: packed.c_out] = packed.bias
             self._serial = typed(_ukernel.conv3x3_px_serial, CONV_PX_SIG)
             self._parallel = typed(_ukernel.conv3x3_px_parallel, CONV_PX_SIG)
-        else:
-            self._serial = typed(_conv._direct_serial, DIRECT_SIG)
-            self._parallel = typed(_conv._direct_parallel, DIRECT_SIG)
 
     def _scratch(self, shape: tuple[int, ...]) -> Array:
         n = int(np.prod(shape))
@@ -473,11 +462,9 @@ class Conv3x3:
         if self.tiles:
             n, _ = _ukernel.phase_shape(batch, p.c_in, h, w, 1)
             fn(x, self._scratch((n,)), self.panels, p.bias, out, 1, self.act)
-        elif self.pixel_tiles:
+        else:
             n = _ukernel.padded_size(batch, p.c_in, h, w)
             fn(x, self._scratch((n,)), self.panels, self._bias16, out, self.stride, self.act)
-        else:
-            fn(x, self._scratch((batch, p.c_in, h + 2, w + 2)), p.w, p.bias, out, self.act)
 
     def __call__(self, x: Array, out: Array) -> None:
         x = _c(x)
