@@ -43,7 +43,7 @@ CLOCK = time.process_time if CPU_MODE else time.perf_counter
 import numpy as np  # noqa: E402
 
 Array = np.ndarray[Any, Any]
-SECTIONS = ["gemm", "crossover", "w1", "rowops", "attention", "conv", "compile"]
+SECTIONS = ["gemm", "crossover", "w1", "pool", "rowops", "attention", "conv", "compile"]
 
 
 def compare(cands: dict[str, Callable[[], object]], rounds: int, per: int) -> dict[str, float]:
@@ -472,6 +472,63 @@ def bench_compile(nat: Any, rounds: int, per: int) -> None:
     )
 
 
+def bench_pool(nat: Any, rounds: int, per: int) -> None:
+    """The dense layers of W1 as compiled regions call them (`entries.Dense`), three in a
+    row as in a call, on the calling thread and on numba's pool; and the launch of an empty
+    parallel region right after another (workers spinning) and 1 ms after (asleep)."""
+    from numba import njit, prange
+
+    from shapevm.jit.native import entries
+
+    rng = np.random.default_rng(3)
+    layers = [entries.Dense(*linear(rng, k, n)) for k, n in W1_LAYERS]
+    for d in layers:
+        d.warm()
+    rows = []
+    for m in (1, 3, 8, 17, 64):
+        xs = [rng.standard_normal((m, d.k)).astype(np.float32) for d in layers]
+        outs = [np.empty((m, d.n), np.float32) for d in layers]
+
+        def chain(pool: bool, xs: list[Array] = xs, outs: list[Array] = outs) -> None:
+            for d, x, out in zip(layers, xs, outs, strict=True):
+                fn = d._tiles_parallel if pool else d._tiles
+                fn(x, d._scratch(x.shape[0]), d.panels, d.bias, out, d.act)
+
+        r = compare({"one": lambda: chain(False), "pool": lambda: chain(True)}, rounds, per)
+        rows.append([str(m), ms(r["one"]), ms(r["pool"]), ratio(r["one"], r["pool"])])
+    table(
+        "W1's three dense layers: calling thread vs numba's pool (ms per call)",
+        ["rows", "calling thread", "pool", "thread / pool"],
+        rows,
+    )
+
+    @njit(parallel=True)
+    def empty(a: Array) -> None:
+        for i in prange(2):
+            a[i] += 1.0
+
+    a = np.zeros(2)
+    empty(a)
+
+    def after(gap_s: float) -> float:
+        times = []
+        for _ in range(rounds * per):
+            empty(a)
+            t = time.perf_counter()
+            while time.perf_counter() - t < gap_s:
+                pass
+            t = time.perf_counter()
+            empty(a)
+            times.append(time.perf_counter() - t)
+        return statistics.median(times) * 1e6
+
+    table(
+        "launch of an empty 2-thread parallel region (us)",
+        ["right after another", "1 ms after another"],
+        [[f"{after(0.0):.1f}", f"{after(1e-3):.1f}"]],
+    )
+
+
 # --------------------------------------------------------------------------------- main
 
 
@@ -499,6 +556,7 @@ def main(argv: list[str] | None = None) -> None:
         "gemm": bench_gemm,
         "crossover": bench_crossover,
         "w1": bench_w1,
+        "pool": bench_pool,
         "rowops": bench_rowops,
         "attention": bench_attention,
         "conv": bench_conv,

@@ -119,8 +119,9 @@ def choose_gemm(m: int, k: int, n: int) -> Literal["packed", "blas"]:
     (1024, 256)}. On one core the packed kernels are 2.5-3.8x OpenBLAS at 3 rows, 1.2-1.6x
     at 8, 1.0-1.2x at 17 and 0.85-0.95x at 32: below 32 rows they are used whenever our
     thread pool would not get both cores (`_threads.pool_available`). With both cores free
-    OpenBLAS's two threads win from 8 rows on (waking our passive pool costs ~0.1 ms), so
-    the limit drops to 8. One row is a matrix-vector product that OpenBLAS's gemv does 5-20%
+    OpenBLAS's two threads win from 8 rows on (measured while our pool's workers slept
+    between launches, ~0.1 ms per wake; not measured again since they spin briefly, see
+    `_threads`), so the limit drops to 8. One row is a matrix-vector product that OpenBLAS's gemv does 5-20%
     faster than our kernel, reading the packed rows (w's columns) as they lie.
 
     >>> choose_gemm(1, 1024, 1024), choose_gemm(3, 1024, 1024), choose_gemm(256, 1024, 1024)
