@@ -121,8 +121,9 @@ def choose_gemm(m: int, k: int, n: int) -> Literal["packed", "blas"]:
     thread pool would not get both cores (`_threads.pool_available`). With both cores free
     OpenBLAS's two threads win from 8 rows on (measured while our pool's workers slept
     between launches, ~0.1 ms per wake; not measured again since they spin briefly, see
-    `_threads`), so the limit drops to 8. One row is a matrix-vector product that OpenBLAS's gemv does 5-20%
-    faster than our kernel, reading the packed rows (w's columns) as they lie.
+    `_threads`), so the limit drops to 8. One row is a matrix-vector product that
+    OpenBLAS's gemv does 5-20% faster than our kernel, reading the packed rows (w's
+    columns) as they lie.
 
     >>> choose_gemm(1, 1024, 1024), choose_gemm(3, 1024, 1024), choose_gemm(256, 1024, 1024)
     ('blas', 'packed', 'blas')
