@@ -7,7 +7,8 @@ a stream of changing shapes through the JIT. For every call it prints the latenc
 shape runs at once in the interpreter: no compile stall), whether it ran interpreted or
 compiled, the interpreter's steady latency and the max relative error against NumPy in
 float64. Hot shapes are compiled in the background; the summary shows the steady latency
-of each shape once its variant is ready.
+of each shape once its variant is ready. Steady latencies are measured after the stream
+(the JIT's first, then the interpreter's), so that no other work runs between its calls.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from shapevm.frontend.export import deserialize
 from shapevm.models import traced
 from shapevm.models import workloads as wl
 
-STEADY_CALLS = 5
+STEADY_CALLS = 10
+WARMUP_CALLS = 3
 
 
 def _ms(seconds: float) -> str:
@@ -54,10 +56,7 @@ def demo_workload(workload_id: str, passes: int = 2, seed: int = 0) -> float:
         order += [w.shapes[i] for i in rng.permutation(len(w.shapes))]
     seen: set[tuple[int, ...]] = set()
     worst = 0.0
-    head = (
-        f"{'shape':<14}{'call':>5}  {'latency ms':>18}  {'interp steady':>13}  {'max rel err':>11}"
-    )
-    print("  " + head)
+    rows = []
     for n, shape in enumerate(order, 1):
         x = wl.make_input(workload_id, shape, seed=n)
         compiled_before = fast.engine.counters.compiled_calls
@@ -65,19 +64,31 @@ def demo_workload(workload_id: str, passes: int = 2, seed: int = 0) -> float:
         y = fast(x)
         latency = time.perf_counter() - t
         how = "jit" if fast.engine.counters.compiled_calls > compiled_before else "int"
-        new = shape not in seen
+        rows.append((n, shape, latency, how, shape not in seen, wl.accuracy(y, ref(x))))
         seen.add(shape)
-        steady = _steady(loaded.call, x)
-        err = wl.accuracy(y, ref(x))
-        worst = max(worst, err)
-        tag = f"{_ms(latency)} {how}" + (" (new)" if new else "      ")
-        print(f"  {w.label(shape):<14}{n:>5}  {tag:>18}  {_ms(steady):>13}  {err:>11.1e}")
     fast.wait(60)
-    print("  after the background compiles, steady latency per shape:")
+    # Steady latencies are measured after the stream, so that the stream's calls are not
+    # interleaved with another system's; each shape's JIT first, after a pause, then the
+    # interpreter: OpenBLAS's workers spin for about 0.1 s after the interpreter's products
+    # and would slow the native kernels measured right after them (see shapevm.jit.blas).
+    steady = {}
     for shape in w.shapes:
         x = wl.make_input(workload_id, shape, seed=0)
-        interp, jit = _steady(loaded.call, x), _steady(fast, x)
-        err = wl.accuracy(fast(x), ref(x))
+        time.sleep(0.2)
+        jit = _steady(fast, x)
+        steady[shape] = (_steady(loaded.call, x), jit, wl.accuracy(fast(x), ref(x)))
+    head = (
+        f"{'shape':<14}{'call':>5}  {'latency ms':>18}  {'interp steady':>13}  {'max rel err':>11}"
+    )
+    print("  " + head)
+    for n, shape, latency, how, new, err in rows:
+        worst = max(worst, err)
+        tag = f"{_ms(latency)} {how}" + (" (new)" if new else "      ")
+        interp = steady[shape][0]
+        print(f"  {w.label(shape):<14}{n:>5}  {tag:>18}  {_ms(interp):>13}  {err:>11.1e}")
+    print("  after the background compiles, steady latency per shape:")
+    for shape in w.shapes:
+        interp, jit, err = steady[shape]
         worst = max(worst, err)
         print(
             f"    {w.label(shape):<14} interpreter {_ms(interp)} ms   jit {_ms(jit)} ms   "
@@ -87,6 +98,8 @@ def demo_workload(workload_id: str, passes: int = 2, seed: int = 0) -> float:
 
 
 def _steady(fn: object, x: np.ndarray) -> float:
+    for _ in range(WARMUP_CALLS):
+        fn(x)  # type: ignore[operator]
     times = []
     for _ in range(STEADY_CALLS):
         t = time.perf_counter()
