@@ -121,7 +121,8 @@ def test_thread_choice_on_a_new_size_follows_the_nearest_measured_size(monkeypat
     monkeypatch.setattr(entries, "_PROBES", [0, 1, 4, 0, 0])
     monkeypatch.setattr(entries, "pool_available", lambda: True)
     choice = entries.ThreadChoice(min_work=100)
-    assert choice.pick(1 << 12) == 0  # nothing measured: the calling thread
+    assert choice.pick(200) == 0  # nothing measured, small work: the calling thread
+    assert choice.pick(100 * entries.POOL_FIRST) == 1  # nothing measured, big work: the pool
     for _ in range(100):
         how = choice.pick(1 << 12)
         choice.record(1 << 12, how, (1.0 if how & 1 else 2.0) * 1e-6)
@@ -141,7 +142,7 @@ def test_thread_choice_does_not_learn_from_calls_it_was_forced_to_make(monkeypat
     choice.record(1000, how, 1.0)  # slowed by whatever took the other core
     assert not choice.stats
     free[0] = True
-    assert choice.pick(1000) == 0
+    assert choice.pick(1000) == 1  # nothing was learnt: big work goes to the pool first
 
 
 def test_thread_choice_does_not_time_the_wake_up_of_a_sleeping_pool(monkeypatch) -> None:

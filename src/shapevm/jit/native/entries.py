@@ -141,8 +141,9 @@ class ThreadChoice:
     looked slower than the calling thread and the pool was never chosen.
 
     A size class never seen (the first call on a new shape) takes the way that was faster
-    at the nearest class where both were measured, instead of the calling thread: its work
-    per unit is much the same, and new shapes must not be the slow calls of a stream.
+    at the nearest class where both were measured: its work per unit is much the same, and
+    new shapes must not be the slow calls of a stream. With nothing measured yet, work of
+    `POOL_FIRST` times the floor or more starts on the pool, the rest on the calling thread.
 
     Work below ``min_work`` always runs on the calling thread, and so does everything while
     a compile runs in the background (`shapevm.jit.worker.busy`) or while other processes
@@ -168,18 +169,26 @@ class ThreadChoice:
             return FORCED
         cls = work.bit_length()
         stat = self.stats.get(cls)
-        if stat is None or stat[0] == 0.0:
+        if stat is None or (stat[0] == 0.0 and stat[1] == 0.0):
             # A new size (a new shape): the way measured faster at the nearest size class
-            # where both were measured, else the calling thread, never slowed by a neighbour.
+            # where both were measured; with none, the pool for big work (the cores are
+            # free, checked above), the calling thread for the rest.
             near = self._nearest(cls)
-            return int(near is not None and near[1] < near[0])
+            if near is not None:
+                return int(near[1] < near[0])
+            return int(work >= POOL_FIRST * self.min_work)
         g = _PROBES
         g[0] += 1
         if g[3] > 0:  # inside a burst of pool probes
             g[3] -= 1
             return 3
         probe = g[0] >= g[1]
-        pool = probe if stat[1] == 0.0 else (stat[1] < stat[0]) != probe
+        if stat[0] == 0.0:  # only the pool measured so far: a probe tries the calling thread
+            pool = not probe
+        elif stat[1] == 0.0:
+            pool = probe
+        else:
+            pool = (stat[1] < stat[0]) != probe
         if probe and pool:
             g[3] = PROBE_BURST - 1
         return int(pool) | (2 if probe else 0)
@@ -220,6 +229,10 @@ class ThreadChoice:
 FORCED: Final = 4
 """`ThreadChoice.pick` ran a call on the calling thread because the pool was not available."""
 MAX_PROBE_GAP = 1024
+POOL_FIRST = 8
+"""Work of this many times a kernel's floor goes to the pool at once when nothing is known
+about its size (W1's dense layers: the pool 1.6-1.8x faster from 8 rows on; a new shape's
+first call on the calling thread cost 2-3x its later ones)."""
 PROBE_BURST = 6
 """Consecutive kernel calls a probe of the pool lasts (W1 makes 4 per call, W3 about 8)."""
 _PROBES = [0, 1, 4, 0, 0]
