@@ -21,10 +21,10 @@ The arena belongs to the thread and is shared by every compiled region of every 
 (`thread_arena`): a region's buffers are dead when it returns and regions never nest, so
 they cannot overlap in time on one thread. It grows when a plan needs more than it has,
 and every plan's cached layouts into the old one are then rebuilt (a generation number).
-Sharing it matters on a stream of shapes: a new variant or a new shape runs in memory
-that earlier calls already touched, where an arena of its own paid a page fault per 4 KiB
-on its first call (W2 at 2x128x128: 19.7 ms for the first call of a new shape against
-8.7 ms for the second).
+Sharing it matters on a stream of shapes: a new variant runs in memory that earlier calls
+already touched, where an arena of its own paid a page fault per 4 KiB (2-6 us each here)
+on its first call. Measured on W2: the first call of a key's own variant, once compiled,
+took 18-36 ms at 2x128x128 and 1x224x224 with an arena per variant, 8-10 ms shared.
 
 ``planned_bytes`` (arena plus the per-call allocations that remain) and ``naive_bytes``
 (every tensor the region makes, as the interpreter allocates them) are computed at the
