@@ -5,11 +5,9 @@ calls before the first variant is ready, and the spans between compiled regions.
 multi-threaded OpenBLAS call, OpenBLAS's worker threads spin waiting for more work (about
 2^28 cycles, ~0.1 s) before they sleep, and on a 2-core machine they then hold the cores
 that numba's kernels and the calling thread need. Measured on W1's 200-call stream
-(`benchmarks/warmup_bench.py`, OpenBLAS with 2 threads): the first 50
-calls took 118 ms, of which about 60 ms were pool and serial kernels slowed 3-20x by
-spinning BLAS threads in the calls after the interpreter's; with the interpreted steps on
-one BLAS thread the same 50 calls took 55 ms (W3: 338 -> 219 ms, and 646 -> 507 ms for the
-other 150 calls).
+(`benchmarks/warmup_bench.py`, OpenBLAS with 2 threads): the first 50 calls took 118 ms,
+83 ms with the interpreted steps on one BLAS thread, 55 ms with the whole process on one
+(`OPENBLAS_NUM_THREADS=1`); W3's: 338, 253 and 219 ms.
 
 So `JitEngine` runs a call's interpreted steps inside `one_blas_thread` once the function
 has something compiled or compiling; a function that is never compiled keeps NumPy's
