@@ -179,3 +179,25 @@ def test_conv_pixel_tiles_on_odd_sizes(stride: int) -> None:
             fn(x, xp, panels, bias, out, stride, 1)
             ref = np.maximum(conv3x3(x, wt, b, stride), 0.0)
             assert rel_err(out, ref) < 1e-5, (batch, c_in, c_out, h, w)
+
+
+@pytest.mark.parametrize(
+    "b, h, s, t, d",
+    [(1, 4, 37, 37, 64), (2, 3, 7, 33, 32), (1, 2, 13, 15, 48), (1, 1, 9, 20, 8), (1, 1, 1, 1, 64)],
+)
+def test_attention_entry_on_tiles_and_rows_agrees(b: int, h: int, s: int, t: int, d: int) -> None:
+    """Heads of D a multiple of 16 with 16 keys or more run on the micro-kernel tiles, the
+    others row by row; both against float64, into the heads-merged (strided) output."""
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((b, s, h, d)).astype(np.float32).transpose(0, 2, 1, 3)
+    k = rng.standard_normal((b, h, t, d)).astype(np.float32)
+    v = rng.standard_normal((b, h, t, d)).astype(np.float32)
+    scores = (q.astype(np.float64) @ np.swapaxes(k, -1, -2)) * 0.125
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ v
+    attention = entries.Attention(0.125)
+    for fn in (attention._serial, attention._parallel):
+        merged = np.full((b, s, h, d), np.nan, np.float32)
+        out = merged.transpose(0, 2, 1, 3)
+        fn(q, k, v, out, np.float32(0.125))
+        assert rel_err(out, ref) < 1e-5

@@ -29,6 +29,7 @@ from shapevm.jit.native._core import (
     spec,
 )
 from shapevm.jit.native._threads import use_threads
+from shapevm.jit.native.ukernel import MR, NR, pack_a6, tile_6x16
 
 Array = np.ndarray[Any, Any]
 
@@ -374,10 +375,92 @@ def _weighted_rows(p: Any, vs: Any, acc: Any) -> None:
 
 
 @kernel
+def _attend_tiles(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
+    """`_attend` on the micro-kernel of `ukernel`, for D a multiple of 16 and rows of
+    ``out`` contiguous: the scores of six queries by 16 keys per tile (k^T, scaled, packed
+    once into 16-key panels), then the output of six queries by 16 channels (v packed into
+    16-channel panels). Every scalar of k, v and the scores is loaded once per six rows
+    instead of once per row."""
+    s_len, d = q.shape
+    t_len = k.shape[0]
+    nbk = -(-t_len // NR)
+    tp = nbk * NR
+    nbd = d // NR
+    bk = np.zeros((nbk, d, NR), np.float32)  # bk[jb, c, r] = k[16 jb + r, c] * scale
+    for j in range(t_len):
+        kj = k[j]
+        jb = j // NR
+        r = j % NR
+        for c in range(d):
+            bk[jb, c, r] = kj[c] * scale
+    bv = np.empty((nbd, t_len, NR), np.float32)  # bv[jb, t, r] = v[t, 16 jb + r]
+    for t in range(t_len):
+        vt = v[t]
+        for jb in range(nbd):
+            for r in range(NR):
+                bv[jb, t, r] = vt[jb * NR + r]
+    panels = -(-s_len // MR)
+    aq = np.empty(panels * MR * d, np.float32)
+    pack_a6(q, aq)
+    scores = np.empty((panels * MR, tp), np.float32)
+    flat = scores.reshape(panels * MR * tp)
+    for ib in range(panels):
+        mr = min(MR, s_len - ib * MR)
+        for jb in range(nbk):
+            tile_6x16(
+                aq,
+                ib * MR * d,
+                bk,
+                jb * d * NR,
+                aq,
+                d,
+                flat,
+                ib * MR * tp + jb * NR,
+                tp,
+                mr,
+                False,
+                1,
+            )
+    for i in range(s_len):
+        _softmax_row_inplace(scores[i, :t_len], _ONE)
+    ap = np.empty(panels * MR * t_len, np.float32)
+    pack_a6(scores[:s_len, :t_len], ap)
+    ldc = out.strides[0] // 4
+    for ib in range(panels):
+        mr = min(MR, s_len - ib * MR)
+        for jb in range(nbd):
+            tile_6x16(
+                ap,
+                ib * MR * t_len,
+                bv,
+                jb * t_len * NR,
+                ap,
+                t_len,
+                out,
+                ib * MR * ldc + jb * NR,
+                ldc,
+                mr,
+                False,
+                1,
+            )
+
+
+@kernel
+def _attend_best(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
+    """`_attend_tiles` where it applies (D a multiple of 16, 16 keys or more, rows of
+    ``out`` contiguous), else `_attend`."""
+    d = q.shape[1]
+    if d % NR == 0 and k.shape[0] >= NR and out.strides[1] == 4:
+        _attend_tiles(q, k, v, out, scale)
+    else:
+        _attend(q, k, v, out, scale)
+
+
+@kernel
 def _attention_serial(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
     for b in range(q.shape[0]):
         for h in range(q.shape[1]):
-            _attend(q[b, h], k[b, h], v[b, h], out[b, h], scale)
+            _attend_best(q[b, h], k[b, h], v[b, h], out[b, h], scale)
 
 
 @parallel_kernel
@@ -386,7 +469,7 @@ def _attention_parallel(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
     for t in prange(q.shape[0] * heads):
         b = t // heads
         h = t % heads
-        _attend(q[b, h], k[b, h], v[b, h], out[b, h], scale)
+        _attend_best(q[b, h], k[b, h], v[b, h], out[b, h], scale)
 
 
 def attention(q: Array, k: Array, v: Array, out: Array, scale: float) -> Array:
