@@ -235,3 +235,18 @@ def test_kernels_give_the_rule_dtype_for_every_dtype_the_rule_accepts(name: str)
         with np.errstate(all="ignore"):
             (out,) = info.kernel(args, attrs)
         assert DType.from_numpy(out.dtype) == want, f"{name}({dtype}) gives {out.dtype}"
+
+
+def test_an_ops_ufunc_computes_what_its_kernel_does_for_float_operands() -> None:
+    """The interpreter and the JIT call ``info.ufunc`` with ``out=`` in place of the kernel."""
+    rng = np.random.default_rng(5)
+    with_ufunc = [info for info in all_ops() if info.ufunc is not None]
+    assert {"add", "mul", "exp", "tanh", "floor", "less"} <= {i.name for i in with_ufunc}
+    for info in with_ufunc:
+        args = [
+            rng.uniform(0.5, 2.0, size=(3, 4)).astype(np.float32) for _ in range(info.min_arity)
+        ]
+        (ref,) = info.kernel(args, info.filled_attrs({}))
+        out = np.empty_like(ref)
+        info.ufunc(*args, out=out)
+        np.testing.assert_array_equal(out, ref, err_msg=info.name)

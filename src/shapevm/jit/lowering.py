@@ -174,32 +174,6 @@ def make_group(graph: RegionGraph, positions: Sequence[int]) -> Group | None:
 
 # -- the default lowering of one op ---------------------------------------------------------
 
-_UFUNCS: dict[str, np.ufunc] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.true_divide,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "pow": np.power,
-    "neg": np.negative,
-    "abs": np.absolute,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "tanh": np.tanh,
-    "less": np.less,
-    "greater": np.greater,
-    "equal": np.equal,
-    "less_equal": np.less_equal,
-    "greater_equal": np.greater_equal,
-    "not_equal": np.not_equal,
-    "sin": np.sin,
-    "cos": np.cos,
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "sign": np.sign,
-}
 _REDUCTIONS: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max}
 
 
@@ -243,8 +217,8 @@ def _out_path(graph: RegionGraph, op: Op) -> Lowered | None:
     run: Run | None = None
     inplace: tuple[tuple[int, int], ...] = ()
     name = info.name
-    if name in _UFUNCS and OpFlag.ELEMENTWISE in info.flags:
-        run = _ufunc_run(_UFUNCS[name], template, slots)
+    if info.ufunc is not None and OpFlag.ELEMENTWISE in info.flags:
+        run = _ufunc_run(info.ufunc, template, slots)
         out = graph.value(op.outs[0])
         inplace = tuple(
             (0, j)
@@ -263,14 +237,13 @@ def _out_path(graph: RegionGraph, op: Op) -> Lowered | None:
 
     if run is None or not _probe(graph, op, run):
         return None
-    direct = _UFUNCS.get(name) if name in _UFUNCS else None
     return Lowered(
         "out",
         run,
         inplace,
         label=name,
         ops=(op,),
-        ufunc=direct,
+        ufunc=info.ufunc,
         template=tuple(template),
         shape_generic=True,
     )

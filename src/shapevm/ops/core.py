@@ -182,6 +182,9 @@ class OpInfo:
 
     ``kernel(args, attrs)`` is the reference semantics: ``args`` are NumPy arrays or Python
     scalars, ``attrs`` has every attribute (`filled_attrs`) with ``DIMS`` evaluated to ints.
+    ``ufunc`` is the NumPy ufunc that computes the same as ``kernel`` for float operands,
+    where there is one: the interpreter and the JIT call it with ``out=`` to write into a
+    buffer they own (``None`` for every other op).
     """
 
     name: str
@@ -194,6 +197,7 @@ class OpInfo:
     kernel: Kernel
     flags: OpFlag
     doc: str
+    ufunc: Any = None
 
     def arity_text(self) -> str:
         """``"2"``, ``"1 to 3"`` or ``"at least 1"``."""

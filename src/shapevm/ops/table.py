@@ -7,6 +7,7 @@ Operands may be tensors or Python scalars (``maximum(t2, 0.0)``); a scalar is we
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -72,6 +73,7 @@ def _reduce(fn: Callable[..., Any]) -> Kernel:
 def _keep_ints(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Rounding leaves ints as they are (older NumPy would return float64)."""
 
+    @functools.wraps(fn)
     def rounded(x: Any) -> Any:
         arr = np.asarray(x)
         return arr.copy() if arr.dtype.kind in "iu" else fn(arr)
@@ -127,12 +129,19 @@ def define(
     doc: str,
     attrs: tuple[AttrSpec, ...] = (),
     num_outputs: int = 1,
+    ufunc: np.ufunc | None = None,
 ) -> OpInfo:
     """Register a row; ``arity`` is a count or ``(min, max)`` with ``None`` for no maximum."""
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
     return register(
-        OpInfo(name, lo, hi, num_outputs, attrs, shape_rule, dtype_rule, kernel, flags, doc)
+        OpInfo(name, lo, hi, num_outputs, attrs, shape_rule, dtype_rule, kernel, flags, doc, ufunc)
     )
+
+
+def _ufunc_of(fn: Callable[..., Any]) -> np.ufunc | None:
+    """The ufunc a kernel function is, or wraps for float operands (`_keep_ints`)."""
+    fn = getattr(fn, "__wrapped__", fn)
+    return fn if isinstance(fn, np.ufunc) else None
 
 
 _UNARY: list[tuple[str, Callable[..., Any], DTypeRule, str]] = [
@@ -152,7 +161,7 @@ _UNARY: list[tuple[str, Callable[..., Any], DTypeRule, str]] = [
     ("logical_not", np.logical_not, logical_dtype, "elementwise not of a bool tensor"),
 ]
 for _name, _fn, _dt, _doc in _UNARY:
-    define(_name, 1, rules.elementwise, _dt, np_kernel(_fn), _EW, _doc)
+    define(_name, 1, rules.elementwise, _dt, np_kernel(_fn), _EW, _doc, ufunc=_ufunc_of(_fn))
 
 _COMM = OpFlag.BINARY | OpFlag.COMMUTATIVE
 # NumPy has no bool negative or subtract, turns bool ** bool into i8 and any int quotient
@@ -167,7 +176,9 @@ _BINARY: list[tuple[str, Callable[..., Any], DTypeRule, OpFlag, str]] = [
     ("pow", np.power, numeric_dtype, OpFlag.BINARY, "elementwise power, broadcasting"),
 ]
 for _name, _fn, _dt, _flags, _doc in _BINARY:
-    define(_name, 2, rules.elementwise, _dt, np_kernel(_fn), _EW | _flags, _doc)
+    define(
+        _name, 2, rules.elementwise, _dt, np_kernel(_fn), _EW | _flags, _doc, ufunc=_ufunc_of(_fn)
+    )
 
 _INT_DIV: list[tuple[str, Callable[..., Any], str]] = [
     (
@@ -198,7 +209,9 @@ _CMP: list[tuple[str, Callable[..., Any], OpFlag, str]] = [
 ]
 for _name, _fn, _flags, _doc in _CMP:
     _flags |= _EW | OpFlag.BINARY | OpFlag.COMPARISON
-    define(_name, 2, rules.elementwise, bool_result, np_kernel(_fn), _flags, _doc)
+    define(
+        _name, 2, rules.elementwise, bool_result, np_kernel(_fn), _flags, _doc, ufunc=_ufunc_of(_fn)
+    )
 
 define(
     "cast",

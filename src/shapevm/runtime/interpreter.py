@@ -450,7 +450,8 @@ class Executable:
         kernel = self.choose(info, instr, info.filled_attrs(instr.attr_dict()), env)
         if kernel is not info.kernel:  # the scheduler picked another variant: use it
             return None
-        ufunc = UFUNCS[instr.op]
+        ufunc = info.ufunc
+        assert ufunc is not None  # inplace_candidates took only ops that have one
         args = [self._reg(x) if isinstance(x, Reg) else x for x in instr.ins]
         target = args[pos]
         assert isinstance(target, int)
@@ -545,26 +546,6 @@ def _make_op_step(
     return general
 
 
-UFUNCS: dict[str, Any] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.true_divide,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "pow": np.power,
-    "neg": np.negative,
-    "abs": np.absolute,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "tanh": np.tanh,
-    "sin": np.sin,
-    "cos": np.cos,
-}
-"""Elementwise ops whose reference kernel is this NumPy ufunc, so ``out=`` is equivalent."""
-
-
 def inplace_candidates(fn: Function) -> dict[int, int]:
     """``id(instr) -> operand position`` for elementwise float ops that may write into an
     operand: it is a fresh array made by an op of this function (not a parameter, constant,
@@ -598,7 +579,10 @@ def inplace_candidates(fn: Function) -> dict[int, int]:
     out: dict[int, int] = {}
     for block in fn.blocks:
         for instr in block.instrs:
-            if not isinstance(instr, OpCall) or instr.op not in UFUNCS or len(instr.outs) != 1:
+            if not isinstance(instr, OpCall) or len(instr.outs) != 1:
+                continue
+            info = get_op(instr.op)
+            if info is None or info.ufunc is None:
                 continue
             t_out = instr.types[0]
             if t_out is None or not t_out.dtype.is_float or _has_dynamic(t_out):
