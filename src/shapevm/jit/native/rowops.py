@@ -306,72 +306,45 @@ def _attend(q: Any, k: Any, v: Any, out: Any, scale: Any) -> None:
     p = np.empty(t_len, np.float32)
     acc = np.empty(d, np.float32)
     for i in range(s_len):
-        _scores(q[i], kt, p)
+        _combine_rows(q[i], kt, p)
         _softmax_row_inplace(p, _ONE)
-        _weighted_rows(p, vs, acc)
+        _combine_rows(p, vs, acc)
         o = out[i]
         for c in range(d):
             o[c] = acc[c]
 
 
 @kernel
-def _scores(qi: Any, kt: Any, p: Any) -> None:
-    """``p = qi @ kt`` for kt [D, T]: eight rows of kt per pass over p."""
-    d = kt.shape[0]
-    d8 = d - d % 8
-    for j in range(p.size):
-        p[j] = 0.0
-    for c in range(0, d8, 8):
-        a0, a1, a2, a3 = qi[c], qi[c + 1], qi[c + 2], qi[c + 3]
-        a4, a5, a6, a7 = qi[c + 4], qi[c + 5], qi[c + 6], qi[c + 7]
-        k0, k1, k2, k3 = kt[c], kt[c + 1], kt[c + 2], kt[c + 3]
-        k4, k5, k6, k7 = kt[c + 4], kt[c + 5], kt[c + 6], kt[c + 7]
-        for j in range(p.size):
-            p[j] += (
-                a0 * k0[j]
-                + a1 * k1[j]
-                + a2 * k2[j]
-                + a3 * k3[j]
-                + a4 * k4[j]
-                + a5 * k5[j]
-                + a6 * k6[j]
-                + a7 * k7[j]
+def _combine_rows(coef: Any, rows: Any, out: Any) -> None:
+    """``out = coef @ rows`` for rows [N, M]: a sum of eight scaled rows per pass over
+    ``out``, so each pass loads and stores ``out`` once for eight multiply-adds and the
+    eight coefficients stay in registers. The scores of a query (``coef`` the query, rows
+    of k^T) and its output (``coef`` the probabilities, rows of v) are both this."""
+    n = rows.shape[0]
+    n8 = n - n % 8
+    for c in range(out.size):
+        out[c] = 0.0
+    for j in range(0, n8, 8):
+        b0, b1, b2, b3 = coef[j], coef[j + 1], coef[j + 2], coef[j + 3]
+        b4, b5, b6, b7 = coef[j + 4], coef[j + 5], coef[j + 6], coef[j + 7]
+        r0, r1, r2, r3 = rows[j], rows[j + 1], rows[j + 2], rows[j + 3]
+        r4, r5, r6, r7 = rows[j + 4], rows[j + 5], rows[j + 6], rows[j + 7]
+        for c in range(out.size):
+            out[c] += (
+                b0 * r0[c]
+                + b1 * r1[c]
+                + b2 * r2[c]
+                + b3 * r3[c]
+                + b4 * r4[c]
+                + b5 * r5[c]
+                + b6 * r6[c]
+                + b7 * r7[c]
             )
-    for c in range(d8, d):
-        a = qi[c]
-        kc = kt[c]
-        for j in range(p.size):
-            p[j] += a * kc[j]
-
-
-@kernel
-def _weighted_rows(p: Any, vs: Any, acc: Any) -> None:
-    """``acc = p @ vs`` for vs [T, D]: eight rows of vs per pass over acc."""
-    t_len = vs.shape[0]
-    t8 = t_len - t_len % 8
-    for c in range(acc.size):
-        acc[c] = 0.0
-    for j in range(0, t8, 8):
-        b0, b1, b2, b3 = p[j], p[j + 1], p[j + 2], p[j + 3]
-        b4, b5, b6, b7 = p[j + 4], p[j + 5], p[j + 6], p[j + 7]
-        v0, v1, v2, v3 = vs[j], vs[j + 1], vs[j + 2], vs[j + 3]
-        v4, v5, v6, v7 = vs[j + 4], vs[j + 5], vs[j + 6], vs[j + 7]
-        for c in range(acc.size):
-            acc[c] += (
-                b0 * v0[c]
-                + b1 * v1[c]
-                + b2 * v2[c]
-                + b3 * v3[c]
-                + b4 * v4[c]
-                + b5 * v5[c]
-                + b6 * v6[c]
-                + b7 * v7[c]
-            )
-    for j in range(t8, t_len):
-        b = p[j]
-        vj = vs[j]
-        for c in range(acc.size):
-            acc[c] += b * vj[c]
+    for j in range(n8, n):
+        b = coef[j]
+        rj = rows[j]
+        for c in range(out.size):
+            out[c] += b * rj[c]
 
 
 @kernel
