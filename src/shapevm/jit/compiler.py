@@ -136,12 +136,8 @@ class Variant:
         self.generic = all(r.generic for r in regions)
         """Every compiled step is right for any dimension values: the variant may serve
         any key of its function."""
-        self._whole = self._covers_body()
-
-    @property
-    def whole(self) -> bool:
+        self.whole = self._covers_body()
         """One compiled region covers the function's body: a call runs no interpreted step."""
-        return self._whole
 
     def _covers_body(self) -> bool:
         """One region holds every instruction of the function's only block."""
@@ -157,7 +153,7 @@ class Variant:
         plan = self._plans.get(values)
         if plan is None:
             direct = None
-            if self._whole:
+            if self.whole:
                 region = self.regions[0]
                 first = self.executable.fn.blocks[0].instrs[0]
                 direct = self.executable.straight_plan([_RegionCall(region, values, env)], [first])
