@@ -23,8 +23,10 @@ they cannot overlap in time on one thread. It grows when a plan needs more than 
 and every plan's cached layouts into the old one are then rebuilt (a generation number).
 Sharing it matters on a stream of shapes: a new variant runs in memory that earlier calls
 already touched, where an arena of its own paid a page fault per 4 KiB (2-6 us each here)
-on its first call. Measured on W2: the first call of a key's own variant, once compiled,
-took 18-36 ms at 2x128x128 and 1x224x224 with an arena per variant, 8-10 ms shared.
+on its first call. In a one-off measurement on W2, the first call of a key's own variant,
+once compiled, took 18-36 ms at 2x128x128 and 1x224x224 with an arena per variant and
+8-10 ms shared; W2's whole stream did not change measurably
+(`benchmarks/warmup_bench.py --workload W2`, three fresh processes each way).
 
 ``planned_bytes`` (arena plus the per-call allocations that remain) and ``naive_bytes``
 (every tensor the region makes, as the interpreter allocates them) are computed at the
