@@ -6,7 +6,10 @@ each timed. Prints the build, the first ``--warmup`` calls (interpreted until th
 variant is ready, then borrowing or compiling), the rest, each variant's compile time, and
 the median latency per shape over the rest. ``--trace`` prints every warm-up call: its
 shape, whether it ran interpreted (I), compiled (C) or on a borrowed variant (B), and
-whether a compile was running.
+whether a compile was running. ``--numpy-between N`` makes the program a mixed one: before
+each (timed) call, an untimed NumPy product of two N x N float32 matrices, as a program
+that does its own NumPy work between calls (NumPy's BLAS threads then compete with the
+JIT's kernels for the cores).
 
 Run: ``python benchmarks/warmup_bench.py [--workload W1] [--mode exact] [--runs 3]``.
 Each run is a fresh subprocess; medians over runs are printed last.
@@ -21,8 +24,12 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 
-def one_run(workload: str, mode: str, warmup: int, trace: bool) -> dict[str, object]:
+
+def one_run(
+    workload: str, mode: str, warmup: int, trace: bool, numpy_between: int
+) -> dict[str, object]:
     import shapevm.jit.native.library  # noqa: F401  (imported before the clock, as in the bench)
     from shapevm import vm
     from shapevm.jit import worker
@@ -40,7 +47,10 @@ def one_run(workload: str, mode: str, warmup: int, trace: bool) -> dict[str, obj
     fn = traced.export_workload(workload, weights).jit(**options)
     build = time.perf_counter() - t0
     latencies = []
+    side = np.ones((numpy_between, numpy_between), np.float32)
     for i, shape in enumerate(shapes):
+        if numpy_between:
+            np.matmul(side, side)  # the program's own NumPy work, untimed
         before = vm.jit_stats()
         busy = worker.busy()
         t = time.perf_counter()
@@ -75,15 +85,27 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=50, help="calls counted as warm-up")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes")
     parser.add_argument("--trace", action="store_true", help="print every warm-up call")
+    parser.add_argument(
+        "--numpy-between",
+        type=int,
+        default=0,
+        metavar="N",
+        help="an untimed N x N NumPy matrix product before each call (default 0: none)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(one_run(args.workload, args.mode, args.warmup, args.trace)))
+        print(
+            json.dumps(
+                one_run(args.workload, args.mode, args.warmup, args.trace, args.numpy_between)
+            )
+        )
         return 0
     results = []
     for r in range(args.runs):
         cmd = [sys.executable, __file__, "--child", "--workload", args.workload]
         cmd += ["--mode", args.mode, "--warmup", str(args.warmup)]
+        cmd += ["--numpy-between", str(args.numpy_between)]
         cmd += ["--trace"] if args.trace else []
         out = subprocess.run(cmd, check=True, capture_output=True, text=True)
         sys.stdout.write(out.stderr)

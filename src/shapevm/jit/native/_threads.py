@@ -4,9 +4,21 @@ A parallel kernel is fork-join: it ends when the slowest thread ends. On a machi
 cores are busy with other processes, a worker thread waits for a time slice, and a call of
 0.3 ms took 8-16 ms (median) in our measurements on 2 shared cores, while the same kernel on
 the calling thread alone was unaffected. So besides a size threshold per kernel, threads are
-used only while the other processes on the machine leave at least half a core idle, measured
-from ``/proc/stat`` minus this process's own CPU time, resampled at most every
-`SAMPLE_SECONDS`. Elsewhere than Linux the check always allows threads.
+used only while everything else on the machine leaves all but half a core idle, resampled
+at most every `SAMPLE_SECONDS` (other processes) and `PROCESS_SAMPLE_SECONDS` (this one):
+
+- other processes: CPU time from ``/proc/stat`` minus this process's own;
+- other threads of this process: its CPU time minus the sampling thread's and minus what
+  numba's workers spent in the pool kernels timed meanwhile (`note_pool`). This is mostly
+  OpenBLAS: after a NumPy matrix product on two threads, its worker spins on the second
+  core for about 0.1 s, and a parallel kernel that waits for a share on that core took
+  2-5x its time. Measured with ``benchmarks/warmup_bench.py``-style calls of W2's jitted
+  model on new shapes, each right after the same shape through the interpreter (which uses
+  NumPy's two BLAS threads): the jitted call took 5.4-11.8 ms against 2.0-5.0 ms
+  interpreted, and 1.0-2.8 ms with ``OPENBLAS_NUM_THREADS=1``. A window in which a pool
+  kernel ran untimed (the low-level API of this package, `use_threads`) skips this part.
+
+Elsewhere than Linux the check always allows threads.
 
 OpenMP's workers wait for the next parallel region. GNU OpenMP's default (spinning for
 about a millisecond) starved OpenBLAS's threads in the next NumPy matrix product: attention
@@ -40,11 +52,24 @@ if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
 import numba  # noqa: E402  (loads OpenMP at its first parallel launch, after the line above)
 
 SAMPLE_SECONDS: Final = 0.25
+"""Least wall time between two readings of ``/proc/stat`` (its clock ticks at 100 Hz)."""
+PROCESS_SAMPLE_SECONDS: Final = 0.02
+"""Least wall time between two readings of this process's and thread's CPU clocks."""
 BUSY_OTHERS_MAX: Final = 0.5
 """Cores' worth of CPU that other processes may use while we still fork threads."""
 
+SPIN_SECONDS: Final = 2e-4
+"""CPU seconds a numba worker may spend after a parallel region before it sleeps (measured
+about 0.1 ms for `SPIN_COUNT`), allowed per timed pool call."""
+
 _lock = threading.Lock()
-_state = {"wall": 0.0, "busy": 0.0, "own": 0.0, "free": True}
+_machine = {"wall": 0.0, "busy": 0.0, "own": 0.0, "cores": 0.0}
+_process = {"wall": 0.0, "own": 0.0, "thread": 0.0, "tid": 0.0, "cores": 0.0}
+_free = [True]
+_pool = [0.0, 0, 0]
+"""Seconds of wall time of timed pool calls, their count, untimed pool calls (all since
+the process started)."""
+_seen = [0.0, 0, 0]
 _counts = {"parallel": 0, "serial_small": 0, "serial_busy_machine": 0}
 
 
@@ -62,24 +87,75 @@ def _machine_busy_seconds() -> float | None:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def note_pool(seconds: float) -> None:
+    """Record a pool kernel call of ``seconds`` wall time (its workers' CPU is ours)."""
+    _pool[0] += seconds
+    _pool[1] += 1
+
+
+def others_in_process(
+    own: float, thread: float, pool_wall: float, pool_calls: int, threads: int
+) -> float:
+    """CPU seconds that threads of this process other than the sampling thread and numba's
+    workers used in a window: ``own`` process CPU seconds, ``thread`` the sampling thread's,
+    ``pool_wall`` and ``pool_calls`` the timed pool calls, for a pool of ``threads``.
+
+    >>> others_in_process(own=0.30, thread=0.10, pool_wall=0.05, pool_calls=10, threads=2)
+    0.148
+    """
+    workers = (threads - 1) * (pool_wall + SPIN_SECONDS * pool_calls)
+    return round(max(0.0, own - thread - workers), 9)
+
+
+def _sample_machine(now: float, own: float) -> None:
+    """Other processes' cores over the last `SAMPLE_SECONDS` or more (under ``_lock``)."""
+    m = _machine
+    busy = _machine_busy_seconds()
+    if busy is None:
+        m["cores"] = 0.0
+    elif m["wall"]:
+        m["cores"] = ((busy - m["busy"]) - (own - m["own"])) / (now - m["wall"])
+    m.update(wall=now, busy=busy or 0.0, own=own)
+
+
+def _sample_process(now: float, own: float, threads: int) -> None:
+    """This process's other threads' cores over the last `PROCESS_SAMPLE_SECONDS` or more,
+    seen from one thread (a sample from another thread starts a new window)."""
+    p = _process
+    thread = time.thread_time()
+    tid = threading.get_ident()
+    if p["wall"] and tid == p["tid"] and _pool[2] == _seen[2]:
+        cpu = others_in_process(
+            own - p["own"],
+            thread - p["thread"],
+            _pool[0] - _seen[0],
+            int(_pool[1] - _seen[1]),
+            threads,
+        )
+        p["cores"] = cpu / (now - p["wall"])
+    elif tid != p["tid"] or _pool[2] != _seen[2]:
+        p["cores"] = 0.0
+    p.update(wall=now, own=own, thread=thread, tid=tid)
+    _seen[:] = _pool
+
+
 def cores_free() -> bool:
-    """Whether other processes left enough cores idle lately for our threads (all but
-    `BUSY_OTHERS_MAX` of a core)."""
+    """Whether everything else, in other processes and in this one, left enough cores idle
+    lately for our threads (all but `BUSY_OTHERS_MAX` of a core)."""
     now = time.monotonic()
+    m, p = _machine, _process
+    if now - p["wall"] < PROCESS_SAMPLE_SECONDS and now - m["wall"] < SAMPLE_SECONDS:
+        return _free[0]
     with _lock:
-        if now - _state["wall"] < SAMPLE_SECONDS:
-            return bool(_state["free"])
-        busy = _machine_busy_seconds()
         own = time.process_time()
-        if busy is None:
-            _state["free"] = True
-        elif _state["wall"]:
-            span = now - _state["wall"]
-            others = (busy - _state["busy"]) - (own - _state["own"])
-            idle = (os.cpu_count() or 1) - others / span
-            _state["free"] = idle >= numba.get_num_threads() - BUSY_OTHERS_MAX
-        _state.update(wall=now, busy=busy or 0.0, own=own)
-        return bool(_state["free"])
+        threads = numba.get_num_threads()
+        if now - m["wall"] >= SAMPLE_SECONDS:
+            _sample_machine(now, own)
+        if now - p["wall"] >= PROCESS_SAMPLE_SECONDS:
+            _sample_process(now, own, threads)
+        idle = (os.cpu_count() or 1) - m["cores"] - p["cores"]
+        _free[0] = idle >= threads - BUSY_OTHERS_MAX
+        return _free[0]
 
 
 def pool_available() -> bool:
@@ -96,6 +172,7 @@ def use_threads(work: int, threshold: int) -> bool:
         _counts["serial_busy_machine"] += 1
         return False
     _counts["parallel"] += 1
+    _pool[2] += 1
     return True
 
 
@@ -110,8 +187,11 @@ def stats() -> dict[str, int]:
 
 __all__ = [
     "BUSY_OTHERS_MAX",
+    "PROCESS_SAMPLE_SECONDS",
     "SAMPLE_SECONDS",
     "cores_free",
+    "note_pool",
+    "others_in_process",
     "pool_available",
     "stats",
     "use_threads",

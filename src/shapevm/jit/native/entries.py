@@ -42,7 +42,7 @@ from shapevm.jit.native import gemm as _gemm
 from shapevm.jit.native import rowops as _rowops
 from shapevm.jit.native import ukernel as _ukernel
 from shapevm.jit.native._core import ACTIVATIONS, NativeKernelError
-from shapevm.jit.native._threads import pool_available
+from shapevm.jit.native._threads import note_pool, pool_available
 from shapevm.jit.native.conv import PackedConv, conv_out_hw
 from shapevm.jit.worker import busy
 
@@ -146,11 +146,12 @@ class ThreadChoice:
     `POOL_FIRST` times the floor or more starts on the pool, the rest on the calling thread.
 
     Work below ``min_work`` always runs on the calling thread, and so does everything while
-    a compile runs in the background (`shapevm.jit.worker.busy`) or while other processes
-    keep the cores busy (`_threads.pool_available`, sampled from ``/proc/stat``). Those
-    forced calls are not measured: with a compile on the other core, the calling thread
-    ran W3's dense layers at 11-16 GMAC/s instead of ~40, and those rates, kept, made the
-    calling thread look 3x slower than it is for the rest of the process.
+    a compile runs in the background (`shapevm.jit.worker.busy`) or while other processes,
+    or this process's other threads (OpenBLAS's spinning workers after a NumPy product),
+    keep the cores busy (`_threads.pool_available`). Those forced calls are not measured:
+    with a compile on the other core, the calling thread ran W3's dense layers at 11-16
+    GMAC/s instead of ~40, and those rates, kept, made the calling thread look 3x slower
+    than it is for the rest of the process.
     """
 
     __slots__ = ("min_work", "stats")
@@ -206,6 +207,8 @@ class ThreadChoice:
             return
         g = _PROBES
         i = how & 1
+        if i:
+            note_pool(seconds)
         warm = g[4]
         g[4] = i
         if how & FORCED:
