@@ -39,6 +39,22 @@ def test_python_api_builds_the_same_program_as_the_text() -> None:
     assert mlp_by_hand() == programs()["mlp"]
 
 
+@pytest.mark.parametrize("name", ['"', '")', "a\\", 'x (y) "z"'])
+def test_constant_names_with_quotes_and_parentheses_round_trip(name: str) -> None:
+    # The printer annotates LOAD_CONST with the constant's name as a JSON string in the
+    # "(meaning)" column; the parser must find where that column starts even when the
+    # name holds escaped quotes or parentheses.
+    import numpy as np
+
+    from shapevm.bytecode import Block, Constant, Function, LoadConst, Program, Reg, TensorType
+    from shapevm.ops import DType
+
+    load = LoadConst(Reg.tensor(0), 0, TensorType(DType.BOOL, ()))
+    fn = Function("f", (), (), (Block("L0", (load,)),), (), ())
+    program = Program((fn,), (Constant(name, np.zeros((), bool)),), ())
+    assert parse_program(format_program(program)) == program
+
+
 def test_big_program_round_trips() -> None:
     program = big_program(200, 64)
     assert parse_program(format_program(program)) == program

@@ -394,11 +394,19 @@ def _strip_meaning(text: str) -> str:
 
 
 def _closes_at_end(text: str) -> bool:
+    """Whether ``text`` starts a parenthesized group that ends at its last character;
+    parentheses inside JSON strings (escapes included) do not count."""
     depth = 0
     quoted = False
+    escaped = False
     for i, c in enumerate(text):
         if quoted:
-            quoted = c != '"'
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            else:
+                quoted = c != '"'
         elif c == '"':
             quoted = True
         elif c == "(":
