@@ -4,8 +4,8 @@ Registered with the JIT's lowering registry, before ``elementwise_chain``:
 
 - ``dense``: ``matmul(x, CONST w)`` [+ ``add(CONST bias)``] [+ relu as ``maximum(., 0)`` or
   the tanh form of GELU as `shapevm.nn.gelu` traces it] with x f32[M, K] or f32[B, S, K]:
-  one packed GEMM with the bias and activation in its epilogue (BLAS for many rows, see
-  `shapevm.jit.native.gemm.choose_gemm`);
+  one GEMM on the micro-kernel tiles against weights packed once, with the bias and
+  activation in its epilogue, at every row count (`shapevm.jit.native.entries.Dense`);
 - ``layer_norm``: the ops of `shapevm.nn.layer_norm` over the last axis (gain and shift
   optional), with the residual ``add`` that feeds it when nothing else reads the sum;
 - ``conv2d``: a 3x3 convolution, padding 1, stride 1 or 2, dilation 1, one group, CONST
@@ -171,7 +171,7 @@ def packed_dense(w: Array, bias: Array | None, epilogue: str) -> Any:
 
 def packed_conv(w: Array, bias: Array | None, stride: int, epilogue: str) -> Any:
     """The `entries.Conv3x3` kernel of constant ``w`` [Co, Ci, 3, 3] (and ``bias``)."""
-    from shapevm.jit.native import entries, pack_conv3x3
+    from shapevm.jit.native import pack_conv3x3
 
     def make_packed() -> Any:
         _PACKS[0] += 1
@@ -181,7 +181,7 @@ def packed_conv(w: Array, bias: Array | None, stride: int, epilogue: str) -> Any
     packed = PACKED.get(("conv",), arrays, make_packed)
 
     def make_kernel() -> Any:
-        kernel = entries.Conv3x3(packed, stride, epilogue)
+        kernel = packed.kernel(stride, epilogue)
         kernel.warm()
         return kernel
 

@@ -13,7 +13,6 @@ from shapevm.jit.native import (
     conv_out_hw,
     global_avg_pool,
     pack_conv3x3,
-    thread_stats,
 )
 from tests.jit.native import reference as ref
 from tests.jit.native.reference import rel_err
@@ -26,7 +25,7 @@ CASES = [
     (1, 3, 32, 17, 19, 1),
     (1, 5, 7, 8, 3, 2),
     (2, 2, 3, 2, 9, 2),
-    (1, 32, 8, 6, 7, 1),  # enough input channels for the patch kernel at stride 1
+    (1, 32, 8, 6, 7, 1),
     (2, 24, 5, 5, 4, 1),
 ]
 
@@ -51,18 +50,18 @@ def test_conv_matches_reference(batch, c_in, c_out, h, w, stride) -> None:
         assert rel_err(out, expected) < 1e-5
 
 
-@pytest.mark.usefixtures("threads_on")
-def test_w2_first_layers_on_threads() -> None:
+def test_w2_layers_on_the_calling_thread_and_the_pool() -> None:
     rng = np.random.default_rng(9)
     for c_in, c_out, stride in [(3, 32, 1), (32, 32, 2), (32, 64, 1)]:
         weight, bias = _conv(rng, c_in, c_out)
         x = rng.standard_normal((2, c_in, 20, 18)).astype(np.float32)
         ho, wo = conv_out_hw(20, 18, stride)
-        out = np.empty((2, c_out, ho, wo), np.float32)
-        before = thread_stats()["parallel"]
-        conv2d_3x3(x, pack_conv3x3(weight, bias), out, stride, "relu")
-        assert rel_err(out, ref.act("relu", ref.conv3x3(x, weight, bias, stride))) < 1e-5
-        assert thread_stats()["parallel"] == before + 1
+        expected = ref.act("relu", ref.conv3x3(x, weight, bias, stride))
+        kernel = pack_conv3x3(weight, bias).kernel(stride, "relu")
+        for fn in (kernel._serial, kernel._parallel):
+            out = np.full((2, c_out, ho, wo), np.nan, np.float32)
+            kernel._run(fn, x, out)
+            assert rel_err(out, expected) < 1e-5, (c_in, c_out, stride, fn)
 
 
 def test_global_avg_pool() -> None:
@@ -73,12 +72,16 @@ def test_global_avg_pool() -> None:
         assert rel_err(out, x.astype(np.float64).mean((2, 3))) < 1e-5
 
 
-def test_packing_layout() -> None:
+def test_packing_keeps_the_weight_and_one_kernel_per_stride_and_epilogue() -> None:
     w = np.arange(2 * 3 * 9, dtype=np.float32).reshape(2, 3, 3, 3)
     p = pack_conv3x3(w)
-    assert p.wt.shape == (2, 32) and not p.wt[:, 27:].any() and not p.bias.any()
-    # Channels innermost: tap (ky, kx) = (1, 2), channel 1 of output 0.
-    assert p.wt[0, (1 * 3 + 2) * 3 + 1] == w[0, 1, 1, 2]
+    assert np.array_equal(p.w, w) and p.w.flags.c_contiguous and not p.bias.any()
+    x = np.ones((1, 3, 4, 4), np.float32)
+    out = np.empty((1, 2, 4, 4), np.float32)
+    conv2d_3x3(x, p, out, 1, "relu")
+    conv2d_3x3(x, p, out, 1, "relu")
+    conv2d_3x3(x, p, np.empty((1, 2, 2, 2), np.float32), 2, "relu")
+    assert sorted(p.kernels) == [(1, "relu"), (2, "relu")]
 
 
 def test_conv_errors() -> None:

@@ -1,4 +1,4 @@
-"""Dense layers against packed weights: every path (serial, threads, BLAS) against float64."""
+"""Dense layers against packed weights: both paths (calling thread, pool) against float64."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 
 pytest.importorskip("numba", exc_type=ImportError)
 
-from shapevm.jit.native import NativeKernelError, choose_gemm, gemm, pack_weights, packed_matmul
+from shapevm.jit.native import NativeKernelError, pack_weights, packed_matmul
+from shapevm.jit.native._core import act_code
 from tests.jit.native.reference import act, rel_err
 
 EPILOGUES = ["none", "relu", "gelu_tanh", "gelu_erf", "silu"]
@@ -42,18 +43,20 @@ def test_odd_shapes_every_epilogue(epilogue: str) -> None:
 
 def test_paths_agree_with_reference_at_w1_shapes() -> None:
     rng = np.random.default_rng(2)
+    gelu = act_code("t", "gelu_tanh")
     for k, n in [(256, 1024), (1024, 256)]:
         w, b = _layer(rng, k, n)
         packed = pack_weights(w, b)
+        d = packed.dense
         for m in [1, 3, 8, 17, 32, 64]:
             x = rng.standard_normal((m, k)).astype(np.float32)
             ref = _ref(x, w, b, "gelu_tanh")
             out = np.empty((m, n), np.float32)
             packed_matmul(x, packed, out, "gelu_tanh")
-            assert rel_err(out, ref) < 1e-5, (k, n, m, choose_gemm(m, k, n))
-            for kernel in (gemm._gemm_serial, gemm._gemm_parallel):
+            assert rel_err(out, ref) < 1e-5, (k, n, m)
+            for kernel in (d._tiles, d._tiles_parallel):
                 out[:] = np.nan
-                kernel(x, packed.wt, packed.bias, out, gemm.act_code("t", "gelu_tanh"))
+                kernel(x, d._scratch(m), d.panels, d.bias, out, gelu)
                 assert rel_err(out, ref) < 1e-5, (k, n, m, kernel)
 
 
@@ -89,25 +92,14 @@ def test_strided_input_and_empty_batch() -> None:
     assert packed_matmul(np.empty((0, 8), np.float32), packed, empty).shape == (0, 6)
 
 
-@pytest.mark.parametrize("pool", [True, False])
-def test_choose_gemm_switches_to_blas_for_many_rows(
-    monkeypatch: pytest.MonkeyPatch, pool: bool
-) -> None:
-    monkeypatch.setattr(gemm, "pool_available", lambda: pool)
-    limit = gemm.BLAS_MIN_ROWS_THREADED if pool else gemm.BLAS_MIN_ROWS
-    assert choose_gemm(1, 1024, 1024) == "blas"
-    assert choose_gemm(2, 1024, 1024) == "packed"
-    assert choose_gemm(limit - 1, 256, 256) == "packed"
-    assert choose_gemm(limit, 256, 256) == "blas"
-
-
 def test_packing_layout() -> None:
-    w = np.arange(15, dtype=np.float32).reshape(3, 5)
+    w = np.arange(3 * 20, dtype=np.float32).reshape(3, 20)
     p = pack_weights(w)
-    assert p.wt.shape == (8, 3) and p.wt.ctypes.data % 64 == 0
-    assert np.array_equal(p.wt[:5], w.T) and not p.wt[5:].any()
-    assert np.array_equal(p.w, w) and not p.has_bias
-    assert p.w.flags.c_contiguous and p.nbytes == 8 * 3 * 4 + 8 * 4 + 15 * 4
+    panels = p.dense.panels
+    assert panels.shape == (2, 3, 16) and not p.has_bias and not p.dense.bias.any()
+    assert np.array_equal(panels[0], w[:, :16]) and np.array_equal(panels[1, :, :4], w[:, 16:])
+    assert not panels[1, :, 4:].any()
+    assert p.nbytes == panels.nbytes + p.dense.bias.nbytes
 
 
 def test_errors_say_expected_and_found() -> None:

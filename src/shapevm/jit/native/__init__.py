@@ -36,7 +36,7 @@ from shapevm.jit.native.conv import (
 )
 from shapevm.jit.native.expr import Expr, binary, canonical_text, const, evaluate, unary, where
 from shapevm.jit.native.expr import input as input_expr
-from shapevm.jit.native.gemm import Packed, choose_gemm, pack_weights, packed_matmul
+from shapevm.jit.native.gemm import Packed, pack_weights, packed_matmul
 from shapevm.jit.native.rowops import attention, bias_act, layer_norm, softmax_rows
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
     "bias_act",
     "binary",
     "canonical_text",
-    "choose_gemm",
     "clear_memory_cache",
     "compile_fused",
     "const",

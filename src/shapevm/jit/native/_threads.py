@@ -158,6 +158,16 @@ def cores_free() -> bool:
         return _free[0]
 
 
+def forget_samples() -> None:
+    """Start fresh sampling windows: the next decision judges only what runs from now on.
+    For measurements that alternate with another thread pool (NumPy's BLAS) on purpose and
+    let it go idle before timing the kernels."""
+    with _lock:
+        for state in (_machine, _process):
+            state["wall"] = state["cores"] = 0.0
+        _free[0] = True
+
+
 def pool_available() -> bool:
     """Whether a kernel forking threads now would get them (no count is kept)."""
     return numba.get_num_threads() >= 2 and cores_free()
@@ -190,6 +200,7 @@ __all__ = [
     "PROCESS_SAMPLE_SECONDS",
     "SAMPLE_SECONDS",
     "cores_free",
+    "forget_samples",
     "note_pool",
     "others_in_process",
     "pool_available",

@@ -6,8 +6,9 @@ be a compile of seconds inside a user's call. The callables here are built while
 compiles, in the background: each wraps dispatchers made with explicit signatures
 (`typed`), which compile (or load from the disk cache) when they are made and never again;
 at call time the arguments are brought to those types (C-contiguous, writable float32)
-with cheap checks, and the checks of the public functions (`packed_matmul`...) are left
-out because the compiler has proved shapes and dtypes already.
+with cheap checks. The public functions (`packed_matmul`, `conv2d_3x3`) run the same
+callables after checking their arguments; compiled regions skip those checks because the
+compiler has proved shapes and dtypes already.
 
 Every callable takes its inputs and a caller-provided ``out`` and returns nothing. Kernels
 big enough to gain from numba's thread pool use it when it is measured to be faster than
@@ -16,10 +17,10 @@ the calling thread (`ThreadChoice`), and never while compile work runs in the ba
 
 Dense layers use the micro-kernel tiles at every row count, on one copy of the weights
 (16-column panels). Below six rows the tile computes only its own rows
-(`ukernel.tile_1x16` ... `tile_5x16`). The dot-product kernels of `gemm`, which read a
-transposed copy, used to take fewer than five rows: on a stream that alternates W1's batch
-sizes the two copies (2 x 6.3 MB) pushed each other out of the cache, and one row took
-300 us instead of 134 us in the middle layer (one thread).
+(`ukernel.tile_1x16` ... `tile_5x16`). Dot-product kernels reading a transposed copy of the
+weights used to take fewer than five rows: on a stream that alternates W1's batch sizes the
+two copies (2 x 6.3 MB) pushed each other out of the cache, and one row took 300 us
+instead of 134 us in the middle layer (one thread). They are gone.
 
 Compiled regions never call NumPy's BLAS: in a process that also runs numba's parallel
 kernels, two thread pools take turns on the cores; each pool's workers busy-wait after a
@@ -298,7 +299,9 @@ class Dense:
             buf = self._local.ap = np.empty(n, np.float32)
         return buf
 
-    def __call__(self, x: Array, out: Array) -> None:
+    def __call__(self, x: Array, out: Array, act: int | None = None) -> None:
+        """``out = act(x @ w + bias)``; ``act`` (an `ACTIVATIONS` code) overrides the
+        layer's epilogue."""
         x2 = c_rows(x, self.k)
         m = x2.shape[0]
         if m == 0:
@@ -308,7 +311,7 @@ class Dense:
         how = self._choice.pick(work)
         fn = self._tiles_parallel if how & 1 else self._tiles
         t0 = perf_counter()
-        fn(x2, self._scratch(m), self.panels, self.bias, out2, self.act)
+        fn(x2, self._scratch(m), self.panels, self.bias, out2, self.act if act is None else act)
         self._choice.record(work, how, perf_counter() - t0)
 
     def warm(self) -> None:
@@ -441,10 +444,10 @@ class Conv3x3:
     the zero-bordered copy of the input lives in a per-thread scratch buffer.
 
     On the micro-kernel tiles of `ukernel` (measured on W2's shapes): with stride 1, tiles
-    of 6 output channels by 16 pixels loaded as vectors (1.4-2.1x the direct kernel of
-    `conv` at 32 input channels; at 3 input channels, a K of 27, 1.3-1.9x since bias and
+    of 6 output channels by 16 pixels loaded as vectors (1.4-2.1x the former direct
+    kernel at 32 input channels; at 3 input channels, a K of 27, 1.3-1.9x since bias and
     activation run once per finished row); with stride 2, tiles of 6 pixels (gathered) by
-    16 output channels (1.1-1.3x the patch kernel).
+    16 output channels (1.1-1.3x the former patch kernel).
     """
 
     def __init__(self, packed: PackedConv, stride: int, epilogue: str = "none") -> None:

@@ -5,7 +5,7 @@ libraries do: twelve 8-wide accumulators stay in registers for the whole K loop;
 loads two vectors of B (16 columns), broadcasts six scalars of A and issues twelve fused
 multiply-adds. That is eight loads for twelve FMAs, so the FMA units, not the loads, set the
 pace (about 48 GMAC/s per core on the AVX2 machines of BENCHMARKS.md, where the dot-product
-kernels of `_dot` reach 20-25 and OpenBLAS 29-41 on these shapes).
+kernels this one replaced reached 20-25 and OpenBLAS 29-41 on these shapes).
 
 numba cannot express it: its loop vectorizer handles one loop at a time, and the SLP
 vectorizer (off by default) keeps loop-carried accumulators as scalars and shuffles them
