@@ -140,3 +140,36 @@ def test_fused_variants_agree_with_the_interpreter(recipe, seed):
 @given(recipe=programs, seed=st.integers(0, 2**16), mode=st.sampled_from(MODES))
 def test_compiled_variants_agree_with_the_interpreter_at_length(recipe, seed, mode):
     run_stream(recipe, seed, **mode)
+
+
+def _layouts(x: Any) -> Any:
+    b, n = x.shape
+    head = x[:, 1:3]  # a slice with static bounds
+    tail = x[1:, : n - 1]  # symbolic bounds
+    moved = snp.transpose(x.reshape(b, n // 2, 2), (1, 0, 2)).reshape(n // 2, 2 * b)
+    return head.T, tail * 2.0, moved.transpose() + 1.0
+
+
+def test_layout_steps_agree_with_the_interpreter_and_take_one_closure() -> None:
+    # Reshape, transpose and slice run as one method call on the tensor in compiled regions
+    # (`lowering._view`); static and per-key attributes alike.
+    rng = np.random.default_rng(7)
+    j = sv.jit(
+        _layouts,
+        shapes=["b, 2*m"],
+        constraints=["m >= 2"],
+        hot_threshold=1,
+        background=False,
+        lowerings=[],
+    )
+    for b, n in [(3, 4), (5, 8), (2, 6), (7, 10), (3, 4)]:
+        x = rng.normal(size=(b, n)).astype(np.float32)
+        got = j(x)
+        (engine,) = j.engines
+        assert_same(engine.executable(x), got)
+    assert j.jit_stats()["failures"] == 0, j.jit_info()
+    (engine,) = j.engines
+    steps = [
+        s for rec in engine.records() if rec.variant for r in rec.variant.regions for s in r.steps
+    ]
+    assert sum(s.__name__ == "layout" for s in steps) >= 6

@@ -408,6 +408,15 @@ def _alloc_step(step: Lowered, graph: RegionGraph, ins: tuple[int, ...]) -> Regi
     assert step.group is not None
     out_slots = tuple(graph.value(v).slot for v in step.group.outs)
     run = step.run
+    view = step.view
+    if view is not None and len(ins) == 1 and len(out_slots) == 1:
+        (a,) = ins
+        (o,) = out_slots
+
+        def layout(regs: list[Any], frame: Frame) -> None:
+            regs[o] = view(regs[a], frame)
+
+        return layout
 
     def alloc(regs: list[Any], frame: Frame) -> None:
         results = run([regs[s] for s in ins], frame)
