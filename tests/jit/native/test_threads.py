@@ -58,7 +58,6 @@ def test_a_busy_thread_of_this_process_keeps_kernels_off_the_pool(
     monkeypatch.setattr(_threads.os, "cpu_count", lambda: 2)
     WORKER.wait(60)  # earlier tests' background compiles and pool workers come to rest
     time.sleep(0.2)
-    assert _window(0.06), "nothing else runs in this process: the pool is free"
     stop = threading.Event()
     data = bytes(1 << 20)
 
@@ -67,12 +66,15 @@ def test_a_busy_thread_of_this_process_keeps_kernels_off_the_pool(
             hashlib.sha256(data).digest()
 
     worker = threading.Thread(target=spin, daemon=True)
-    worker.start()
     try:
-        assert not _window(0.06), "a thread of this process holds a core"
+        assert _window(0.1), "nothing else runs in this process: the pool is free"
+        worker.start()
+        assert not _window(0.1), "a thread of this process holds a core"
     finally:
         stop.set()
-        worker.join()
+        if worker.is_alive():
+            worker.join()
+        _threads.forget_samples()  # later tests sample the real machine afresh
 
 
 def test_timed_pool_calls_are_not_taken_for_another_thread() -> None:

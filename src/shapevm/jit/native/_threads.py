@@ -12,11 +12,12 @@ at most every `SAMPLE_SECONDS` (other processes) and `PROCESS_SAMPLE_SECONDS` (t
   numba's workers spent in the pool kernels timed meanwhile (`note_pool`). This is mostly
   OpenBLAS: after a NumPy matrix product on two threads, its worker spins on the second
   core for about 0.1 s, and a parallel kernel that waits for a share on that core took
-  2-5x its time. Measured with ``benchmarks/warmup_bench.py``-style calls of W2's jitted
-  model on new shapes, each right after the same shape through the interpreter (which uses
-  NumPy's two BLAS threads): the jitted call took 5.4-11.8 ms against 2.0-5.0 ms
-  interpreted, and 1.0-2.8 ms with ``OPENBLAS_NUM_THREADS=1``. A window in which a pool
-  kernel ran untimed (the low-level API of this package, `use_threads`) skips this part.
+  2-5x its time. W2's jitted model, called on new shapes each right after the same shape
+  through the interpreter (which uses NumPy's two BLAS threads), took 5.4-11.8 ms a call
+  against 2.0-5.0 ms interpreted, and 1.0-2.8 ms with ``OPENBLAS_NUM_THREADS=1``. With
+  this check, ``python benchmarks/warmup_bench.py --numpy-between 256`` (a NumPy product
+  before each call) runs the streams of W1-W3 1.4-1.8x faster (docs/native.md, Threads).
+  A window in which a pool kernel ran untimed (the low-level `use_threads`) skips this.
 
 Elsewhere than Linux the check always allows threads.
 
@@ -56,7 +57,8 @@ SAMPLE_SECONDS: Final = 0.25
 PROCESS_SAMPLE_SECONDS: Final = 0.02
 """Least wall time between two readings of this process's and thread's CPU clocks."""
 BUSY_OTHERS_MAX: Final = 0.5
-"""Cores' worth of CPU that other processes may use while we still fork threads."""
+"""Cores' worth of CPU that others (other processes, and this process's threads other than
+the caller and numba's workers) may use while we still fork threads."""
 
 SPIN_SECONDS: Final = 2e-4
 """CPU seconds a numba worker may spend after a parallel region before it sleeps (measured
