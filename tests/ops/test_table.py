@@ -250,3 +250,34 @@ def test_an_ops_ufunc_computes_what_its_kernel_does_for_float_operands() -> None
         out = np.empty_like(ref)
         info.ufunc(*args, out=out)
         np.testing.assert_array_equal(out, ref, err_msg=info.name)
+
+
+@pytest.mark.parametrize(
+    "name,shape,attrs",
+    [
+        ("reshape", (2, 3, 4), {"shape": (6, 4)}),
+        ("reshape", (), {"shape": (1, 1)}),
+        ("transpose", (2, 3, 4), {"perm": (1, 0, 2)}),
+        ("transpose", (2, 3, 4), {"perm": None}),
+        ("transpose", (), {"perm": None}),
+        ("slice", (5, 6), {"start": (1, 0), "stop": (4, 6), "step": (2, 3)}),
+        ("slice", (), {"start": (), "stop": (), "step": ()}),
+    ],
+)
+def test_an_ops_view_computes_what_its_kernel_does(
+    name: str, shape: tuple[int, ...], attrs: dict[str, Any]
+) -> None:
+    # OpInfo.view: the layout op as one method call, run by the interpreter and the JIT.
+    info = get_op(name)
+    assert info is not None and info.view is not None
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    (ref,) = info.kernel([x], attrs)
+    got = info.view(attrs)(x)
+    assert type(got) is np.ndarray and got.dtype == ref.dtype
+    assert got.shape == ref.shape and np.array_equal(got, ref)
+
+
+def test_only_layout_ops_have_a_view() -> None:
+    with_view = {info.name for info in all_ops() if info.view is not None}
+    assert with_view == {"reshape", "transpose", "slice"}
+    assert all(OpFlag.LAYOUT in get_op(n).flags for n in with_view)  # type: ignore[union-attr]

@@ -51,3 +51,20 @@ def test_conv_variants_agree_whatever_the_db_allows() -> None:
         for got, want in zip(f(x), base, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
         vm.reset_capability_db()
+
+
+def test_layout_ops_run_as_one_method_call_and_agree_with_numpy() -> None:
+    # OpInfo.view: reshape, transpose and slice skip the generic kernel call.
+    def f(x):
+        b, n = x.shape
+        y = snp.transpose(x.reshape(b, n // 2, 2), (1, 0, 2))
+        return y[:, 1:], x.T
+
+    exp = sv.export(sv.jit(f))(sv.ShapeDtypeStruct(sv.symbolic_shape("b, 4"), np.float32))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    y, t = exp.call(x)
+    np.testing.assert_array_equal(y, np.transpose(x.reshape(3, 2, 2), (1, 0, 2))[:, 1:])
+    np.testing.assert_array_equal(t, x.T)
+    plan = exp.executable.plan_for({"b": 3})
+    names = [s.__name__ for block in plan.blocks.values() for s in block.steps]
+    assert names.count("layout") == 4, names

@@ -72,8 +72,8 @@ class Lowered:
     ufunc: np.ufunc | None = None
     template: tuple[Any, ...] = ()
     shape_generic: bool = False
-    # a layout op (reshape, transpose, slice) of one tensor: ``view(x, frame)`` is its one
-    # result, so the compiler can make one closure for it (``run`` does the same, slower)
+    # a layout op of one tensor (`OpInfo.view`): ``view(x, frame)`` is its one result, so
+    # the compiler can make one closure for it (``run`` does the same, slower)
     view: Callable[[Any, Any], Any] | None = None
 
 
@@ -346,58 +346,38 @@ def _reference(graph: RegionGraph, op: Op, ctx: CompileContext) -> Lowered:
     # The op's own kernel runs every shape; a variant the scheduler chose for the reference
     # shapes may not apply to others.
     generic = kernel is info.kernel or bool(op.dims_attrs)
-    view = _view(graph, op) if kernel is info.kernel else None
+    view = _view(op) if kernel is info.kernel else None
     return Lowered("alloc", run, label=info.name, ops=(op,), shape_generic=generic, view=view)
 
 
-def _view(graph: RegionGraph, op: Op) -> Callable[[Any, Any], Any] | None:
-    """The layout op as one method call on its tensor, as the op's kernel computes it
-    (``np.reshape(x, s)`` is ``x.reshape(s)``...); ``None`` for other ops."""
-    name = op.info.name if op.info is not None else ""
-    if name not in ("reshape", "transpose", "slice") or len(op.outs) != 1:
+def _view(op: Op) -> Callable[[Any, Any], Any] | None:
+    """A layout op of one tensor (`OpInfo.view`: reshape, transpose, slice) as one method
+    call on it, prepared once for static attributes and once per key for the others;
+    ``None`` for other ops."""
+    info = op.info
+    if info is None or info.view is None or len(op.outs) != 1:
         return None
     template, slots = _operands(op)
-    if len(template) != 1 or slots != [0] or len(graph.value(op.ins[0]).shape) == 0:
-        return None  # a rank-0 slice gives a NumPy scalar: the kernel's np.asarray is needed
+    if len(template) != 1 or slots != [0]:
+        return None
+    if not op.dims_attrs:
+        f = info.view(op.attrs)
+        return lambda x, frame: f(x)
+    prepare = info.view
     pos = op.pos
-    dynamic = bool(op.dims_attrs)
-    static = op.attrs
-    if name == "reshape":
-        if dynamic:
-            return lambda x, frame: x.reshape(frame.attrs[pos]["shape"])
-        shape = tuple(static["shape"])
-        return lambda x, frame: x.reshape(shape)
-    if name == "transpose":
-        perm = static.get("perm")
-        if dynamic:
-            return None
-        if perm is None:
-            return lambda x, frame: x.transpose()
-        axes = tuple(perm)
-        return lambda x, frame: x.transpose(axes)
+    # A frame's attributes are evaluated once per key; so is their prepared view.
+    made: dict[int, tuple[Mapping[str, Any], Callable[[Any], Any]]] = {}
 
-    def index(attrs: Mapping[str, Any]) -> tuple[slice, ...]:
-        return tuple(
-            slice(lo, hi, st)
-            for lo, hi, st in zip(attrs["start"], attrs["stop"], attrs["step"], strict=True)
-        )
+    def per_key(x: Any, frame: Any) -> Any:
+        attrs = frame.attrs[pos]
+        found = made.get(id(attrs))
+        if found is None or found[0] is not attrs:
+            if len(made) > 64:
+                made.clear()
+            found = made[id(attrs)] = (attrs, prepare(attrs))
+        return found[1](x)
 
-    if dynamic:
-        # The attributes are evaluated once per key (the frame's); so is their index.
-        made: dict[int, tuple[Mapping[str, Any], tuple[slice, ...]]] = {}
-
-        def sliced(x: Any, frame: Any) -> Any:
-            attrs = frame.attrs[pos]
-            found = made.get(id(attrs))
-            if found is None or found[0] is not attrs:
-                if len(made) > 64:
-                    made.clear()
-                found = made[id(attrs)] = (attrs, index(attrs))
-            return x[found[1]]
-
-        return sliced
-    fixed = index(static)
-    return lambda x, frame: x[fixed]
+    return per_key
 
 
 def reference_attrs(op: Op, env: Mapping[str, int]) -> dict[str, Any]:

@@ -184,7 +184,10 @@ class OpInfo:
     scalars, ``attrs`` has every attribute (`filled_attrs`) with ``DIMS`` evaluated to ints.
     ``ufunc`` is the NumPy ufunc that computes the same as ``kernel`` for float operands,
     where there is one: the interpreter and the JIT call it with ``out=`` to write into a
-    buffer they own (``None`` for every other op).
+    buffer they own (``None`` for every other op). ``view``, for layout ops of one tensor
+    (reshape, transpose, slice), prepares the op for fixed attributes: ``view(attrs)`` is a
+    function ``f`` with ``f(x)`` equal to ``kernel([x], attrs)[0]`` for an array ``x``, made
+    of one method call on it (the interpreter and compiled regions run it per call).
     """
 
     name: str
@@ -198,6 +201,7 @@ class OpInfo:
     flags: OpFlag
     doc: str
     ufunc: Any = None
+    view: Any = None
 
     def arity_text(self) -> str:
         """``"2"``, ``"1 to 3"`` or ``"at least 1"``."""

@@ -130,11 +130,25 @@ def define(
     attrs: tuple[AttrSpec, ...] = (),
     num_outputs: int = 1,
     ufunc: np.ufunc | None = None,
+    view: Callable[[Mapping[str, Any]], Callable[[Any], Any]] | None = None,
 ) -> OpInfo:
     """Register a row; ``arity`` is a count or ``(min, max)`` with ``None`` for no maximum."""
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
     return register(
-        OpInfo(name, lo, hi, num_outputs, attrs, shape_rule, dtype_rule, kernel, flags, doc, ufunc)
+        OpInfo(
+            name,
+            lo,
+            hi,
+            num_outputs,
+            attrs,
+            shape_rule,
+            dtype_rule,
+            kernel,
+            flags,
+            doc,
+            ufunc,
+            view,
+        )
     )
 
 
@@ -268,6 +282,21 @@ for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
         f"i64 index of the first {_name[3:]}imum along axis (np.{_name})",
         (_ARG_AXIS, _KEEP),
     )
+
+
+def _reshape_view(attrs: Mapping[str, Any]) -> Callable[[Any], Any]:
+    shape = tuple(attrs["shape"])
+    return lambda x: x.reshape(shape)
+
+
+def _transpose_view(attrs: Mapping[str, Any]) -> Callable[[Any], Any]:
+    perm = attrs.get("perm")
+    if perm is None:
+        return lambda x: x.transpose()
+    axes = tuple(perm)
+    return lambda x: x.transpose(axes)
+
+
 define(
     "reshape",
     1,
@@ -277,6 +306,7 @@ define(
     OpFlag.LAYOUT,
     "same elements in a new shape",
     (AttrSpec("shape", AttrKind.DIMS, REQUIRED, "the new dimensions"),),
+    view=_reshape_view,
 )
 define(
     "transpose",
@@ -287,6 +317,7 @@ define(
     OpFlag.LAYOUT,
     "permute axes (reversed when perm is absent)",
     (AttrSpec("perm", AttrKind.INTS, None, "new order of the axes"),),
+    view=_transpose_view,
 )
 define(
     "concatenate",

@@ -31,12 +31,21 @@ def _broadcast_to(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
     return (np.broadcast_to(args[0], tuple(attrs["shape"])),)
 
 
-def _slice(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
-    index = tuple(
+def _slice_index(attrs: Attrs) -> tuple[slice, ...]:
+    return tuple(
         slice(lo, hi, st)
         for lo, hi, st in zip(attrs["start"], attrs["stop"], attrs["step"], strict=True)
     )
+
+
+def _slice(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
+    index = _slice_index(attrs)
     return (np.asarray(np.asarray(args[0])[index]),)  # a rank-0 index gives a NumPy scalar
+
+
+def _slice_view(attrs: Attrs) -> Any:
+    index = (*_slice_index(attrs), Ellipsis)  # with the ellipsis rank 0 gives an array too
+    return lambda x: x[index]
 
 
 def _pad(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
@@ -115,6 +124,7 @@ define(
         AttrSpec("stop", AttrKind.DIMS, REQUIRED, "end per axis, start <= stop <= dim"),
         AttrSpec("step", AttrKind.INTS, REQUIRED, "stride per axis, > 0"),
     ),
+    view=_slice_view,
 )
 define(
     "pad",

@@ -434,6 +434,8 @@ class Executable:
                 template.append(None)
             else:
                 template.append(x)
+        if info.view is not None and kernel is info.kernel and len(outs) == len(slots) == 1:
+            return _view_step(info.view(attrs), outs[0], slots[0][1])
         return _make_op_step(kernel, attrs, outs, template, slots)
 
     # -- in-place elementwise ops -----------------------------------------------------------
@@ -507,6 +509,15 @@ def _setter(out: int, value: Any) -> Step:
         regs[out] = value
 
     return step
+
+
+def _view_step(view: Any, out: int, src: int) -> Step:
+    """A layout op (`OpInfo.view`) as one method call on its tensor."""
+
+    def layout(regs: Regs) -> None:
+        regs[out] = view(regs[src])
+
+    return layout
 
 
 def _make_op_step(
