@@ -78,6 +78,19 @@ def one_run(
     }
 
 
+def _size(text: str) -> int:
+    """A matrix side for ``--numpy-between``: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a matrix side of 0 or more (0: no NumPy work), found {text!r}"
+        )
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--workload", default="W1", choices=["W1", "W2", "W3"])
@@ -87,7 +100,7 @@ def main() -> int:
     parser.add_argument("--trace", action="store_true", help="print every warm-up call")
     parser.add_argument(
         "--numpy-between",
-        type=int,
+        type=_size,
         default=0,
         metavar="N",
         help="an untimed N x N NumPy matrix product before each call (default 0: none)",
