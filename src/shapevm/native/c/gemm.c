@@ -1,0 +1,150 @@
+/* Matrix products on the micro-kernel (gemm_kern.h): packing, blocking, threads.
+ *
+ * sv_dense multiplies rows of activations by weights packed once (sv_pack_b): panels of
+ * 16 columns, k-major, zero-padded, the same layout for every instruction set, packed from
+ * any strides (x @ W.T with a PyTorch [out, in] weight is a pack with strides (1, K)).
+ * Loops (GotoBLAS order): k in chunks of KC (a chunk of a panel, KC x 16 floats, stays in
+ * L1 across the row tiles), rows in blocks of MC (MC x KC of A stays in L2 across panels),
+ * then panels, then row tiles.  Threads split (row block, panel group) tasks.
+ * sv_sgemm takes B from any strides too, packing it per call (batched matmul of attention).
+ */
+#include "sv_internal.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define KC 256
+#define MC 96
+
+int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk, int64_t sn) {
+    int64_t panels = (n + SV_NR - 1) / SV_NR;
+    size_t count = (size_t)(panels > 0 ? panels : 1) * (size_t)(k > 0 ? k : 1) * SV_NR;
+    float *data = sv_alloc(count * sizeof(float));
+    if (!data) return -1;
+    for (int64_t p = 0; p < panels; p++) {
+        float *dst = data + p * k * SV_NR;
+        int64_t c0 = p * SV_NR, nc = n - c0 < SV_NR ? n - c0 : SV_NR;
+        for (int64_t kk = 0; kk < k; kk++) {
+            const float *src = w + kk * sk + c0 * sn;
+            float *d = dst + kk * SV_NR;
+            if (sn == 1) {
+                memcpy(d, src, (size_t)nc * sizeof(float));
+            } else {
+                for (int64_t j = 0; j < nc; j++) d[j] = src[j * sn];
+            }
+            for (int64_t j = nc; j < SV_NR; j++) d[j] = 0.0f;
+        }
+    }
+    out->k = k;
+    out->n = n;
+    out->panels = panels;
+    out->data = data;
+    return 0;
+}
+
+void sv_packed_b_free(sv_packed_b *p) {
+    sv_free(p->data);
+    p->data = NULL;
+}
+
+typedef struct dense_job {
+    const sv_isa_table *isa;
+    int64_t m, k, n;
+    const float *a;
+    int64_t lda;
+    const float *bp; /* panels, each k * 16 */
+    float *c;
+    int64_t ldc;
+    const sv_epilogue *ep;
+    int64_t row_blocks, panel_groups, panels_per_group;
+} dense_job;
+
+static void dense_task(void *vctx, int64_t task) {
+    const dense_job *j = vctx;
+    const sv_isa_table *isa = j->isa;
+    int64_t ib = task / j->panel_groups, pg = task % j->panel_groups;
+    int64_t r0 = ib * MC, r1 = r0 + MC < j->m ? r0 + MC : j->m;
+    int64_t p0 = pg * j->panels_per_group;
+    int64_t p1 = p0 + j->panels_per_group;
+    int64_t npanels = (j->n + SV_NR - 1) / SV_NR;
+    if (p1 > npanels) p1 = npanels;
+    int mr = isa->mr;
+    for (int64_t k0 = 0; k0 < j->k || k0 == 0; k0 += KC) {
+        int64_t kc = j->k - k0 < KC ? j->k - k0 : KC;
+        bool first = k0 == 0, last = k0 + KC >= j->k;
+        for (int64_t p = p0; p < p1; p++) {
+            int64_t col = p * SV_NR;
+            int nc = (int)(j->n - col < SV_NR ? j->n - col : SV_NR);
+            const float *bp = j->bp + p * j->k * SV_NR + k0 * SV_NR;
+            for (int64_t r = r0; r < r1; r += mr) {
+                int rows = (int)(r1 - r < mr ? r1 - r : mr);
+                isa->ukr(rows, nc, kc, j->a + r * j->lda + k0, j->lda, bp, j->c + r * j->ldc + col,
+                         j->ldc, !first, last, j->ep, r, col);
+            }
+        }
+        if (j->k == 0) break;
+    }
+}
+
+/* How many threads a product of this size is worth: below ~2^18 multiply-adds (a few
+ * microseconds) a pool launch costs about what it saves. */
+static int threads_for(int64_t m, int64_t n, int64_t k, int threads) {
+    double work = (double)m * (double)n * (double)(k > 0 ? k : 1);
+    if (threads <= 1 || work < 262144.0) return 1;
+    int t = (int)(work / 131072.0);
+    return t < threads ? (t < 1 ? 1 : t) : threads;
+}
+
+void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, float *c,
+              int64_t ldc, const sv_epilogue *ep, int threads) {
+    if (m <= 0 || b->n <= 0) return;
+    dense_job j = {.isa = sv_isa(), .m = m, .k = b->k, .n = b->n, .a = a, .lda = lda,
+                   .bp = b->data, .c = c, .ldc = ldc, .ep = ep};
+    j.row_blocks = (m + MC - 1) / MC;
+    int t = threads_for(m, b->n, b->k, threads > 0 ? threads : sv_pool_threads());
+    int64_t npanels = b->panels;
+    /* enough tasks for the threads to share them unevenly (a busy core), at least 1 panel */
+    int64_t want = t > 1 ? 4 * (int64_t)t : 1;
+    int64_t groups = (want + j.row_blocks - 1) / j.row_blocks;
+    if (groups > npanels) groups = npanels;
+    if (groups < 1) groups = 1;
+    j.panels_per_group = (npanels + groups - 1) / groups;
+    j.panel_groups = (npanels + j.panels_per_group - 1) / j.panels_per_group;
+    int64_t ntasks = j.row_blocks * j.panel_groups;
+    if (t <= 1)
+        for (int64_t task = 0; task < ntasks; task++) dense_task(&j, task);
+    else
+        sv_parallel(ntasks, dense_task, &j);
+}
+
+void sv_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t sam, int64_t sak,
+              const float *b, int64_t sbk, int64_t sbn, float *c, int64_t ldc,
+              const sv_epilogue *ep, int threads) {
+    if (m <= 0 || n <= 0) return;
+    const float *arows = a;
+    int64_t lda = sam;
+    float *acopy = NULL;
+    sv_packed_b pb = {0};
+    if (sak != 1 && k > 1) {
+        acopy = sv_alloc((size_t)m * (size_t)k * sizeof(float));
+        if (!acopy) goto fallback;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t kk = 0; kk < k; kk++) acopy[i * k + kk] = a[i * sam + kk * sak];
+        arows = acopy;
+        lda = k;
+    }
+    if (sv_pack_b(&pb, b, k, n, sbk, sbn) != 0) goto fallback;
+    sv_dense(m, arows, lda, &pb, c, ldc, ep, threads);
+    sv_packed_b_free(&pb);
+    sv_free(acopy);
+    return;
+fallback:
+    /* no memory for the packed copies: the plain triple loop, then the epilogue */
+    sv_free(acopy);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t jj = 0; jj < n; jj++) {
+            float s = 0.0f;
+            for (int64_t kk = 0; kk < k; kk++) s += a[i * sam + kk * sak] * b[kk * sbk + jj * sbn];
+            c[i * ldc + jj] = s;
+        }
+    if (ep) sv_isa()->act_rows(c, m, n, ldc, ep);
+}

@@ -1,0 +1,95 @@
+/* Instruction-set selection: the platform table is chosen once, at import, from the CPU's
+ * features (as ONNX Runtime's MLAS does); SHAPEVM_ISA=avx512|avx2|generic forces a lower
+ * level.  sv_set_isa switches later (tests run every level the machine has). */
+#include "sv_internal.h"
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+static const sv_isa_table *_Atomic current;
+
+int sv_isa_supported(int level) {
+    if (level == 0) return 1;
+#ifdef SV_HAVE_X86
+    __builtin_cpu_init();
+    /* libgcc's checks include the operating system's support (XCR0) for the registers. */
+    if (level == 1) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (level == 2)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               sv_isa_supported(1);
+#endif
+    return 0;
+}
+
+static const sv_isa_table *table_of(int level) {
+#ifdef SV_HAVE_X86
+    if (level == 2) return &sv_table_avx512;
+    if (level == 1) return &sv_table_avx2;
+#endif
+    (void)level;
+    return &sv_table_generic;
+}
+
+const sv_isa_table *sv_isa_by_name(const char *name) {
+    for (int level = 0; level <= 2; level++) {
+        const sv_isa_table *t = table_of(level);
+        if (t->level == level && strcmp(t->name, name) == 0) return t;
+    }
+    return NULL;
+}
+
+static char env_note[160];
+
+const char *sv_isa_note(void) { return env_note; }
+
+/* The best level the CPU has, or the lower one SHAPEVM_ISA asks for. */
+static const sv_isa_table *best(void) {
+    const sv_isa_table *top = &sv_table_generic;
+    for (int level = 2; level > 0; level--)
+        if (sv_isa_supported(level)) {
+            top = table_of(level);
+            break;
+        }
+    const char *env = getenv("SHAPEVM_ISA");
+    if (env && *env) {
+        const sv_isa_table *want = sv_isa_by_name(env);
+        if (!want)
+            snprintf(env_note, sizeof env_note,
+                     "SHAPEVM_ISA=%.40s is not a level (avx512, avx2, generic); using %s", env,
+                     top->name);
+        else if (want->level > top->level)
+            snprintf(env_note, sizeof env_note,
+                     "SHAPEVM_ISA=%.40s is not supported by this CPU; using %s", env, top->name);
+        else
+            return want;
+    }
+    return top;
+}
+
+const sv_isa_table *sv_isa(void) {
+    const sv_isa_table *t = atomic_load_explicit(&current, memory_order_acquire);
+    if (!t) {
+        t = best();
+        atomic_store_explicit(&current, t, memory_order_release);
+    }
+    return t;
+}
+
+int sv_set_isa(const char *name) {
+    const sv_isa_table *t = sv_isa_by_name(name);
+    if (!t) return -1;
+    if (!sv_isa_supported(t->level)) return -2;
+    atomic_store_explicit(&current, t, memory_order_release);
+    return 0;
+}
+
+void *sv_alloc(size_t bytes) {
+    void *p = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) return NULL;
+    return p;
+}
+
+void sv_free(void *p) { free(p); }

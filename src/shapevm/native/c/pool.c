@@ -1,0 +1,242 @@
+/* The library's thread pool: persistent workers, no OpenMP runtime.
+ *
+ * A job is ntasks calls of fn(ctx, task).  The caller publishes it and works on it too;
+ * tasks are claimed one at a time from a counter, so a worker that the operating system
+ * has not scheduled yet (a busy core, NumPy's BLAS threads spinning) costs nothing: the
+ * caller takes its share.  The counter word holds the job's generation next to the next
+ * task index, so a late worker can never claim a task of a newer job.  Workers spin for
+ * a short while after a job (the next kernel of the same call comes within microseconds),
+ * then sleep on a condition variable.
+ *
+ * One job at a time: a second thread that calls sv_parallel while the pool is busy, or a
+ * task that calls it (nested), runs its tasks itself.  After fork() the child starts with
+ * no workers and makes new ones on its first parallel call.
+ */
+#define _GNU_SOURCE
+#include "sv_internal.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define SV_MAX_THREADS 256
+#define OPEN_SENTINEL 0xffffffffu
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_mutex_t busy; /* held by the thread whose job the pool runs */
+    _Atomic uint64_t word; /* generation << 32 | next task (OPEN_SENTINEL: being set up) */
+    _Atomic int64_t done;
+    sv_task_fn fn;
+    void *ctx;
+    int64_t ntasks;
+    int nworkers;   /* started */
+    int target;     /* threads wanted, caller included */
+    int sleeping;
+    uint32_t gen;
+    int stop;
+    pthread_t threads[SV_MAX_THREADS];
+    _Atomic int64_t stat_parallel, stat_serial, stat_caller, stat_workers;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .wake = PTHREAD_COND_INITIALIZER,
+       .busy = PTHREAD_MUTEX_INITIALIZER};
+
+static _Thread_local int in_task;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#define SPIN_ROUNDS 20000 /* ~50-100 us of pause instructions */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* Claim and run tasks of generation gen until none is left; returns how many ran. */
+static int64_t run_tasks(uint32_t gen) {
+    int64_t ran = 0;
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&P.word, memory_order_acquire);
+        uint32_t g = (uint32_t)(w >> 32), idx = (uint32_t)w;
+        if (g != gen || idx == OPEN_SENTINEL || (int64_t)idx >= P.ntasks) return ran;
+        if (!atomic_compare_exchange_weak_explicit(&P.word, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        sv_task_fn fn = P.fn;
+        void *ctx = P.ctx;
+        in_task = 1;
+        fn(ctx, (int64_t)idx);
+        in_task = 0;
+        ran++;
+        atomic_fetch_add_explicit(&P.done, 1, memory_order_acq_rel);
+    }
+}
+
+static void *worker_main(void *arg) {
+    (void)arg;
+    uint32_t seen = 0;
+    pthread_mutex_lock(&P.lock);
+    seen = P.gen;
+    pthread_mutex_unlock(&P.lock);
+    for (;;) {
+        int spins = 0;
+        uint32_t gen;
+        for (;;) {
+            uint64_t w = atomic_load_explicit(&P.word, memory_order_acquire);
+            gen = (uint32_t)(w >> 32);
+            if (gen != seen && (uint32_t)w != OPEN_SENTINEL) break;
+            if (++spins < SPIN_ROUNDS) {
+                cpu_relax();
+                continue;
+            }
+            pthread_mutex_lock(&P.lock);
+            if (P.stop) {
+                pthread_mutex_unlock(&P.lock);
+                return NULL;
+            }
+            w = atomic_load_explicit(&P.word, memory_order_acquire);
+            if ((uint32_t)(w >> 32) == seen) {
+                P.sleeping++;
+                pthread_cond_wait(&P.wake, &P.lock);
+                P.sleeping--;
+            }
+            pthread_mutex_unlock(&P.lock);
+            spins = 0;
+        }
+        seen = gen;
+        int64_t ran = run_tasks(gen);
+        atomic_fetch_add_explicit(&P.stat_workers, ran, memory_order_relaxed);
+    }
+}
+
+static int default_threads(void) {
+    const char *env = getenv("SHAPEVM_NUM_THREADS");
+    if (env && *env) {
+        long n = strtol(env, NULL, 10);
+        if (n >= 1) return n > SV_MAX_THREADS ? SV_MAX_THREADS : (int)n;
+    }
+#ifdef CPU_COUNT
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n >= 1) return n > SV_MAX_THREADS ? SV_MAX_THREADS : n;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 ? (n > SV_MAX_THREADS ? SV_MAX_THREADS : (int)n) : 1;
+}
+
+static void after_fork_child(void) {
+    /* The workers do not exist in the child: forget them, keep the settings. */
+    pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cinit = PTHREAD_COND_INITIALIZER;
+    P.lock = init;
+    P.busy = init;
+    P.wake = cinit;
+    P.nworkers = 0;
+    P.sleeping = 0;
+    P.stop = 0;
+    atomic_store(&P.word, (uint64_t)P.gen << 32);
+    in_task = 0;
+}
+
+static void init_once(void) {
+    P.target = default_threads();
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+int sv_pool_threads(void) {
+    pthread_once(&once, init_once);
+    return P.target;
+}
+
+static void stop_workers(void) {
+    pthread_mutex_lock(&P.lock);
+    P.stop = 1;
+    pthread_cond_broadcast(&P.wake);
+    pthread_mutex_unlock(&P.lock);
+    for (int i = 0; i < P.nworkers; i++) pthread_join(P.threads[i], NULL);
+    P.nworkers = 0;
+    P.stop = 0;
+}
+
+void sv_pool_set_threads(int n) {
+    pthread_once(&once, init_once);
+    if (n < 1) n = default_threads();
+    if (n > SV_MAX_THREADS) n = SV_MAX_THREADS;
+    pthread_mutex_lock(&P.busy);
+    if (P.nworkers > n - 1) stop_workers();
+    P.target = n;
+    pthread_mutex_unlock(&P.busy);
+}
+
+/* With P.busy held: start workers up to target - 1. */
+static void ensure_workers(void) {
+    while (P.nworkers < P.target - 1) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1 << 20);
+        int rc = pthread_create(&P.threads[P.nworkers], &attr, worker_main, NULL);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) break; /* run with the workers we have */
+        P.nworkers++;
+    }
+}
+
+static void run_serial(int64_t ntasks, sv_task_fn fn, void *ctx) {
+    for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
+    atomic_fetch_add_explicit(&P.stat_serial, 1, memory_order_relaxed);
+}
+
+void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
+    if (ntasks <= 0) return;
+    pthread_once(&once, init_once);
+    if (ntasks == 1 || in_task || P.target <= 1 || ntasks >= (int64_t)OPEN_SENTINEL ||
+        pthread_mutex_trylock(&P.busy) != 0) {
+        run_serial(ntasks, fn, ctx);
+        return;
+    }
+    ensure_workers();
+    if (P.nworkers == 0) {
+        pthread_mutex_unlock(&P.busy);
+        run_serial(ntasks, fn, ctx);
+        return;
+    }
+    uint32_t gen = P.gen + 1;
+    /* close the old generation, set the job up, then open it */
+    atomic_store_explicit(&P.word, ((uint64_t)gen << 32) | OPEN_SENTINEL, memory_order_release);
+    P.fn = fn;
+    P.ctx = ctx;
+    P.ntasks = ntasks;
+    atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    pthread_mutex_lock(&P.lock);
+    P.gen = gen;
+    atomic_store_explicit(&P.word, (uint64_t)gen << 32, memory_order_release);
+    if (P.sleeping) pthread_cond_broadcast(&P.wake);
+    pthread_mutex_unlock(&P.lock);
+
+    int64_t ran = run_tasks(gen);
+    atomic_fetch_add_explicit(&P.stat_caller, ran, memory_order_relaxed);
+    for (int spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < ntasks; spins++) {
+        if (spins < SPIN_ROUNDS)
+            cpu_relax();
+        else
+            sched_yield(); /* a worker holding a task may share this core */
+    }
+    atomic_fetch_add_explicit(&P.stat_parallel, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&P.busy);
+}
+
+sv_pool_stats sv_pool_get_stats(void) {
+    sv_pool_stats s = {
+        .parallel_calls = atomic_load(&P.stat_parallel),
+        .serial_calls = atomic_load(&P.stat_serial),
+        .tasks_by_caller = atomic_load(&P.stat_caller),
+        .tasks_by_workers = atomic_load(&P.stat_workers),
+    };
+    return s;
+}

@@ -1,0 +1,121 @@
+/* Entry points for the library's settings and state: instruction set, threads, info, and
+ * the vector math functions on arrays (for tests and benchmarks). */
+#include "pyutil.h"
+#include <stdio.h>
+
+static const char *const level_names[3] = {"generic", "avx2", "avx512"};
+
+static PyObject *py_info(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *levels = PyList_New(0);
+    if (!levels) return NULL;
+    for (int l = 0; l <= 2; l++)
+        if (sv_isa_supported(l)) {
+            PyObject *s = PyUnicode_FromString(level_names[l]);
+            if (!s || PyList_Append(levels, s) < 0) {
+                Py_XDECREF(s);
+                Py_DECREF(levels);
+                return NULL;
+            }
+            Py_DECREF(s);
+        }
+#ifdef SV_DEBUG
+    int debug = 1;
+#else
+    int debug = 0;
+#endif
+    const sv_isa_table *t = sv_isa();
+    sv_pool_stats st = sv_pool_get_stats();
+    return Py_BuildValue(
+        "{s:s,s:s,s:N,s:i,s:i,s:i,s:i,s:s,s:O,s:i,s:{s:L,s:L,s:L,s:L}}", "isa", t->name,
+        "isa_note", sv_isa_note(),
+        "isa_levels", levels, "vector_floats", t->vw, "tile_rows", t->mr, "tile_cols", SV_NR,
+        "num_threads", sv_pool_threads(), "compiler",
+#ifdef __VERSION__
+        __VERSION__,
+#else
+        "unknown",
+#endif
+        "debug", debug ? Py_True : Py_False, "abi_version", SV_ABI_VERSION, "pool",
+        "parallel_calls", (long long)st.parallel_calls, "serial_calls",
+        (long long)st.serial_calls, "tasks_by_caller", (long long)st.tasks_by_caller,
+        "tasks_by_workers", (long long)st.tasks_by_workers);
+}
+
+static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!name) {
+        PyErr_Clear();
+        return sv_raise("set_isa", "the level must be a string", "avx512, avx2 or generic",
+                        Py_TYPE(arg)->tp_name, "pass the level's name");
+    }
+    int rc = sv_set_isa(name);
+    if (rc == -1)
+        return sv_raise("set_isa", "unknown instruction-set level", "avx512, avx2 or generic",
+                        name, "use one of the expected names");
+    if (rc == -2) {
+        char exp[96] = "";
+        int n = 0;
+        for (int l = 0; l <= 2; l++)
+            if (sv_isa_supported(l))
+                n += snprintf(exp + n, sizeof exp - (size_t)n, "%s%s", n ? ", " : "",
+                              level_names[l]);
+        return sv_raise("set_isa", "this CPU does not support that level", exp, name,
+                        "choose a level from shapevm.native.info()['isa_levels']");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_set_num_threads(PyObject *self, PyObject *arg) {
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0 || n > 256) {
+        char found[32];
+        snprintf(found, sizeof found, "%ld", n);
+        return sv_raise("set_num_threads", "thread count out of range",
+                        "0 (the CPUs this process may use) to 256", found,
+                        "pass a count in range");
+    }
+    sv_pool_set_threads((int)n);
+    Py_RETURN_NONE;
+}
+
+static const char *const vmath_names[SV_VM_COUNT] = {
+    "exp", "log", "tanh", "erf", "sigmoid", "sqrt", "gelu_tanh", "gelu_erf", "silu"};
+
+/* vmath(name, x) -> new float32 array of the function applied to each element */
+static PyObject *py_vmath(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *name;
+    PyObject *xobj;
+    if (!PyArg_ParseTuple(args, "sO", &name, &xobj)) return NULL;
+    int op = -1;
+    for (int i = 0; i < SV_VM_COUNT; i++)
+        if (strcmp(name, vmath_names[i]) == 0) op = i;
+    if (op < 0)
+        return sv_raise("vmath", "unknown function",
+                        "exp, log, tanh, erf, sigmoid, sqrt, gelu_tanh, gelu_erf, silu", name,
+                        "use one of the expected names");
+    PyArrayObject *x = sv_arg_f32("vmath", "x", xobj, 0, NPY_MAXDIMS, SV_ARG_CONTIG,
+                                  "x: f32[...] C-contiguous");
+    if (!x) return NULL;
+    PyArrayObject *out = (PyArrayObject *)PyArray_NewLikeArray(x, NPY_CORDER, NULL, 0);
+    if (!out) return NULL;
+    const float *src = PyArray_DATA(x);
+    float *dst = PyArray_DATA(out);
+    int64_t n = PyArray_SIZE(x);
+    sv_vmath_fn fn = sv_isa()->vmath[op];
+    Py_BEGIN_ALLOW_THREADS fn(dst, src, n);
+    Py_END_ALLOW_THREADS return (PyObject *)out;
+}
+
+PyMethodDef sv_misc_methods[] = {
+    {"info", py_info, METH_NOARGS, "info() -> dict: instruction set, threads, build"},
+    {"set_isa", py_set_isa, METH_O, "set_isa(name): use a lower instruction-set level"},
+    {"set_num_threads", py_set_num_threads, METH_O,
+     "set_num_threads(n): threads of the pool, the caller included (0: the default)"},
+    {"vmath", py_vmath, METH_VARARGS, "vmath(name, x) -> f(x) elementwise, float32"},
+    {NULL, NULL, 0, NULL}};

@@ -1,0 +1,45 @@
+/* Helpers of the Python entry points: argument checks that raise NativeKernelError with
+ * what was expected, what was found and how to fix it, before any memory is touched. */
+#ifndef SV_PYUTIL_H
+#define SV_PYUTIL_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL shapevm_native_ARRAY_API
+#ifndef SV_PYUTIL_MAIN
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+#include "sv_internal.h"
+
+extern PyObject *sv_NativeKernelError;
+
+/* Raise NativeKernelError("<kernel>: <what>") with expected/found/fix lines; returns NULL. */
+PyObject *sv_raise(const char *kernel, const char *what, const char *expected,
+                   const char *found, const char *fix);
+
+/* "f32[3, 256]" (or "i64[2] (not C-contiguous)") for an array, "list" for another object. */
+void sv_describe(PyObject *obj, char *buf, size_t size);
+
+enum { SV_ARG_WRITABLE = 1, SV_ARG_OPTIONAL = 2, SV_ARG_CONTIG = 4, SV_ARG_INNER_UNIT = 8 };
+
+/* Check that obj is a float32 ndarray with ndim in [min_ndim, max_ndim] and the flags;
+ * returns the array (borrowed) or NULL with NativeKernelError set.  An optional argument
+ * given as None returns NULL without an error (check PyErr_Occurred). */
+PyArrayObject *sv_arg_f32(const char *kernel, const char *name, PyObject *obj, int min_ndim,
+                          int max_ndim, int flags, const char *expected);
+
+/* Whether the leading dims of a (all but the last `inner`) fold into one row index with a
+ * single stride; sets *rows and *row_stride (elements). */
+int sv_rows_of(PyArrayObject *a, int inner, int64_t *rows, int64_t *row_stride);
+
+/* Activation names of fused epilogues: "none", "relu", "gelu_tanh", "gelu_erf", "silu",
+ * "sigmoid", "tanh"; -1 with NativeKernelError set for another name. */
+int sv_act_code(const char *kernel, PyObject *name);
+extern const char *const sv_act_names[SV_ACT_COUNT];
+
+/* Method tables of each family's entry points, joined by module.c. */
+extern PyMethodDef sv_gemm_methods[];
+extern PyMethodDef sv_misc_methods[];
+int sv_gemm_types(PyObject *module);
+#endif

@@ -1,0 +1,84 @@
+/* Portable SIMD vocabulary for the per-ISA translation units.
+ *
+ * Included by isa_<level>.c after SV_VW (floats per vector) is defined and the target
+ * pragma is in force, so that every function below is compiled for that instruction set.
+ * GCC/Clang vector extensions give each ISA the same source: `vf` is SV_VW floats, `vi`
+ * SV_VW int32 lanes; comparisons yield all-ones/zero int lanes.  Loads and stores go
+ * through memcpy (unaligned, compiled to one vector move).
+ */
+#ifndef SV_SIMD_H
+#define SV_SIMD_H
+#include <stdint.h>
+#include <string.h>
+
+#if !defined(SV_VW)
+#error "define SV_VW before including simd.h"
+#endif
+
+typedef float vf __attribute__((vector_size(SV_VW * 4)));
+typedef int32_t vi __attribute__((vector_size(SV_VW * 4)));
+typedef uint32_t vu __attribute__((vector_size(SV_VW * 4)));
+
+#define SV_INLINE static inline __attribute__((always_inline))
+
+#if SV_VW == 4
+#define SV_LANES_(x) x, x, x, x
+#elif SV_VW == 8
+#define SV_LANES_(x) x, x, x, x, x, x, x, x
+#elif SV_VW == 16
+#define SV_LANES_(x) x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
+#else
+#error "SV_VW must be 4, 8 or 16"
+#endif
+SV_INLINE vf vsplat(float x) { return (vf){SV_LANES_(x)}; }
+SV_INLINE vi visplat(int32_t x) { return (vi){SV_LANES_(x)}; }
+SV_INLINE vf vload(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+SV_INLINE void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+/* First n (< SV_VW) lanes from p, the rest `fill`. */
+SV_INLINE vf vload_part(const float *p, int n, float fill) {
+    vf v = vsplat(fill);
+    for (int i = 0; i < n; i++) v[i] = p[i];
+    return v;
+}
+SV_INLINE void vstore_part(float *p, vf v, int n) {
+    for (int i = 0; i < n; i++) p[i] = v[i];
+}
+SV_INLINE vi vasi(vf v) { return (vi)v; }
+SV_INLINE vf vasf(vi v) { return (vf)v; }
+/* m ? a : b, lane by lane, for a mask from a comparison. */
+SV_INLINE vf vsel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+SV_INLINE vf vmax(vf a, vf b) { return vsel(a > b, a, b); }
+SV_INLINE vf vmin(vf a, vf b) { return vsel(a < b, a, b); }
+SV_INLINE vf vabs(vf a) { return (vf)((vi)a & visplat(0x7fffffff)); }
+SV_INLINE vf vcopysign(vf mag, vf sign) {
+    return (vf)(((vi)mag & visplat(0x7fffffff)) | ((vi)sign & visplat((int32_t)0x80000000)));
+}
+SV_INLINE vf vfma(vf a, vf b, vf c) { return a * b + c; } /* contracted under -ffp-contract=fast */
+SV_INLINE vi vcvt_i(vf a) { return __builtin_convertvector(a, vi); } /* truncates */
+SV_INLINE vf vcvt_f(vi a) { return __builtin_convertvector(a, vf); }
+/* Round to nearest integer (|a| < 2^22), as a float. */
+SV_INLINE vf vround(vf a) {
+    const vf magic = vsplat(12582912.0f); /* 1.5 * 2^23 */
+    return (a + magic) - magic;
+}
+SV_INLINE vf vfloor(vf a) {
+    vf big = vsplat(8388608.0f);
+    vf t = vcvt_f(vcvt_i(a));
+    t = vsel(t > a, t - vsplat(1.0f), t);
+    return vsel(vabs(a) < big, t, a); /* large values (and nan/inf) are already integral */
+}
+SV_INLINE float vhsum(vf v) {
+    float s = 0.0f;
+    for (int i = 0; i < SV_VW; i++) s += v[i];
+    return s;
+}
+SV_INLINE float vhmax(vf v) {
+    float s = v[0];
+    for (int i = 1; i < SV_VW; i++) s = v[i] > s ? v[i] : s;
+    return s;
+}
+#endif

@@ -1,0 +1,45 @@
+/* shapevm native tier: the calling convention shared by the kernel library, the region
+ * executor and generated code.  Plain C11, no Python.  Everything here is stable within one
+ * SV_ABI_VERSION; generated code records the version it was built for.
+ */
+#ifndef SVNATIVE_H
+#define SVNATIVE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define SV_ABI_VERSION 1
+
+/* Activations of fused epilogues (dense, convolution, bias+activation). */
+enum sv_act {
+    SV_ACT_NONE = 0,
+    SV_ACT_RELU = 1,
+    SV_ACT_GELU_TANH = 2,
+    SV_ACT_GELU_ERF = 3,
+    SV_ACT_SILU = 4,
+    SV_ACT_SIGMOID = 5,
+    SV_ACT_TANH = 6,
+    SV_ACT_COUNT
+};
+
+/* Columns of a packed weight panel: every instruction set reads the same packed layout. */
+#define SV_NR 16
+
+/* A fused epilogue: C = act(alpha * acc + bias[col]) + residual[row, col]. */
+typedef struct sv_epilogue {
+    const float *bias;     /* [N] or NULL */
+    const float *residual; /* rows of ldr floats, or NULL */
+    ptrdiff_t ldr;
+    float alpha;
+    int act; /* enum sv_act */
+} sv_epilogue;
+
+/* Weights packed for the micro-kernel: panel p holds columns [16p, 16p + 16) of W[K, N]
+ * as K rows of 16 floats (zeros past N), panels one after another. */
+typedef struct sv_packed_b {
+    int64_t k, n, panels;
+    float *data; /* panels * k * 16 floats, 64-byte aligned */
+} sv_packed_b;
+
+/* Thread pool: run fn(ctx, task) for task in [0, ntasks) on the pool and the caller. */
+typedef void (*sv_task_fn)(void *ctx, int64_t task);
+#endif

@@ -1,0 +1,188 @@
+/* Vectorized float32 math for one instruction set (included by isa_<level>.c).
+ *
+ * Cephes' single-precision polynomials, evaluated on whole vectors: every lane computes
+ * every branch and the result is selected, so there is no per-lane control flow.  Accuracy
+ * against float64 (tests/native/test_vmath.py): exp, log, sigmoid within 2 ulp; tanh, erf
+ * within 2 ulp or 1e-6 relative; NaN and infinities pass through as in NumPy; results that
+ * are subnormal stay subnormal (exp scales by 2^n in two steps).
+ */
+#ifndef SV_VMATH_H
+#define SV_VMATH_H
+#include "simd.h"
+
+SV_INLINE vi vnan_mask(vf x) { return x != x; }
+
+/* 2^n for integer n in [-252, 254], as two factors each a normal float. */
+SV_INLINE vf vscale2n(vf y, vi n) {
+    vi n1 = n >> 1;
+    vi n2 = n - n1;
+    vf f1 = (vf)((n1 + 127) << 23);
+    vf f2 = (vf)((n2 + 127) << 23);
+    return (y * f1) * f2;
+}
+
+SV_INLINE vf vexp(vf x) {
+    const vf hi = vsplat(88.72283935546875f), lo = vsplat(-103.972084045410f);
+    vf xc = vmin(vmax(x, vsplat(-104.0f)), vsplat(89.0f));
+    vf n = vround(xc * vsplat(1.44269504088896341f));
+    vf r = xc - n * vsplat(0.693359375f);
+    r = r - n * vsplat(-2.12194440e-4f);
+    vf p = vsplat(1.9875691500E-4f);
+    p = vfma(p, r, vsplat(1.3981999507E-3f));
+    p = vfma(p, r, vsplat(8.3334519073E-3f));
+    p = vfma(p, r, vsplat(4.1665795894E-2f));
+    p = vfma(p, r, vsplat(1.6666665459E-1f));
+    p = vfma(p, r, vsplat(5.0000001201E-1f));
+    vf y = vfma(p, r * r, r) + vsplat(1.0f);
+    y = vscale2n(y, vcvt_i(n));
+    y = vsel(x > hi, vsplat(__builtin_inff()), y);
+    y = vsel(x < lo, vsplat(0.0f), y);
+    return vsel(vnan_mask(x), x, y);
+}
+
+SV_INLINE vf vlog(vf x) {
+    /* subnormal inputs: scale by 2^23 first */
+    vi sub = x < vsplat(1.17549435e-38f);
+    vf xs = vsel(sub, x * vsplat(8388608.0f), x);
+    vi bits = (vi)xs;
+    vi e = ((bits >> 23) & visplat(0xff)) - visplat(126);
+    vf m = (vf)((bits & visplat(0x007fffff)) | visplat(0x3f000000)); /* [0.5, 1) */
+    vf ef = vcvt_f(e) - vsel(sub, vsplat(23.0f), vsplat(0.0f));
+    vi small = m < vsplat(0.707106781186547524f);
+    ef = ef - vsel(small, vsplat(1.0f), vsplat(0.0f));
+    m = vsel(small, m + m, m) - vsplat(1.0f);
+    vf z = m * m;
+    vf p = vsplat(7.0376836292E-2f);
+    p = vfma(p, m, vsplat(-1.1514610310E-1f));
+    p = vfma(p, m, vsplat(1.1676998740E-1f));
+    p = vfma(p, m, vsplat(-1.2420140846E-1f));
+    p = vfma(p, m, vsplat(1.4249322787E-1f));
+    p = vfma(p, m, vsplat(-1.6668057665E-1f));
+    p = vfma(p, m, vsplat(2.0000714765E-1f));
+    p = vfma(p, m, vsplat(-2.4999993993E-1f));
+    p = vfma(p, m, vsplat(3.3333331174E-1f));
+    vf y = m * z * p;
+    y = vfma(ef, vsplat(-2.12194440e-4f), y);
+    y = vfma(z, vsplat(-0.5f), y);
+    vf r = m + y;
+    r = vfma(ef, vsplat(0.693359375f), r);
+    r = vsel(x == vsplat(0.0f), vsplat(-__builtin_inff()), r);
+    r = vsel(x < vsplat(0.0f), vsplat(__builtin_nanf("")), r);
+    r = vsel(x == vsplat(__builtin_inff()), x, r);
+    return vsel(vnan_mask(x), x, r);
+}
+
+/* 1 / (1 + exp(-x)), without cancellation for negative x. */
+SV_INLINE vf vsigmoid(vf x) {
+    vf e = vexp(-vabs(x));
+    vf r = vsplat(1.0f) / (vsplat(1.0f) + e);
+    vf y = vsel(x >= vsplat(0.0f), r, e * r);
+    return vsel(vnan_mask(x), x, y);
+}
+
+SV_INLINE vf vtanh(vf x) {
+    vf a = vabs(x);
+    vf z = x * x;
+    vf p = vsplat(-5.70498872745E-3f);
+    p = vfma(p, z, vsplat(2.06390887954E-2f));
+    p = vfma(p, z, vsplat(-5.37397155531E-2f));
+    p = vfma(p, z, vsplat(1.33314422036E-1f));
+    p = vfma(p, z, vsplat(-3.33332819422E-1f));
+    vf small = vfma(x * z, p, x);
+    vf e = vexp(vmin(a + a, vsplat(88.0f)));
+    vf big = vsplat(1.0f) - vsplat(2.0f) / (e + vsplat(1.0f));
+    big = vcopysign(big, x);
+    vf y = vsel(a < vsplat(0.625f), small, big);
+    return vsel(vnan_mask(x), x, y);
+}
+
+/* exp(-a*a) for a >= 0 with a*a split so that its rounding does not reach the result. */
+SV_INLINE vf vexp_negsq(vf a) {
+    vf ah = (vf)((vi)a & visplat((int32_t)0xfffff000));
+    vf al = a - ah;
+    return vexp(-(ah * ah)) * vexp(-(al * (ah + ah + al)));
+}
+
+/* erfc(a) for a >= 1 (Cephes' erfcf tail). */
+SV_INLINE vf verfc_tail(vf a) {
+    vf q = vsplat(1.0f) / a;
+    vf y = q * q;
+    vf p1 = vsplat(2.326819970068386E-2f);
+    p1 = vfma(p1, y, vsplat(-1.387039388740657E-1f));
+    p1 = vfma(p1, y, vsplat(3.687424674597105E-1f));
+    p1 = vfma(p1, y, vsplat(-5.824733027278666E-1f));
+    p1 = vfma(p1, y, vsplat(6.210004621745983E-1f));
+    p1 = vfma(p1, y, vsplat(-4.944515323274145E-1f));
+    p1 = vfma(p1, y, vsplat(3.404879937665872E-1f));
+    p1 = vfma(p1, y, vsplat(-2.741127028184656E-1f));
+    p1 = vfma(p1, y, vsplat(5.638259427386472E-1f));
+    vf p2 = vsplat(-1.047766399936249E+1f);
+    p2 = vfma(p2, y, vsplat(1.297719955372516E+1f));
+    p2 = vfma(p2, y, vsplat(-7.495518717768503E+0f));
+    p2 = vfma(p2, y, vsplat(2.921019019210786E+0f));
+    p2 = vfma(p2, y, vsplat(-1.015265279202700E+0f));
+    p2 = vfma(p2, y, vsplat(4.218463358204948E-1f));
+    p2 = vfma(p2, y, vsplat(-2.820767439740514E-1f));
+    p2 = vfma(p2, y, vsplat(5.641895067754075E-1f));
+    vf p = vsel(a < vsplat(2.0f), p1, p2);
+    return vexp_negsq(vmin(a, vsplat(10.0f))) * q * p;
+}
+
+/* erf(x) for |x| < 1 (Cephes' erff series). */
+SV_INLINE vf verf_small(vf x) {
+    vf z = x * x;
+    vf p = vsplat(7.853861353153693E-5f);
+    p = vfma(p, z, vsplat(-8.010193625184903E-4f));
+    p = vfma(p, z, vsplat(5.188327685732524E-3f));
+    p = vfma(p, z, vsplat(-2.685381193529856E-2f));
+    p = vfma(p, z, vsplat(1.128358514861418E-1f));
+    p = vfma(p, z, vsplat(-3.761262582423300E-1f));
+    p = vfma(p, z, vsplat(1.128379165726710E+0f));
+    return x * p;
+}
+
+SV_INLINE vf verf(vf x) {
+    vf a = vabs(x);
+    vf one = vsplat(1.0f);
+    vf big = vcopysign(one - verfc_tail(vmax(a, one)), x);
+    vf y = vsel(a < one, verf_small(vmin(a, one) * vcopysign(one, x)), big);
+    return vsel(vnan_mask(x), x, y);
+}
+
+SV_INLINE vf verfc(vf x) {
+    vf a = vabs(x);
+    vf one = vsplat(1.0f);
+    vf tail = verfc_tail(vmax(a, one));
+    vf big = vsel(x < vsplat(0.0f), vsplat(2.0f) - tail, tail);
+    vf y = vsel(a < one, one - verf_small(vmin(a, one) * vcopysign(one, x)), big);
+    return vsel(vnan_mask(x), x, y);
+}
+
+SV_INLINE vf vsqrt(vf x) {
+    vf r;
+    for (int i = 0; i < SV_VW; i++) r[i] = __builtin_sqrtf(x[i]);
+    return r;
+}
+
+/* The activations of fused epilogues; codes are SV_ACT_* of svnative.h. */
+SV_INLINE vf vgelu_tanh(vf x) {
+    /* 0.5 x (1 + tanh(u)) == x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+    vf u2 = x * vfma(vsplat(0.0713548162726f), x * x, vsplat(1.5957691216057308f));
+    return x * vsigmoid(u2);
+}
+SV_INLINE vf vgelu_erf(vf x) { return vsplat(0.5f) * x * verfc(x * vsplat(-0.70710678118654752f)); }
+SV_INLINE vf vsilu(vf x) { return x * vsigmoid(x); }
+SV_INLINE vf vrelu(vf x) { return vsel(x > vsplat(0.0f), x, vsel(vnan_mask(x), x, vsplat(0.0f))); }
+
+SV_INLINE vf vact(vf x, int act) {
+    switch (act) {
+    case SV_ACT_RELU: return vrelu(x);
+    case SV_ACT_GELU_TANH: return vgelu_tanh(x);
+    case SV_ACT_GELU_ERF: return vgelu_erf(x);
+    case SV_ACT_SILU: return vsilu(x);
+    case SV_ACT_SIGMOID: return vsigmoid(x);
+    case SV_ACT_TANH: return vtanh(x);
+    default: return x;
+    }
+}
+#endif

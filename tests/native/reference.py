@@ -1,0 +1,62 @@
+"""float64 references of the kernels' math, and the accuracy measures the tests use."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray[Any, Any]
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def erf64(x: Array) -> Array:
+    return _erf(np.asarray(x, np.float64))  # type: ignore[no-any-return]
+
+
+def sigmoid64(h: Array) -> Array:
+    """1 / (1 + exp(-h)) without overflow or cancellation."""
+    h = np.asarray(h, np.float64)
+    e = np.exp(-np.abs(h))
+    return np.where(h >= 0, 1.0 / (1.0 + e), e / (1.0 + e))  # type: ignore[no-any-return]
+
+
+def act64(name: str, h: Array) -> Array:
+    """The activations of the fused epilogues in float64."""
+    h = np.asarray(h, np.float64)
+    if name == "none":
+        return h
+    if name == "relu":
+        return np.maximum(h, 0.0)
+    if name == "gelu_tanh":
+        # 0.5 h (1 + tanh(u)) == h sigmoid(2u): no cancellation for negative h
+        return h * sigmoid64(2.0 * math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3))
+    if name == "gelu_erf":
+        return 0.5 * h * _erfc(-h / math.sqrt(2.0))  # type: ignore[no-any-return]
+    if name == "silu":
+        return h * sigmoid64(h)
+    if name == "sigmoid":
+        return sigmoid64(h)
+    if name == "tanh":
+        return np.tanh(h)
+    raise ValueError(name)
+
+
+def rel_err(y: Array, ref: Array) -> float:
+    """max |y - ref| / max |ref| (0 for an empty or all-zero reference)."""
+    ref = np.asarray(ref, np.float64)
+    scale = float(np.abs(ref).max()) if ref.size else 0.0
+    if scale == 0.0:
+        return float(np.abs(np.asarray(y, np.float64) - ref).max()) if ref.size else 0.0
+    return float(np.abs(np.asarray(y, np.float64) - ref).max()) / scale
+
+
+def ulp_err(y: Array, ref: Array) -> Array:
+    """|y - ref| in units of the float32 spacing at ref, element by element."""
+    ref = np.asarray(ref, np.float64)
+    spacing = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    spacing = np.maximum(spacing, np.float64(np.finfo(np.float32).smallest_subnormal))
+    return np.abs(np.asarray(y, np.float64) - ref) / spacing  # type: ignore[no-any-return]

@@ -1,0 +1,91 @@
+"""The thread pool: results do not depend on the thread count, calls from several Python
+threads at once are safe, and a forked child computes with a pool of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from shapevm import native
+
+
+@pytest.fixture
+def pool_of_two() -> Iterator[None]:
+    native.set_num_threads(2)
+    yield
+    native.set_num_threads(0)
+
+
+def _layer() -> tuple[np.ndarray, object]:  # type: ignore[type-arg]
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((512, 512)).astype(np.float32)
+    x = rng.standard_normal((64, 512)).astype(np.float32)
+    return x, native.pack_dense(w)
+
+
+def test_thread_count_does_not_change_results(pool_of_two: None) -> None:
+    x, packed = _layer()
+    one = native.dense(x, packed, activation="gelu_tanh", threads=1)
+    before = native.info()["pool"]["parallel_calls"]
+    many = native.dense(x, packed, activation="gelu_tanh")
+    np.testing.assert_array_equal(one, many)
+    assert native.info()["pool"]["parallel_calls"] == before + 1
+
+
+def test_concurrent_callers(pool_of_two: None) -> None:
+    x, packed = _layer()
+    expected = native.dense(x, packed, threads=1)
+    errors: list[str] = []
+
+    def work() -> None:
+        for _ in range(30):
+            if not np.array_equal(native.dense(x, packed), expected):
+                errors.append("mismatch")
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_child_uses_its_own_pool(pool_of_two: None) -> None:
+    x, packed = _layer()
+    expected = native.dense(x, packed)  # the parent's workers exist now
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        ok = np.array_equal(native.dense(x, packed), expected)
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    assert got == b"1"
+
+
+def test_environment_picks_threads_and_level() -> None:
+    code = "from shapevm import native; i = native.info(); print(i['num_threads'], i['isa'])"
+    env = dict(os.environ, SHAPEVM_NUM_THREADS="3", SHAPEVM_ISA="generic")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["3", "generic"]
+
+
+def test_unsupported_level_in_environment_warns_and_falls_back() -> None:
+    code = "from shapevm import native; print(native.info()['isa'])"
+    env = dict(os.environ, SHAPEVM_ISA="sse9")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.strip() == native.isa_levels()[-1]
+    assert "SHAPEVM_ISA=sse9 is not a level" in proc.stderr
