@@ -1,5 +1,6 @@
 """shapevm: a virtual machine for tensor programs whose shapes change at run time."""
 
+from shapevm import lax, nn, numpy, vm  # public submodules: `sv.lax` as `jax.lax`
 from shapevm.bytecode.errors import BytecodeFormatError, VerifyError
 from shapevm.frontend.errors import ConcreteValueError, TracingError
 from shapevm.frontend.export import Exported, deserialize, export, load
@@ -48,10 +49,14 @@ __all__ = [
     "export",
     "is_symbolic_dim",
     "jit",
+    "lax",
     "load",
     "max_dim",
     "min_dim",
+    "nn",
+    "numpy",
     "solve_dim_vars",
     "symbolic_args_specs",
     "symbolic_shape",
+    "vm",
 ]

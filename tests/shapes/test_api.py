@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -61,3 +63,24 @@ def test_shape_dtype_struct():
     assert s == sv.ShapeDtypeStruct((b, 256), "float32") and s.ndim == 2
     with pytest.raises(TypeError, match="must be an int or a symbolic dimension"):
         sv.ShapeDtypeStruct((1.5,), np.float32)
+
+
+def test_like_placeholder_message_names_the_dimension():
+    with pytest.raises(ValueError, match=r"like\[0\] is None"):
+        sv.symbolic_shape("_, b", like=(None, 3))
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("a, 4", "gives dimension 1 the size 4, but the actual shape (2, 3) has 3 there"),
+        ("a, b, c", "has 3 dimensions but the actual shape (2, 3) has 2"),
+        ("a", "has 1 dimensions but the actual shape (2, 3) has 2"),
+    ],
+)
+def test_specs_are_checked_against_the_argument(spec, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        sv.symbolic_args_specs((np.ones((2, 3)),), spec)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        sv.symbolic_shape(spec, like=(2, 3))
+    assert sv.symbolic_args_specs((np.ones((2, 3)),), "a, 3")[0].shape[1] == 3

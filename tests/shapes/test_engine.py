@@ -158,3 +158,10 @@ def test_max_min_dim_on_ints_and_dims(ab):
     assert sv.max_dim(a, 1) == a and sv.min_dim(a, 1) == 1
     assert str(sv.min_dim(a, b)) == "min(a, b)"
     assert sv.max_dim(a, b).evaluate({"a": 2, "b": 9}) == 9
+
+
+def test_inconclusive_message_offers_both_constraints():
+    (b,) = sv.symbolic_shape("b")
+    with pytest.raises(sv.InconclusiveDimensionOperation) as info:
+        _ = b < 16
+    assert "constraints=['b < 16'] or constraints=['b >= 16']" in str(info.value)

@@ -33,7 +33,10 @@ from shapevm.shapes import SymbolicScope
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,199}")
 """Function names, labels, op and attribute names, dimension variables."""
 DEVICE = re.compile(r"[a-z][a-z0-9_]{0,31}(:\d{1,4})?")
-"""Devices: ``cpu``, ``cuda:0``."""
+"""Device names the formats can hold: ``cpu``, ``cuda:0``."""
+DEVICES: tuple[str, ...] = ("cpu",)
+"""The devices this runtime runs on (the interpreter and the JIT run on the CPU); the
+verifier refuses a ``TENSOR_CREATE`` on any other."""
 
 Dim: TypeAlias = "int | str | Dynamic"
 """A dimension in a type: a constant, canonical symbolic text, or ``DYNAMIC``."""

@@ -11,6 +11,8 @@ each reported with instruction index, opcode, expected vs found, a fix and a win
   the signature;
 - shape-propagation chains acyclic;
 - ``TENSOR_ALLOC``/``TENSOR_FREE`` pairing: no double free, no use after free, no leak;
+- ``TENSOR_CREATE`` on a device this runtime has; ``TENSOR_ALLOC`` only of tensors whose
+  every dimension is known before the data (no ``dynamic`` one);
 - every dimension variable solvable from the inputs or passed explicitly (``dim_args``).
 """
 
@@ -23,6 +25,7 @@ from shapevm.bytecode.errors import Diagnostic, Reporter, VerifyError, describe
 from shapevm.bytecode.infer import BadDim, Inference, VType
 from shapevm.bytecode.isa import Reg, RegKind
 from shapevm.bytecode.program import (
+    DEVICES,
     NAME,
     BindInputs,
     BranchIf,
@@ -32,6 +35,7 @@ from shapevm.bytecode.program import (
     Program,
     ShapeCompute,
     ShapePropagate,
+    TensorAlloc,
     TensorCreate,
     TensorPhi,
     TensorResize,
@@ -44,6 +48,7 @@ from shapevm.bytecode.verify_flow import (
     check_cycles,
     check_def_use,
 )
+from shapevm.ops import Dynamic
 from shapevm.shapes import DimExpr, SymbolicScope
 
 
@@ -87,6 +92,7 @@ def _check_function(fn: Function, program: Program, rep: Reporter) -> None:
     unreachable = [b for b in range(len(fn.blocks)) if b not in cfg.reachable]
     inference.run([*cfg.rpo, *unreachable])
     check_allocations(fn, cfg, rep, created)
+    _check_creates(fn, rep)
     _check_dim_vars(fn, inference, inputs, rep)
 
 
@@ -240,6 +246,44 @@ def _check_single_definition(fn: Function, rep: Reporter) -> dict[Reg, int]:
             else:
                 defined[reg] = index
     return created
+
+
+def _check_creates(fn: Function, rep: Reporter) -> None:
+    """Devices of ``TENSOR_CREATE``; ``TENSOR_ALLOC`` needs every dimension before the data."""
+    creates: dict[Reg, tuple[int, TensorCreate]] = {}
+    for index, _, instr in fn.instructions():
+        if isinstance(instr, TensorCreate):
+            creates.setdefault(instr.out, (index, instr))
+            if not _runtime_device(instr.device):
+                rep.at(
+                    index,
+                    "device",
+                    f"device {instr.device!r} is not a device of this runtime",
+                    expected="one of " + ", ".join(DEVICES),
+                    found=instr.device,
+                    fix=f"create {instr.out} on {DEVICES[0]}: the interpreter and the JIT "
+                    "run on the CPU",
+                )
+        elif isinstance(instr, TensorAlloc) and instr.reg in creates:
+            at, create = creates[instr.reg]
+            axes = [str(i) for i, d in enumerate(create.spec) if isinstance(d, Dynamic)]
+            if axes:
+                rep.at(
+                    index,
+                    "alloc",
+                    f"{instr.reg} cannot be allocated: its size is only known from the data",
+                    expected=f"every dimension of {instr.reg} known before TENSOR_ALLOC "
+                    "(constants or shape registers)",
+                    found=f"dimension {', '.join(axes)} of {instr.reg} is dynamic "
+                    f"(TENSOR_CREATE at instruction {at})",
+                    fix=f"remove TENSOR_ALLOC and TENSOR_FREE of {instr.reg}: the op that "
+                    "computes it allocates its result; or give the size in a shape register",
+                )
+
+
+def _runtime_device(device: str) -> bool:
+    name, _, number = device.partition(":")
+    return name in DEVICES and number in ("", "0")
 
 
 def _signature_types(fn: Function, inf: Inference, rep: Reporter) -> list[VType | None]:

@@ -19,6 +19,7 @@ from shapevm.bytecode.binary_writer import serialize as _serialize_program
 from shapevm.bytecode.program import Program
 from shapevm.bytecode.serialize import deserialize as _deserialize_program
 from shapevm.bytecode.serialize import load as _load_program
+from shapevm.bytecode.verify import verify
 from shapevm.frontend.trace import LeafKind, Traced, trace
 from shapevm.runtime.binding import sym_dim
 from shapevm.runtime.interpreter import Executable
@@ -30,40 +31,17 @@ if TYPE_CHECKING:
 FORMAT_KEY = "shapevm.exported"
 
 
-class Aval:
-    """The type of a result: ``.shape`` (ints, symbolic dimensions, or ``dynamic`` for a
-    data-dependent size) and ``.dtype``."""
-
-    __slots__ = ("dtype", "shape")
-
-    def __init__(self, shape: tuple[Any, ...], dtype: Any) -> None:
-        self.shape = shape
-        self.dtype = np.dtype(dtype)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __repr__(self) -> str:
-        return f"Aval({self.dtype.name}[{', '.join(str(d) for d in self.shape)}])"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, (Aval, ShapeDtypeStruct)):
-            return NotImplemented
-        return tuple(map(str, self.shape)) == tuple(map(str, other.shape)) and (
-            self.dtype == other.dtype
-        )
-
-    def __hash__(self) -> int:
-        return hash((tuple(map(str, self.shape)), self.dtype))
-
-
 class Exported:
     """A function exported with symbolic shapes.
 
     ``in_avals``/``out_avals`` hold a `ShapeDtypeStruct` per array argument and result
-    (``.shape`` has ints and symbolic dimensions); ``in_tree``/``out_tree`` the argument and
-    result structures. `call` runs any concrete shape of the family.
+    (``.shape`` has ints and symbolic dimensions, and `shapevm.shapes.DYNAMIC` for a result
+    size known only from the data); ``in_tree``/``out_tree`` the argument and result
+    structures. `call` runs any concrete shape of the family.
+
+    The program is verified here, whichever way it came (traced, deserialized, loaded or
+    built by hand); ``verified=True`` skips that only for a program the caller has just
+    verified itself.
     """
 
     def __init__(
@@ -73,7 +51,11 @@ class Exported:
         out_tree: _pytree.TreeDef,
         leaf_kinds: Sequence[LeafKind],
         arg_names: Sequence[str] | None = None,
+        *,
+        verified: bool = False,
     ) -> None:
+        if not verified:
+            verify(program)
         self.program = program
         self.in_tree = in_tree
         self.out_tree = out_tree
@@ -88,13 +70,15 @@ class Exported:
         scope = self.executable.scope
         self.in_avals = tuple(
             ShapeDtypeStruct(
-                tuple(sym_dim(d, scope) for d in p.type.shape),  # type: ignore[misc]
+                tuple(sym_dim(d, scope) for d in p.type.shape),
                 p.type.dtype.numpy.newbyteorder("="),
             )
             for p in fn.params
         )
         self.out_avals = tuple(
-            Aval(tuple(sym_dim(d, scope) for d in t.shape), t.dtype.numpy.newbyteorder("="))
+            ShapeDtypeStruct(
+                tuple(sym_dim(d, scope) for d in t.shape), t.dtype.numpy.newbyteorder("=")
+            )
             for t in fn.results
         )
         self.dim_args = tuple(k.dim for k in self.leaf_kinds if k.dim is not None)
@@ -115,11 +99,30 @@ class Exported:
             traced.program.constants,
             ((FORMAT_KEY, json.dumps(meta, sort_keys=True)),),
         )
-        return cls(program, traced.in_tree, traced.out_tree, traced.leaf_kinds, arg_names)
+        return cls(
+            program,
+            traced.in_tree,
+            traced.out_tree,
+            traced.leaf_kinds,
+            arg_names,
+            verified=True,  # trace() verified the same functions and constants
+        )
 
     @classmethod
     def from_program(cls, program: Program) -> Exported:
-        """The `Exported` stored in ``program`` (its metadata holds the trees)."""
+        """The `Exported` stored in ``program`` (its metadata holds the trees), verified.
+
+        >>> import shapevm as sv
+        >>> from shapevm.bytecode import parse_program
+        >>> sv.Exported.from_program(parse_program('''
+        ... func @f(t0: f32[b]) -> f32[b, 2]
+        ...   L0:
+        ...     RETURN t0
+        ... '''))
+        Traceback (most recent call last):
+        ...
+        shapevm.bytecode.errors.VerifyError: instruction 0 (RETURN) in @f: result 0 does not ...
+        """
         text = program.meta(FORMAT_KEY)
         if text is None:
             fn = program.functions[0]
@@ -239,7 +242,7 @@ class JittedExported:
         return f"<jit of {self.exported!r}>"
 
 
-def _aval(a: ShapeDtypeStruct | Aval) -> str:
+def _aval(a: ShapeDtypeStruct) -> str:
     from shapevm.ops import DType
 
     return f"{DType.from_numpy(a.dtype)}[{', '.join(str(d) for d in a.shape)}]"
@@ -316,9 +319,9 @@ def export(jitted: Jitted | Callable[..., Any]) -> Callable[..., Exported]:
 
 def deserialize(data: bytes | bytearray | memoryview) -> Exported:
     """The `Exported` of ``Exported.serialize()`` bytes (verified before use)."""
-    return Exported.from_program(_deserialize_program(data))
+    return Exported.from_program(_deserialize_program(data, verify=False))
 
 
 def load(path: str | os.PathLike[str]) -> Exported:
     """The `Exported` saved at ``path`` (memory-mapped, verified before use)."""
-    return Exported.from_program(_load_program(path))
+    return Exported.from_program(_load_program(path, verify=False))

@@ -134,6 +134,7 @@ class Jitted:
 
     # -- calls ------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
+        args = tuple(a if i in self.static_argnums else _array_data(a) for i, a in enumerate(args))
         static = tuple(args[i] for i in self.static_argnums if i < len(args))
         dynamic = [a for i, a in enumerate(args) if i not in self.static_argnums]
         leaves, tree = _pytree.flatten(tuple(dynamic))
@@ -358,15 +359,38 @@ def _leaf_paths(td: _pytree.TreeDef) -> list[str]:
 
 
 def _as_array(x: Any) -> np.ndarray[Any, Any]:
-    if type(x) is np.ndarray:
-        return x
-    if isinstance(x, bool):
-        return np.asarray(x)
-    if isinstance(x, int):
-        return np.asarray(x, dtype=np.int32)
-    if isinstance(x, float):
-        return np.asarray(x, dtype=np.float32)
-    return np.asarray(x)
+    return x if type(x) is np.ndarray else np.asarray(x)
+
+
+_NUMBERS = (bool, int, float, complex, np.generic)
+
+
+def _array_data(a: Any) -> Any:
+    """An argument with its array data as arrays: a Python scalar, or a list of numbers
+    (nested lists included), converts as ``np.asarray`` would; tuples, dicts and lists
+    holding arrays stay containers of arguments (pytrees).
+
+    >>> _array_data([[1.0, 2.0], [3.0, 4.0]]).shape, _array_data(3).dtype
+    ((2, 2), dtype('int64'))
+    >>> [type(x).__name__ for x in _array_data([np.ones(2), 1.0])]
+    ['ndarray', 'ndarray']
+    """
+    if isinstance(a, _NUMBERS):
+        return np.asarray(a)
+    if isinstance(a, list) and a and all(_numeric_list(x) for x in a):
+        return np.asarray(a)
+    if isinstance(a, (list, tuple)):
+        items = [_array_data(x) for x in a]
+        return items if isinstance(a, list) else tuple(items)
+    if isinstance(a, dict):
+        return {k: _array_data(v) for k, v in a.items()}
+    return a
+
+
+def _numeric_list(x: Any) -> bool:
+    if isinstance(x, _NUMBERS):
+        return True
+    return isinstance(x, list) and bool(x) and all(_numeric_list(y) for y in x)
 
 
 def _fun_name(fun: Callable[..., Any]) -> str:

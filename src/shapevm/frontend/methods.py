@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from shapevm.bytecode.errors import format_message
 from shapevm.frontend import numpy_api as snp
 from shapevm.frontend.errors import ConcreteValueError, TracingError
 from shapevm.frontend.tracer import Tracer, bind_op, user_location
 from shapevm.ops import DType, Dynamic
+from shapevm.shapes import InconclusiveDimensionOperation
 
 
 def _norm_slice(s: slice, d: Any) -> tuple[Any, Any, int]:
@@ -43,13 +45,32 @@ def _norm_slice(s: slice, d: Any) -> tuple[Any, Any, int]:
         if isinstance(stop, int) and stop < 0:
             stop = 0
     if not isinstance(d, Dynamic):
-        if not _same(stop, d) and stop > d:
+        if not _same(stop, d) and _past_the_end(stop, d, "stop"):
             stop = d
-        if not _same(start, d) and start > d:
+        if not _same(start, d) and _past_the_end(start, d, "start"):
             start = d
     if not _same(stop, start) and not isinstance(stop, Dynamic) and stop < start:
         stop = start
     return start, stop, step
+
+
+def _past_the_end(bound: Any, d: Any, which: str) -> bool:
+    """Whether a slice bound lies past the end of an axis of size ``d`` (NumPy clamps it)."""
+    try:
+        return bool(bound > d)
+    except InconclusiveDimensionOperation as exc:
+        loc = user_location()
+        need = f"{d} >= {bound}"
+        raise InconclusiveDimensionOperation(
+            format_message(
+                f"Slicing an axis of size {d} with {which} {bound}: whether the slice stays "
+                "within the axis is inconclusive",
+                expected=f"'{need}' for every allowed shape, or a {which} that cannot pass the end",
+                found=f"no constraint decides it ({d} may be smaller than {bound})",
+                fix=f"add the constraint constraints=['{need}'], or slice to "
+                f"shapevm.min_dim({bound}, {d})" + (f"; traced at {loc}" if loc else ""),
+            )
+        ) from exc
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -8,6 +8,8 @@ signature holds the constraints of the scope, so they travel with the bytes.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from shapevm import _pytree
-from shapevm.bytecode.errors import VerifyError
+from shapevm.bytecode.errors import Diagnostic, VerifyError
 from shapevm.bytecode.program import Constant, Function, Param, Program, Return
 from shapevm.bytecode.verify import check
 from shapevm.frontend import methods as _methods  # noqa: F401  (Tracer operators)
@@ -143,8 +145,26 @@ def trace(
     program = Program((fn,), consts)
     problems = check(program)
     if problems:
-        raise VerifyError(problems)
+        raise VerifyError([_in_python_terms(d, variables) for d in problems])
     return Traced(program, in_tree, out_tree, tuple(kinds), tuple(in_avals), scope)
+
+
+def _in_python_terms(d: Diagnostic, variables: set[str]) -> Diagnostic:
+    """A verifier finding about a dimension variable, with the fix in the Python API's terms
+    (the verifier's own fix names the bytecode's ``dim_args`` line)."""
+    named = re.search(r"dimension variable '([^']+)'", d.what)
+    if d.check != "solve" or named is None:
+        return d
+    var = named[1]
+    as_argument = (
+        f"make {var} an argument of the function and pass the symbolic dimension {var} "
+        f"to export (export(jit(f))(x_spec, {var})); callers then pass its value as an int"
+    )
+    if var in variables:  # in an argument's shape, but not solvable from it
+        fix = f"give an argument a dimension linear in {var} (such as {var} or 2*{var} + 1), or "
+    else:
+        fix = f"give an argument a dimension {var} (ShapeDtypeStruct(({var}, ...), dtype)), or "
+    return dataclasses.replace(d, fix=fix + as_argument)
 
 
 def _as_spec(leaf: Any) -> ShapeDtypeStruct:

@@ -205,14 +205,11 @@ def tracing(ctx: TraceContext) -> Iterator[TraceContext]:
     stack: list[TraceContext] = getattr(_local, "stack", None) or []
     _local.stack = stack
     stack.append(ctx)
-    old_nonint, old_cmp = E.nonint_operand_handler, E.inconclusive_comparison_handler
-    E.nonint_operand_handler = _dim_nonint_operand
-    E.inconclusive_comparison_handler = _dim_inconclusive
     try:
-        yield ctx
+        with E.trace_hooks(_HOOKS):
+            yield ctx
     finally:
         stack.pop()
-        E.nonint_operand_handler, E.inconclusive_comparison_handler = old_nonint, old_cmp
         ctx.active = False
 
 
@@ -230,6 +227,9 @@ def _dim_inconclusive(lhs: DimExpr, op: str, rhs: Any, error: Exception) -> Any:
     if current_trace() is None:
         raise error
     return DimPredicate(lhs, op, rhs, error)
+
+
+_HOOKS = E.TraceHooks(_dim_nonint_operand, _dim_inconclusive)
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ How a call flows (`JitEngine.__call__`):
 5. **compile queue**: the queued job runs in the background worker (`worker.py`); the
    finished variant is installed by one dict assignment under the lock and serves the
    next call. A failure or timeout is recorded with its reason and the key is never
-   retried; with ``fallback=False`` the key's calls then raise `JitCompileError`.
+   retried; with ``fallback=False`` the key's calls then raise `JitCompileError` (with
+   ``background=False``, the call that compiled it too).
 
 A background compile is queued when the call that made its key hot returns (so that call
 runs alone), except the function's first one, queued before that call runs (`_Job.first`).
@@ -197,6 +198,8 @@ class JitEngine:
             # Without background: compiled now, so that the next call finds the variant.
             # The function's first variant: queued before this call runs (see _Job.first).
             self._submit(job)
+            if not self.options.fallback and job.record.status == FAILED:
+                failed = job.record  # compiled in this call and failed: it raises too
             job = None
         try:
             if failed is not None:

@@ -10,13 +10,11 @@ from shapevm.ops import table as _table  # noqa: F401  (registers the rows)
 from shapevm.ops import table_layout as _table_layout  # noqa: F401
 from shapevm.ops import table_nn as _table_nn  # noqa: F401
 from shapevm.ops.core import (
-    DYNAMIC,
     REQUIRED,
     AttrKind,
     AttrSpec,
     AttrValue,
     Condition,
-    Dynamic,
     OpFlag,
     OpInfo,
     RuleAttr,
@@ -32,6 +30,7 @@ from shapevm.ops.core import (
     suggest_op,
 )
 from shapevm.ops.dtypes import DType
+from shapevm.shapes import DYNAMIC, Dynamic
 
 __all__ = [
     "DYNAMIC",

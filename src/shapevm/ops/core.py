@@ -21,27 +21,7 @@ from typing import Any, Final, TypeAlias
 import numpy as np
 
 from shapevm.ops.dtypes import DType
-from shapevm.shapes import DimExpr
-
-
-class Dynamic:
-    """The one `DYNAMIC` dimension: data-dependent, known only at run time."""
-
-    _instance: Dynamic | None = None
-    __slots__ = ()
-
-    def __new__(cls) -> Dynamic:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "dynamic"
-
-    __str__ = __repr__
-
-
-DYNAMIC: Final = Dynamic()
+from shapevm.shapes import DimExpr, Dynamic
 
 SymDim: TypeAlias = "int | DimExpr | Dynamic"
 """One dimension as shape rules see it."""

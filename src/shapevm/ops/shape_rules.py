@@ -11,16 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shapevm.ops.core import (
-    DYNAMIC,
     Condition,
-    Dynamic,
     RuleAttr,
     ShapeResult,
     ShapeRuleError,
     SymDim,
     SymShape,
 )
-from shapevm.shapes import DimExpr
+from shapevm.shapes import DYNAMIC, DimExpr, Dynamic
 
 Attrs = Mapping[str, RuleAttr]
 

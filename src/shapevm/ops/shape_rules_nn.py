@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shapevm.ops.core import (
-    DYNAMIC,
     Condition,
-    Dynamic,
     RuleAttr,
     ShapeResult,
     ShapeRuleError,
@@ -23,6 +21,7 @@ from shapevm.ops.core import (
     SymShape,
 )
 from shapevm.ops.shape_rules import conditions, fmt_shape, int_list
+from shapevm.shapes import DYNAMIC, Dynamic
 
 Attrs = Mapping[str, RuleAttr]
 _TERM = re.compile(r"[A-Za-z]*(?:\.\.\.)?[A-Za-z]*")

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from shapevm.bytecode.errors import format_message
 from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.printer import format_instr
 from shapevm.bytecode.program import (
@@ -81,17 +82,27 @@ class _Block:
 
 
 class Plan:
-    """The function specialized to one assignment of its dimension variables."""
+    """The function specialized to one assignment of its dimension variables.
 
-    __slots__ = ("blocks", "entry", "n_regs", "params", "straight")
+    ``dynamic`` holds the registers whose type has a data-dependent dimension, so that a
+    failing step says whether such a dimension is involved.
+    """
+
+    __slots__ = ("blocks", "dynamic", "entry", "n_regs", "params", "straight")
 
     def __init__(
-        self, blocks: dict[str, _Block], entry: str, n_regs: int, params: Sequence[int]
+        self,
+        blocks: dict[str, _Block],
+        entry: str,
+        n_regs: int,
+        params: Sequence[int],
+        dynamic: frozenset[Reg] = frozenset(),
     ) -> None:
         self.blocks = blocks
         self.entry = entry
         self.n_regs = n_regs
         self.params = tuple(params)
+        self.dynamic = dynamic
         only = blocks[entry]
         self.straight = len(blocks) == 1 and isinstance(only.term, Return) and not only.phis
 
@@ -103,7 +114,7 @@ class Plan:
         for label, b in self.blocks.items():
             steps, instrs = transform(label, b.steps, b.instrs)
             blocks[label] = _Block(label, b.phis, tuple(steps), tuple(instrs), b.term)
-        return Plan(blocks, self.entry, self.n_regs, self.params)
+        return Plan(blocks, self.entry, self.n_regs, self.params, self.dynamic)
 
     def run(self, arrays: Sequence[Any]) -> list[Any]:
         regs: Regs = [None] * self.n_regs
@@ -119,7 +130,7 @@ class Plan:
                 for i, step in enumerate(block.steps):  # noqa: B007  (i names the failing step)
                     step(regs)
             except (ValueError, TypeError, IndexError, FloatingPointError, MemoryError) as exc:
-                raise _runtime_error(block, i, exc) from exc
+                raise _runtime_error(block, i, exc, self.dynamic) from exc
             term = block.term
             if isinstance(term, Return):
                 return [regs[r.index] for r in term.values]
@@ -131,18 +142,51 @@ class Plan:
                 block = self.blocks[term.if_true if _branch(term, regs) else term.if_false]
 
 
-def _runtime_error(block: _Block, i: int, exc: Exception) -> RuntimeOpError:
-    return step_error(block.instrs[i] if i < len(block.instrs) else block.term, exc)
+def _runtime_error(
+    block: _Block, i: int, exc: Exception, dynamic: frozenset[Reg]
+) -> RuntimeOpError:
+    return step_error(block.instrs[i] if i < len(block.instrs) else block.term, exc, dynamic)
 
 
-def step_error(instr: Instr, exc: Exception) -> RuntimeOpError:
-    """The error for ``instr`` failing with ``exc`` while the program ran."""
+def step_error(
+    instr: Instr, exc: Exception, dynamic: frozenset[Reg] | None = None
+) -> RuntimeOpError:
+    """The error for ``instr`` failing with ``exc`` while the program ran.
+
+    ``dynamic``: the registers with a data-dependent dimension (``None``: judge from the
+    instruction's own types). Only a step that involves one is said to depend on them.
+    """
     where = f" (traced at {instr.loc})" if instr.loc else ""
-    return RuntimeOpError(
-        f"{format_instr(instr).strip()} failed{where}: {exc}\n"
-        "  this check depends on data-dependent (dynamic) dimensions and could not be "
-        "proved before running"
-    )
+    headline = f"{format_instr(instr).strip()} failed{where}: {exc}"
+    if isinstance(exc, MemoryError):
+        return RuntimeOpError(
+            format_message(
+                headline,
+                found="not enough memory for this step",
+                fix="call with smaller shapes, or free memory in this process",
+            )
+        )
+    if _involves_dynamic(instr, dynamic):
+        note = (
+            "this check depends on data-dependent (dynamic) dimensions and could not be "
+            "proved before running"
+        )
+    else:
+        note = "the shapes were verified before running; the op failed on these operands"
+    return RuntimeOpError(f"{headline}\n  {note}")
+
+
+def _involves_dynamic(instr: Instr, dynamic: frozenset[Reg] | None) -> bool:
+    if dynamic and any(r in dynamic for r in (*instr.uses(), *instr.defs())):
+        return True
+    if isinstance(instr, (TensorCreate, TensorResize)):
+        return any(isinstance(d, Dynamic) for d in instr.spec)
+    if isinstance(instr, OpCall):
+        info = get_op(instr.op)
+        if info is not None and OpFlag.DATA_DEPENDENT in info.flags:
+            return True
+        return any(t is not None and _has_dynamic(t) for t in instr.types)
+    return False
 
 
 def _branch(term: BranchIf, regs: Regs) -> bool:
@@ -188,6 +232,7 @@ class Executable:
         self.plan_build_seconds = 0.0
         self._dims_cache: dict[str, Any] = {}
         self._types: dict[Reg, TensorType] | None = None
+        self._dynamic_regs: frozenset[Reg] | None = None
         self._reuse: dict[int, int] | None = None
         self._fixed_kernels: dict[int, Any] = {}  # ops whose kernel does not depend on shapes
         self._generation = _generation[0]
@@ -314,7 +359,7 @@ class Executable:
                 block.label, tuple(phis), tuple(steps), tuple(instrs), term
             )
         params = [self._reg(p.reg) for p in self.fn.params]
-        return Plan(blocks, self.fn.blocks[0].label, self.n_regs + 1, params)
+        return Plan(blocks, self.fn.blocks[0].label, self.n_regs + 1, params, self._dynamic())
 
     def straight_plan(self, steps: Sequence[Step], instrs: Sequence[Instr]) -> Plan | None:
         """A plan of the function's only block that runs ``steps`` (standing for
@@ -329,7 +374,15 @@ class Executable:
             return None
         params = [self._reg(p.reg) for p in self.fn.params]
         blocks = {block.label: _Block(block.label, (), tuple(steps), tuple(instrs), term)}
-        return Plan(blocks, block.label, self.n_regs + 1, params)
+        return Plan(blocks, block.label, self.n_regs + 1, params, self._dynamic())
+
+    def _dynamic(self) -> frozenset[Reg]:
+        """Registers whose type has a data-dependent dimension."""
+        if self._dynamic_regs is None:
+            if self._types is None:
+                self._types = self._reg_types()
+            self._dynamic_regs = frozenset(r for r, t in self._types.items() if _has_dynamic(t))
+        return self._dynamic_regs
 
     def _static_branch(self, term: BranchIf, steps: list[Step], instrs: list[Instr]) -> Instr:
         """A shape predicate: evaluated on the shape registers at run time."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO, TypeAlias
 
+from shapevm.bytecode.program import DEVICES
 from shapevm.ops import AttrKind, DType, OpInfo, ShapeRuleError, all_ops, get_op, suggest_op
 from shapevm.ops.core import Kernel
 from shapevm.runtime import kernels_cpu as cpu
@@ -43,7 +44,6 @@ Db: TypeAlias = "dict[str, dict[str, dict[str, frozenset[DType]]]]"
 
 REFERENCE: Final = "reference"
 REFERENCE_COST: Final = 1e6  # "seconds": the reference runs when nothing faster applies
-DEVICES: Final = ("cpu",)
 
 
 def always(shapes: Shapes, attrs: Attrs) -> bool:

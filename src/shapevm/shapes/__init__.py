@@ -1,6 +1,8 @@
 """Symbolic dimensions: expressions, parser, scopes and constraints, bounds, solver."""
 
 from shapevm.shapes.api import (
+    DYNAMIC,
+    Dynamic,
     ShapeDtypeStruct,
     bounds,
     is_symbolic_dim,
@@ -21,8 +23,10 @@ from shapevm.shapes.scope import SymbolicScope
 from shapevm.shapes.solve import solve_dim_vars
 
 __all__ = [
+    "DYNAMIC",
     "DimExpr",
     "DimSize",
+    "Dynamic",
     "InconclusiveDimensionOperation",
     "ScopeMixError",
     "ShapeDtypeStruct",

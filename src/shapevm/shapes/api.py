@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -44,8 +44,28 @@ def symbolic_shape(
         raise TypeError(f"shape_spec must be a string or None, found {type(spec).__name__}")
     dims = parse_dims(spec, scope)
     if not any(isinstance(d, str) for d in dims):
-        return tuple(dims)  # type: ignore[arg-type]
-    return _fill_placeholders(spec, dims, like)
+        out: tuple[E.DimSize, ...] = tuple(dims)  # type: ignore[arg-type]
+    else:
+        out = _fill_placeholders(spec, dims, like)
+    if like is not None:
+        _check_like(spec, out, like)
+    return out
+
+
+def _check_like(spec: str, dims: Sequence[E.DimSize], like: Sequence[int | None]) -> None:
+    """The rank and the constant dimensions of a specification against the actual shape."""
+    if len(dims) != len(like):
+        raise ValueError(
+            f"shape specification {spec!r} has {len(dims)} dimensions but the actual shape "
+            f"{tuple(like)} has {len(like)}; give one dimension per axis (or '...' for the rest)"
+        )
+    for i, (d, actual) in enumerate(zip(dims, like, strict=True)):
+        if isinstance(d, int) and actual is not None and d != actual:
+            raise ValueError(
+                f"shape specification {spec!r} gives dimension {i} the size {d}, but the "
+                f"actual shape {tuple(like)} has {actual} there; use '_' to take the actual "
+                "size, or a dimension variable for a size that varies"
+            )
 
 
 def _fill_placeholders(
@@ -82,13 +102,40 @@ def _like_dim(spec: str, like: Sequence[int | None], i: int) -> int:
     if d is None:
         raise ValueError(
             f"shape specification {spec!r} uses a placeholder for dimension {i}, but "
-            "like[{i}] is None; give a concrete size there or name the dimension"
+            f"like[{i}] is None; give a concrete size there or name the dimension"
         )
     return int(d)
 
 
+class Dynamic:
+    """The one `DYNAMIC` dimension: data-dependent, known only at run time.
+
+    It appears in the result types of functions that select by value (``nonzero``, a
+    boolean mask): ``Exported.out_avals`` shows it as ``dynamic``.
+    """
+
+    _instance: Dynamic | None = None
+    __slots__ = ()
+
+    def __new__(cls) -> Dynamic:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "dynamic"
+
+    __str__ = __repr__
+
+
+DYNAMIC: Final = Dynamic()
+
+
 class ShapeDtypeStruct:
-    """The shape (ints and symbolic dimensions) and dtype of an array argument.
+    """The shape and dtype of an array: of an argument, or of a result.
+
+    Each dimension is an ``int``, a symbolic dimension, or (results only) `DYNAMIC`, a size
+    known only from the data.
 
     >>> import numpy as np, shapevm as sv
     >>> b, = sv.symbolic_shape("b")
@@ -98,9 +145,9 @@ class ShapeDtypeStruct:
 
     __slots__ = ("dtype", "shape")
 
-    def __init__(self, shape: Sequence[E.DimSize], dtype: Any) -> None:
-        self.shape: tuple[E.DimSize, ...] = tuple(
-            d if isinstance(d, E.DimExpr) else _as_int_dim(d) for d in shape
+    def __init__(self, shape: Sequence[E.DimSize | Dynamic], dtype: Any) -> None:
+        self.shape: tuple[E.DimSize | Dynamic, ...] = tuple(
+            d if isinstance(d, (E.DimExpr, Dynamic)) else _as_int_dim(d) for d in shape
         )
         self.dtype = np.dtype(dtype)
 
@@ -110,7 +157,7 @@ class ShapeDtypeStruct:
 
     @property
     def scope(self) -> SymbolicScope | None:
-        return E.scope_of(*self.shape)
+        return E.scope_of(*(d for d in self.shape if not isinstance(d, Dynamic)))
 
     def __repr__(self) -> str:
         shape = ", ".join(str(d) for d in self.shape)
@@ -217,6 +264,8 @@ def bounds(e: E.DimSize) -> tuple[int | float, int | float]:
 
 
 __all__ = [
+    "DYNAMIC",
+    "Dynamic",
     "ShapeDtypeStruct",
     "bounds",
     "is_symbolic_dim",

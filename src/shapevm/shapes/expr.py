@@ -24,8 +24,10 @@ the two expressions are provably equal. Ordered comparisons are decided by
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Union
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 from shapevm.shapes.errors import InconclusiveDimensionOperation, ScopeMixError
 
@@ -276,19 +278,37 @@ def _not_constant(e: DimExpr) -> InconclusiveDimensionOperation:
     )
 
 
-# Called for operands that are neither int nor DimExpr (floats, arrays); the tracing
-# frontend installs a handler that turns the dimension into an array. ``None``: not
-# supported here, Python raises its usual TypeError.
-nonint_operand_handler: Callable[[DimExpr, Any, str], Any] | None = None
+class TraceHooks(NamedTuple):
+    """What a tracing frontend does where the engine alone has no answer.
 
-# Called with ``(lhs, op, rhs, error)`` when a comparison cannot be decided; the tracing
-# frontend returns a deferred predicate that only ``lax.cond`` accepts. ``None``: raise.
-inconclusive_comparison_handler: Callable[[DimExpr, str, Any, Exception], Any] | None = None
+    ``nonint_operand(dim, other, method)`` handles an operand that is neither int nor
+    dimension (a float, an array); ``inconclusive_comparison(lhs, op, rhs, error)`` handles a
+    comparison that cannot be decided (e.g. by returning a deferred predicate). Installed for
+    one thread with `trace_hooks`; without them, Python's TypeError and the error are raised.
+    """
+
+    nonint_operand: Callable[[DimExpr, Any, str], Any]
+    inconclusive_comparison: Callable[[DimExpr, str, Any, Exception], Any]
+
+
+# Per thread (and per asyncio task): two traces in two threads never see each other's hooks.
+_HOOKS: ContextVar[TraceHooks | None] = ContextVar("shapevm_trace_hooks", default=None)
+
+
+@contextmanager
+def trace_hooks(hooks: TraceHooks) -> Iterator[None]:
+    """Install ``hooks`` in the current thread for the duration of the block."""
+    token = _HOOKS.set(hooks)
+    try:
+        yield
+    finally:
+        _HOOKS.reset(token)
 
 
 def _nonint_operand(e: DimExpr, other: Any, method: str) -> Any:
-    if nonint_operand_handler is not None:
-        return nonint_operand_handler(e, other, method)
+    hooks = _HOOKS.get()
+    if hooks is not None:
+        return hooks.nonint_operand(e, other, method)
     return NotImplemented
 
 
@@ -609,9 +629,10 @@ def compare(x: DimExpr, other: Any, op: str) -> bool:
     else:
         verdict = True if hi < 0 else False if lo >= 0 else None
     if verdict is None:
-        error = x._scope.inconclusive(f"{x} {op} {other}", diff, lo, hi)
-        if inconclusive_comparison_handler is not None:
-            return inconclusive_comparison_handler(x, op, other, error)  # type: ignore[no-any-return]
+        error = x._scope.inconclusive(x, op, other, diff, lo, hi)
+        hooks = _HOOKS.get()
+        if hooks is not None:
+            return hooks.inconclusive_comparison(x, op, other, error)  # type: ignore[no-any-return]
         raise error
     if not isinstance(diff, int):
         x._scope._engine.verdicts[(diff, op)] = verdict

@@ -21,6 +21,7 @@ from shapevm.shapes.parser import parse_constraint
 _ids = itertools.count(1)
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MAX_REWRITES = 100
+_NEGATION = {">=": "<", ">": "<=", "<=": ">", "<": ">="}
 
 
 def _caller_location() -> str:
@@ -176,8 +177,10 @@ class SymbolicScope:
         return f"scope #{self._id} created at {self._created_at} (constraints: {cons})"
 
     def inconclusive(
-        self, comparison: str, diff: Any, lo: Any, hi: Any
+        self, lhs: Any, op: str, rhs: Any, diff: Any, lo: Any, hi: Any
     ) -> InconclusiveDimensionOperation:
+        comparison = f"{lhs} {op} {rhs}"
+        negation = f"{lhs} {_NEGATION[op]} {rhs}"
         cons = "; ".join(repr(c) for c in self.constraints) or "none"
         lo_s = "-inf" if lo == -math.inf else str(lo)
         hi_s = "inf" if hi == math.inf else str(hi)
@@ -186,9 +189,10 @@ class SymbolicScope:
             "  It is true for some values of the dimension variables and false for others "
             f"(as far as can be proven, {diff} lies in [{lo_s}, {hi_s}]).\n"
             f"  constraints in force: every dimension variable >= 1; explicit: {cons}\n"
-            "  fix: add a constraint that makes it provable "
-            f"(e.g. constraints=['{comparison}']), or use shapevm.max_dim / "
-            "shapevm.min_dim to keep the choice symbolic until the shapes are known"
+            "  fix: add the constraint that holds for every shape you will use, "
+            f"constraints=['{comparison}'] or constraints=['{negation}'], or use "
+            "shapevm.max_dim / shapevm.min_dim to keep the choice symbolic until the shapes "
+            "are known"
         )
 
     def unsatisfiable(self, detail: str) -> UnsatisfiableConstraintsError:

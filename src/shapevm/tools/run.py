@@ -62,7 +62,7 @@ def random_inputs(
                     f"argument {name!r} has the symbolic shape ({sig}): give its shape with "
                     f"--shape {name}=..."
                 )
-            shape = tuple(int(d) for d in aval.shape)
+            shape = tuple(int(d) for d in aval.shape)  # type: ignore[arg-type]
         else:
             shape = _parse_shape(given)
         arrays.append(_random(rng, shape, aval.dtype))
