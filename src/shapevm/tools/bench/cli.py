@@ -18,6 +18,7 @@ from typing import Any
 
 import shapevm
 from shapevm.models import WORKLOADS
+from shapevm.tools.bench.kernel_run import add_kernel_arguments, run_kernels
 from shapevm.tools.bench.registry import System, load_systems, plugin_errors
 from shapevm.tools.bench.report import plot_stream, render, summarize
 from shapevm.tools.bench.runner import RunConfig, run_all
@@ -41,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--no-pin", action="store_true", help="do not pin each process to --threads CPUs")
     add("--timeout", type=float, default=1800.0, help="seconds per process (default %(default)g)")
     add("--list", action="store_true", help="list the systems and whether they can run, then exit")
+    add("--kernels", action="store_true", help="measure the C kernels instead (options below)")
+    add_kernel_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +148,8 @@ def _list(systems: dict[str, System]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark as ``args`` (from :func:`add_arguments`) say; 1 if a process failed."""
+    if args.kernels:
+        return run_kernels(args)
     systems = load_systems()
     if args.list:
         return _list(systems)
