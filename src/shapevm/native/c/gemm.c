@@ -14,6 +14,9 @@
 
 #define KC 256
 #define MC 96
+#ifndef PANEL_MAJOR_A_BYTES
+#define PANEL_MAJOR_A_BYTES (64 * 1024)
+#endif
 
 int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk, int64_t sn) {
     int64_t panels = (n + SV_NR - 1) / SV_NR;
@@ -23,6 +26,19 @@ int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk
     for (int64_t p = 0; p < panels; p++) {
         float *dst = data + p * k * SV_NR;
         int64_t c0 = p * SV_NR, nc = n - c0 < SV_NR ? n - c0 : SV_NR;
+        if (sn != 1 && sk == 1) {
+            /* columns contiguous along k (x @ W.T, attention's k^T): read each column
+             * once, in order, and write it down the panel */
+            if (nc < SV_NR) memset(dst, 0, (size_t)k * SV_NR * sizeof(float));
+            for (int64_t k0 = 0; k0 < k; k0 += 64) { /* 64 x 16 floats of the panel in L1 */
+                int64_t k1 = k0 + 64 < k ? k0 + 64 : k;
+                for (int64_t j = 0; j < nc; j++) {
+                    const float *src = w + (c0 + j) * sn;
+                    for (int64_t kk = k0; kk < k1; kk++) dst[kk * SV_NR + j] = src[kk];
+                }
+            }
+            continue;
+        }
         for (int64_t kk = 0; kk < k; kk++) {
             const float *src = w + kk * sk + c0 * sn;
             float *d = dst + kk * SV_NR;
@@ -55,34 +71,51 @@ typedef struct dense_job {
     float *c;
     int64_t ldc;
     const sv_epilogue *ep;
+    int64_t kc;              /* k chunk */
+    int64_t ntiles;          /* row tiles of C; their sizes differ by at most one row */
+    int64_t tiles_per_block; /* row tiles per row block (about MC rows) */
     int64_t row_blocks, panel_groups, panels_per_group;
+    bool panel_major; /* loop order: panels outside k chunks (few rows) */
 } dense_job;
+
+/* First row and row count of tile t: the first m % ntiles tiles have one row more. */
+static inline int64_t tile_start(const dense_job *j, int64_t t) {
+    int64_t base = j->m / j->ntiles, extra = j->m % j->ntiles;
+    return t * base + (t < extra ? t : extra);
+}
+
+/* Row tiles [t0, t1) of panel p times the k chunk at k0. */
+static inline void chunk_tiles(const dense_job *j, int64_t p, int64_t k0, int64_t t0,
+                               int64_t t1) {
+    int64_t kc = j->k - k0 < j->kc ? j->k - k0 : j->kc;
+    bool first = k0 == 0, last = k0 + j->kc >= j->k;
+    int64_t col = p * SV_NR;
+    int nc = (int)(j->n - col < SV_NR ? j->n - col : SV_NR);
+    const float *bp = j->bp + p * j->k * SV_NR + k0 * SV_NR;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t r = tile_start(j, t);
+        int rows = (int)(tile_start(j, t + 1) - r);
+        j->isa->ukr(rows, nc, kc, j->a + r * j->lda + k0, j->lda, bp, j->c + r * j->ldc + col,
+                    j->ldc, !first, last, j->ep, r, col);
+    }
+}
 
 static void dense_task(void *vctx, int64_t task) {
     const dense_job *j = vctx;
-    const sv_isa_table *isa = j->isa;
     int64_t ib = task / j->panel_groups, pg = task % j->panel_groups;
-    int64_t r0 = ib * MC, r1 = r0 + MC < j->m ? r0 + MC : j->m;
+    int64_t t0 = ib * j->tiles_per_block, t1 = t0 + j->tiles_per_block;
+    if (t1 > j->ntiles) t1 = j->ntiles;
     int64_t p0 = pg * j->panels_per_group;
     int64_t p1 = p0 + j->panels_per_group;
     int64_t npanels = (j->n + SV_NR - 1) / SV_NR;
     if (p1 > npanels) p1 = npanels;
-    int mr = isa->mr;
-    for (int64_t k0 = 0; k0 < j->k || k0 == 0; k0 += KC) {
-        int64_t kc = j->k - k0 < KC ? j->k - k0 : KC;
-        bool first = k0 == 0, last = k0 + KC >= j->k;
-        for (int64_t p = p0; p < p1; p++) {
-            int64_t col = p * SV_NR;
-            int nc = (int)(j->n - col < SV_NR ? j->n - col : SV_NR);
-            const float *bp = j->bp + p * j->k * SV_NR + k0 * SV_NR;
-            for (int64_t r = r0; r < r1; r += mr) {
-                int rows = (int)(r1 - r < mr ? r1 - r : mr);
-                isa->ukr(rows, nc, kc, j->a + r * j->lda + k0, j->lda, bp, j->c + r * j->ldc + col,
-                         j->ldc, !first, last, j->ep, r, col);
-            }
-        }
-        if (j->k == 0) break;
-    }
+    int64_t kend = j->k > 0 ? j->k : 1;
+    if (j->panel_major) /* B read once, in memory order; the rows of A stay in L2 */
+        for (int64_t p = p0; p < p1; p++)
+            for (int64_t k0 = 0; k0 < kend; k0 += j->kc) chunk_tiles(j, p, k0, t0, t1);
+    else /* GotoBLAS: a k chunk of the row block in L2 across all panels */
+        for (int64_t k0 = 0; k0 < kend; k0 += j->kc)
+            for (int64_t p = p0; p < p1; p++) chunk_tiles(j, p, k0, t0, t1);
 }
 
 /* How many threads a product of this size is worth: below ~2^18 multiply-adds (a few
@@ -97,9 +130,16 @@ static int threads_for(int64_t m, int64_t n, int64_t k, int threads) {
 void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, float *c,
               int64_t ldc, const sv_epilogue *ep, int threads) {
     if (m <= 0 || b->n <= 0) return;
-    dense_job j = {.isa = sv_isa(), .m = m, .k = b->k, .n = b->n, .a = a, .lda = lda,
+    const sv_isa_table *isa = sv_isa();
+    dense_job j = {.isa = isa, .m = m, .k = b->k, .n = b->n, .a = a, .lda = lda,
                    .bp = b->data, .c = c, .ldc = ldc, .ep = ep};
-    j.row_blocks = (m + MC - 1) / MC;
+    j.ntiles = (m + isa->mr - 1) / isa->mr;
+    /* One row tile reads each chunk of B once: chunks of k would only break its stream. */
+    j.kc = j.ntiles == 1 && b->k > 0 ? b->k : KC;
+    j.tiles_per_block = MC / isa->mr > 0 ? MC / isa->mr : 1;
+    j.row_blocks = (j.ntiles + j.tiles_per_block - 1) / j.tiles_per_block;
+    int64_t block_rows = m < j.tiles_per_block * isa->mr ? m : j.tiles_per_block * isa->mr;
+    j.panel_major = block_rows * b->k * (int64_t)sizeof(float) <= PANEL_MAJOR_A_BYTES;
     int t = threads_for(m, b->n, b->k, threads > 0 ? threads : sv_pool_threads());
     int64_t npanels = b->panels;
     /* enough tasks for the threads to share them unevenly (a busy core), at least 1 panel */

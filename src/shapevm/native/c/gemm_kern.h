@@ -9,6 +9,12 @@
 #include "vmath.h"
 
 #define SV_NV (SV_NR / SV_VW)
+/* Partial sums over k for a tile of R rows: enough for 8 independent chains of FMAs. */
+#define SV_KS(R) ((R) * SV_NV >= 8 ? 1 : (8 + (R) * SV_NV - 1) / ((R) * SV_NV))
+#define SV_ACC(u, i, j) acc[((u) * MR + (i)) * SV_NV + (j)]
+#ifndef SV_PF_K
+#define SV_PF_K 32 /* prefetch distance in k steps (64 bytes each) for rows that stream B */
+#endif
 
 /* The columns [col, col + 16) past n are masked: loads and stores of partial vectors. */
 SV_INLINE int lanes_at(int nc, int j) {
@@ -45,45 +51,130 @@ SV_INLINE void tile_store(vf v, float *c, int lanes, bool accumulate) {
         vstore_part(c, v, lanes);
 }
 
-/* A finished tile (rows of 16 floats) through the epilogue into C; out of line, so that
- * the k loops stay small. */
-__attribute__((noinline)) static void SV_FN(epilogue_tile)(const float *tile, int mr, int nc,
+/* The epilogue over a finished tile (a copy the caller may overwrite) for one activation, a
+ * constant after inlining.  Three passes: scale, bias and what C held; the activation over
+ * the whole tile in one tight loop (its vectors are independent, so their long chains of
+ * dependent operations overlap: within the row loop they did not); residual and store. */
+SV_INLINE void epilogue_rows(const int ACT, float *tile, int mr, int nc, float *c,
+                             int64_t ldc, bool accumulate, const sv_epilogue *ep,
+                             int64_t row0, int64_t col0) {
+    vf bias[SV_NV];
+    const bool has_bias = ep->bias != NULL, scale = ep->alpha != 1.0f;
+    const vf alpha = vsplat(ep->alpha);
+    for (int j = 0; j < SV_NV; j++)
+        bias[j] = has_bias ? ld_cols(ep->bias + col0 + SV_VW * j, lanes_at(nc, j)) : vsplat(0);
+    if (accumulate || scale || has_bias)
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < SV_NV; j++) {
+                float *tp = tile + i * SV_NR + SV_VW * j;
+                vf v = vload(tp);
+                if (accumulate) v += ld_cols(c + i * ldc + SV_VW * j, lanes_at(nc, j));
+                if (scale) v *= alpha;
+                if (has_bias) v += bias[j];
+                vstore(tp, v);
+            }
+    if (ACT != SV_ACT_NONE)
+        for (int v = 0; v < mr * SV_NV; v++)
+            vstore(tile + SV_VW * v, vact(vload(tile + SV_VW * v), ACT));
+    const float *res = ep->residual ? ep->residual + row0 * ep->ldr + col0 : NULL;
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < SV_NV; j++) {
+            int lanes = lanes_at(nc, j);
+            if (lanes == 0) continue;
+            vf v = vload(tile + i * SV_NR + SV_VW * j);
+            if (res) v += ld_cols(res + i * ep->ldr + SV_VW * j, lanes);
+            if (lanes == SV_VW)
+                vstore(c + i * ldc + SV_VW * j, v);
+            else
+                vstore_part(c + i * ldc + SV_VW * j, v, lanes);
+        }
+}
+
+/* A finished tile (rows of 16 floats, overwritten) through the epilogue into C (or only
+ * stored, when ep is NULL); out of line, so that the k loops stay small. */
+__attribute__((noinline)) static void SV_FN(epilogue_tile)(float *tile, int mr, int nc,
                                                           float *c, int64_t ldc,
                                                           bool accumulate,
                                                           const sv_epilogue *ep, int64_t row0,
                                                           int64_t col0) {
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < SV_NV; j++)
-            tile_epilogue_store(vload(tile + i * SV_NR + SV_VW * j), c + i * ldc + SV_VW * j,
-                                lanes_at(nc, j), accumulate, ep != NULL, ep, row0 + i,
-                                col0 + SV_VW * j);
+    if (!ep) {
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < SV_NV; j++)
+                tile_store(vload(tile + i * SV_NR + SV_VW * j), c + i * ldc + SV_VW * j,
+                           lanes_at(nc, j), accumulate);
+        return;
+    }
+    switch (ep->act) {
+#define SV_EPI_CASE(A)                                                                     \
+    case A: epilogue_rows(A, tile, mr, nc, c, ldc, accumulate, ep, row0, col0); break;
+    SV_EPI_CASE(SV_ACT_RELU)
+    SV_EPI_CASE(SV_ACT_GELU_TANH)
+    SV_EPI_CASE(SV_ACT_GELU_ERF)
+    SV_EPI_CASE(SV_ACT_SILU)
+    SV_EPI_CASE(SV_ACT_SIGMOID)
+    SV_EPI_CASE(SV_ACT_TANH)
+    default: epilogue_rows(SV_ACT_NONE, tile, mr, nc, c, ldc, accumulate, ep, row0, col0);
+#undef SV_EPI_CASE
+    }
 }
 
-SV_INLINE void ukr_rows(const int MR, int nc, int64_t kc, const float *a, int64_t lda,
-                        const float *bp, float *c, int64_t ldc, bool accumulate, bool last,
-                        const sv_epilogue *ep, int64_t row0, int64_t col0) {
-    vf acc[SV_MR][SV_NV];
+/* MR rows, KS partial sums over k (k mod KS) added at the end: with few rows, MR * 16/SV_VW
+ * accumulators are too few to hide the latency of the FMAs, so KS sets of them take turns
+ * (KS * MR * SV_NV >= 8 chains).  PF: prefetch the panel a few cache lines ahead (few
+ * rows read each panel once, from L3 or memory: the loop is bound by that stream). */
+SV_INLINE void ukr_rows(vf *acc, const int MR, const int KS, const bool PF, int nc, int64_t kc,
+                        const float *a, int64_t lda, const float *bp, float *c, int64_t ldc,
+                        bool accumulate, bool last, const sv_epilogue *ep, int64_t row0,
+                        int64_t col0) {
+#pragma GCC unroll 8
+    for (int u = 0; u < KS; u++)
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; i++)
+        for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < SV_NV; j++) acc[i][j] = vsplat(0.0f);
-    for (int64_t k = 0; k < kc; k++) {
-        vf b[SV_NV];
+            for (int j = 0; j < SV_NV; j++) SV_ACC(u, i, j) = vsplat(0.0f);
+    /* pointers stepped per iteration: index arithmetic (with -fwrapv, which Python's
+     * build flags add) cost the 12-accumulator loop registers */
+    const float *ak = a, *bk = bp;
+    for (int64_t n = kc / KS; n > 0; n--, ak += KS, bk += KS * SV_NR) {
+#pragma GCC unroll 8
+        for (int u = 0; u < KS; u++) {
+            if (PF) __builtin_prefetch(bk + SV_NR * (u + SV_PF_K), 0, 3);
+            vf b[SV_NV];
 #pragma GCC unroll 4
-        for (int j = 0; j < SV_NV; j++) b[j] = vload(bp + SV_NR * k + SV_VW * j);
+            for (int j = 0; j < SV_NV; j++) b[j] = vload(bk + SV_NR * u + SV_VW * j);
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; i++) {
-            vf av = vsplat(a[i * lda + k]);
+            for (int i = 0; i < MR; i++) {
+                vf av = vsplat(ak[i * lda + u]);
 #pragma GCC unroll 4
-            for (int j = 0; j < SV_NV; j++) acc[i][j] = vfma(av, b[j], acc[i][j]);
+                for (int j = 0; j < SV_NV; j++) SV_ACC(u, i, j) = vfma(av, b[j], SV_ACC(u, i, j));
+            }
         }
+    }
+    if (KS > 1) { /* (without code for one set: it costs the 12 x 16 loop its registers) */
+        for (int64_t n = kc % KS; n > 0; n--, ak++, bk += SV_NR) {
+            vf b[SV_NV];
+#pragma GCC unroll 4
+            for (int j = 0; j < SV_NV; j++) b[j] = vload(bk + SV_VW * j);
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++) {
+                vf av = vsplat(ak[i * lda]);
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++) SV_ACC(0, i, j) = vfma(av, b[j], SV_ACC(0, i, j));
+            }
+        }
+#pragma GCC unroll 8
+        for (int u = 1; u < KS; u++)
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++) SV_ACC(0, i, j) += SV_ACC(u, i, j);
     }
     if (last && ep && (ep->act || ep->bias || ep->residual || ep->alpha != 1.0f)) {
         float tile[SV_MR * SV_NR];
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
-            for (int j = 0; j < SV_NV; j++) vstore(tile + i * SV_NR + SV_VW * j, acc[i][j]);
+            for (int j = 0; j < SV_NV; j++) vstore(tile + i * SV_NR + SV_VW * j, SV_ACC(0, i, j));
         SV_FN(epilogue_tile)(tile, MR, nc, c, ldc, accumulate, ep, row0, col0);
         return;
     }
@@ -91,49 +182,49 @@ SV_INLINE void ukr_rows(const int MR, int nc, int64_t kc, const float *a, int64_
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < SV_NV; j++)
-            tile_store(acc[i][j], c + i * ldc + SV_VW * j, lanes_at(nc, j), accumulate);
+            tile_store(SV_ACC(0, i, j), c + i * ldc + SV_VW * j, lanes_at(nc, j), accumulate);
 }
 
-/* One row: four partial sums over k (k, k+1, k+2, k+3), added at the end. */
-SV_INLINE void ukr_row1(int nc, int64_t kc, const float *a, const float *bp, float *c,
-                        bool accumulate, bool last, const sv_epilogue *ep, int64_t row0,
-                        int64_t col0) {
-    vf acc[4][SV_NV];
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; u++)
-#pragma GCC unroll 4
-        for (int j = 0; j < SV_NV; j++) acc[u][j] = vsplat(0.0f);
-    int64_t k = 0;
-    for (; k + 4 <= kc; k += 4) {
-#pragma GCC unroll 4
-        for (int u = 0; u < 4; u++) {
-            vf av = vsplat(a[k + u]);
-#pragma GCC unroll 4
-            for (int j = 0; j < SV_NV; j++)
-                acc[u][j] = vfma(av, vload(bp + SV_NR * (k + u) + SV_VW * j), acc[u][j]);
-        }
+/* One function per row count, each with exactly the accumulators it uses: compiled
+ * together in one function, the register allocator spilled those of the larger tiles. */
+#define SV_UKR_ROWS(R)                                                                     \
+    __attribute__((noinline)) static void SV_CAT(ukr_rows##R, SV_ISA_NAME)(                \
+        int nc, int64_t kc, const float *a, int64_t lda, const float *bp, float *c,        \
+        int64_t ldc, bool accumulate, bool last, const sv_epilogue *ep, int64_t row0,      \
+        int64_t col0) {                                                                    \
+        vf acc[SV_KS(R) * (R) * SV_NV];                                                    \
+        ukr_rows(acc, R, SV_KS(R), (R) <= 3, nc, kc, a, lda, bp, c, ldc, accumulate, last, \
+                 ep, row0, col0);                                                          \
     }
-    for (; k < kc; k++) {
-        vf av = vsplat(a[k]);
-#pragma GCC unroll 4
-        for (int j = 0; j < SV_NV; j++)
-            acc[0][j] = vfma(av, vload(bp + SV_NR * k + SV_VW * j), acc[0][j]);
-    }
-    float tile[SV_NR];
-#pragma GCC unroll 4
-    for (int j = 0; j < SV_NV; j++)
-        vstore(tile + SV_VW * j, (acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j]));
-    SV_FN(epilogue_tile)(tile, 1, nc, c, 0, accumulate, last ? ep : NULL, row0, col0);
-}
+SV_UKR_ROWS(1)
+SV_UKR_ROWS(2)
+SV_UKR_ROWS(3)
+#if SV_MR > 3
+SV_UKR_ROWS(4)
+SV_UKR_ROWS(5)
+SV_UKR_ROWS(6)
+#endif
+#if SV_MR > 6
+SV_UKR_ROWS(7)
+SV_UKR_ROWS(8)
+SV_UKR_ROWS(9)
+SV_UKR_ROWS(10)
+SV_UKR_ROWS(11)
+SV_UKR_ROWS(12)
+#endif
+#undef SV_UKR_ROWS
 
 static void SV_FN(ukr)(int mr, int nc, int64_t kc, const float *a, int64_t lda,
                        const float *bp, float *c, int64_t ldc, bool accumulate, bool last,
                        const sv_epilogue *ep, int64_t row0, int64_t col0) {
     SV_ASSERT(mr >= 1 && mr <= SV_MR && nc >= 1 && nc <= SV_NR && kc >= 0);
     switch (mr) {
-    case 1: ukr_row1(nc, kc, a, bp, c, accumulate, last, ep, row0, col0); break;
 #define SV_UKR_CASE(R)                                                                     \
-    case R: ukr_rows(R, nc, kc, a, lda, bp, c, ldc, accumulate, last, ep, row0, col0); break;
+    case R:                                                                                \
+        SV_CAT(ukr_rows##R, SV_ISA_NAME)(nc, kc, a, lda, bp, c, ldc, accumulate, last, ep, \
+                                          row0, col0);                                     \
+        break;
+    SV_UKR_CASE(1)
     SV_UKR_CASE(2)
     SV_UKR_CASE(3)
 #if SV_MR > 3
