@@ -166,9 +166,26 @@ SV_INLINE vf vsqrt(vf x) {
 
 /* The activations of fused epilogues; codes are SV_ACT_* of svnative.h. */
 SV_INLINE vf vgelu_tanh(vf x) {
-    /* 0.5 x (1 + tanh(u)) == x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
-    vf u2 = x * vfma(vsplat(0.0713548162726f), x * x, vsplat(1.5957691216057308f));
-    return x * vsigmoid(u2);
+    /* 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+     * exp is vexp's polynomial on t = -2u clamped to [-88, 88.5], scaled by 2^n in one
+     * step (n >= -127: a result below 2^-126 flushes to 0, harmless next to 1), and inf
+     * above the clamp: fewer and shorter chains than vexp, which dominated the epilogue of
+     * dense layers.  x = -inf gives -inf / inf = nan, as NumPy's formula does. */
+    vf t = x * vfma(vsplat(-0.0713548162726f), x * x, vsplat(-1.5957691216057308f));
+    vf tc = vmin(vmax(t, vsplat(-88.0f)), vsplat(88.5f));
+    vf n = vround(tc * vsplat(1.44269504088896341f));
+    vf r = tc - n * vsplat(0.693359375f);
+    r = r - n * vsplat(-2.12194440e-4f);
+    vf p = vsplat(1.9875691500E-4f);
+    p = vfma(p, r, vsplat(1.3981999507E-3f));
+    p = vfma(p, r, vsplat(8.3334519073E-3f));
+    p = vfma(p, r, vsplat(4.1665795894E-2f));
+    p = vfma(p, r, vsplat(1.6666665459E-1f));
+    p = vfma(p, r, vsplat(5.0000001201E-1f));
+    vf e = vfma(p, r * r, r) + vsplat(1.0f);
+    e *= (vf)((vcvt_i(n) + 127) << 23);
+    e = vsel(t > vsplat(88.5f), vsplat(__builtin_inff()), e);
+    return x / (vsplat(1.0f) + e);
 }
 SV_INLINE vf vgelu_erf(vf x) { return vsplat(0.5f) * x * verfc(x * vsplat(-0.70710678118654752f)); }
 SV_INLINE vf vsilu(vf x) { return x * vsigmoid(x); }
