@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +140,72 @@ class Plan:
             else:
                 assert isinstance(term, BranchIf)
                 block = self.blocks[term.if_true if _branch(term, regs) else term.if_false]
+
+    def stops(self) -> list[Instr]:
+        """The instructions `stepwise` stops before, block by block."""
+        out: list[Instr] = []
+        for b in self.blocks.values():
+            out += b.instrs
+            if _own_stop(b):
+                out.append(b.term)
+        return out
+
+    def stepwise(
+        self, arrays: Sequence[Any]
+    ) -> Generator[tuple[Instr, Step | None, Regs], None, list[Any]]:
+        """`run` one instruction at a time, for a debugger: yields ``(instr, step,
+        registers)`` before each instruction that does work and each block's terminator
+        (whose step is ``None``), runs it when resumed, and returns the results. A step
+        standing for several instructions (a compiled region) comes once, with the first
+        of them. `run` stays the fast loop; this one costs a resumption per instruction."""
+        regs: Regs = [None] * self.n_regs
+        for i, a in zip(self.params, arrays, strict=True):
+            regs[i] = a
+        block = self.blocks[self.entry]
+        prev = ""
+        while True:
+            for out, incoming in block.phis:
+                regs[out] = regs[incoming[prev]]
+            for step, instr in zip(block.steps, block.instrs, strict=True):
+                yield instr, step, regs
+                try:
+                    step(regs)
+                except (ValueError, TypeError, IndexError, FloatingPointError, MemoryError) as e:
+                    raise step_error(instr, e) from e
+            term = block.term
+            if _own_stop(block):
+                yield term, None, regs
+            if isinstance(term, Return):
+                return [regs[r.index] for r in term.values]
+            prev = block.label
+            if isinstance(term, Jump):
+                block = self.blocks[term.target]
+            else:
+                assert isinstance(term, BranchIf)
+                block = self.blocks[term.if_true if _branch(term, regs) else term.if_false]
+
+
+class TimedPlan(Plan):
+    """A plan that reports the duration of each call (in seconds) and its arguments to
+    ``report``: the bytecode trace's call records."""
+
+    __slots__ = ("report",)
+
+    def __init__(self, plan: Plan, report: Callable[[float, Sequence[Any]], None]) -> None:
+        super().__init__(plan.blocks, plan.entry, plan.n_regs, plan.params)
+        self.report = report
+
+    def run(self, arrays: Sequence[Any]) -> list[Any]:
+        t0 = time.perf_counter()
+        out = super().run(arrays)
+        self.report(time.perf_counter() - t0, arrays)
+        return out
+
+
+def _own_stop(block: _Block) -> bool:
+    """Whether the block's terminator is a stop of its own (a shape predicate's branch is
+    the block's last step already)."""
+    return not block.instrs or block.instrs[-1].opcode is not block.term.opcode
 
 
 def _runtime_error(
