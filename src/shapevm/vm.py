@@ -7,7 +7,10 @@
   the JIT's variants and counters, over every jitted function of the process;
 - `enable_bc_trace` / `bc_trace_to_csv`: a record per interpreted instruction or compiled
   region that runs;
-- `dump_capability_db` / `load_capability_patch`: the kernel variants each device has.
+- `dump_capability_db` / `load_capability_patch`: the kernel variants each device has;
+- `jit_functions`, `memory_pools`, `variant_code`: what the monitor page shows beside
+  `jit_info`; `start_monitor` / `stop_monitor`: that page, served from this process
+  (``docs/monitor.md``).
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ import os
 import sys
 from typing import Any, TextIO
 
+from shapevm.bytecode.errors import format_message
+from shapevm.bytecode.printer import function_lines
 from shapevm.frontend.export import Exported, export
 from shapevm.frontend.jit import Jitted
+from shapevm.jit import memplan as _memplan
 from shapevm.jit import stats as _stats
+from shapevm.jit.errors import format_key
 from shapevm.jit.options import JitOptions
 from shapevm.jit.regions import RegionReport, find_regions
 from shapevm.runtime import bctrace as _bctrace
@@ -146,6 +153,150 @@ def reset_jit_stats() -> None:
         engine.reset_counters()
 
 
+def jit_functions() -> list[dict[str, Any]]:
+    """One dict per jitted function, its traces' counters summed: ``function``, ``traces``,
+    ``variables``, ``cache_mode``, ``hot_threshold``, ``scd_threshold``, ``scd`` (the
+    function's Shape Convergence Degree), ``skip_reason`` (why none of its keys is
+    compiled, else ``None``), ``variants``, the counters of `jit_stats`, ``hit_rate`` and
+    ``avg_compile_ms``.
+
+    >>> import numpy as np, shapevm as sv, shapevm.vm as vm
+    >>> @sv.jit(shapes="b, 4", hot_threshold=2, background=False, lowerings=())
+    ... def double(x):
+    ...     return x * 2.0
+    >>> for b in (3, 3, 3):
+    ...     _ = double(np.ones((b, 4), np.float32))
+    >>> row = next(r for r in vm.jit_functions() if r["function"] == "double")
+    >>> row["calls"], row["compiled_calls"], row["scd"], row["variants"]
+    (3, 1, 1.0, 1)
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    for engine in _stats.engines():
+        report = engine.report
+        opts = engine.options
+        row = rows.setdefault(
+            engine.name,
+            {
+                "function": engine.name,
+                "traces": 0,
+                "variables": list(engine.variables),
+                "cache_mode": opts.cache_mode,
+                "hot_threshold": opts.hot_threshold,
+                "scd_threshold": opts.scd_threshold,
+                "scd": round(report.scd, 4),
+                "skip_reason": engine.skip_reason,
+                "variants": 0,
+            },
+        )
+        row["traces"] += 1
+        row["variants"] += len(engine.records())
+        for k, v in engine.counters.as_dict().items():
+            row[k] = row.get(k, 0) + v
+    for row in rows.values():
+        row["hit_rate"] = row["compiled_calls"] / row["calls"] if row["calls"] else 0.0
+        row["avg_compile_ms"] = row["compile_ms"] / row["compiles"] if row["compiles"] else 0.0
+    return list(rows.values())
+
+
+def memory_pools() -> list[dict[str, Any]]:
+    """The memory the JIT's compiled code runs in: one dict per pool (today one arena per
+    thread that ran compiled code) with ``pool``, ``capacity_bytes`` and ``used_bytes``
+    (the most of it in use at once), plus a ``process`` row with the resident set size
+    (``rss_bytes``) and its peak (``peak_rss_bytes``) where the system tells them."""
+    rows: list[dict[str, Any]] = [
+        {"pool": f"arena of thread {p.pop('thread')}", **p} for p in _memplan.arena_pools()
+    ]
+    rows.append({"pool": "process", **_process_memory()})
+    return rows
+
+
+def _process_memory() -> dict[str, Any]:
+    out: dict[str, Any] = {"rss_bytes": None, "peak_rss_bytes": None}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "VmHWM"):
+                    key = "rss_bytes" if name == "VmRSS" else "peak_rss_bytes"
+                    out[key] = int(value.split()[0]) * 1024
+    except OSError:  # not Linux: the peak from getrusage, where it exists
+        try:
+            import resource
+
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            out["peak_rss_bytes"] = peak if sys.platform == "darwin" else peak * 1024
+        except (ImportError, OSError):
+            pass
+    return out
+
+
+def variant_code(function: str, key: Any) -> dict[str, str]:
+    """What a variant runs: ``bytecode`` (the function's text form, each instruction marked
+    with the compiled region that covers it) and ``listing`` (the compiled code: its steps,
+    kernels and memory plan). ``key`` is a key of `jit_info` or its ``key_text``.
+
+    >>> import numpy as np, shapevm as sv, shapevm.vm as vm
+    >>> @sv.jit(shapes="b", hot_threshold=1, background=False, lowerings=())
+    ... def inc(x):
+    ...     return x + 1.0
+    >>> _ = inc(np.ones(3, np.float32))
+    >>> code = vm.variant_code("inc", "exact (3,)")
+    >>> print(code["bytecode"].splitlines()[0])
+    func @inc(t0: f32[b]) -> f32[b]
+    >>> vm.variant_code("inc", "exact (4,)")
+    Traceback (most recent call last):
+    ...
+    KeyError: "no variant 'exact (4,)' of function 'inc'...
+    """
+    keys: list[str] = []
+    for engine in _stats.engines():
+        if engine.name != function:
+            continue
+        for rec in engine.records():
+            text = format_key(rec.key)
+            keys.append(text)
+            if rec.key == key or text == key:
+                return _code_of(engine.executable, rec)
+    raise KeyError(
+        format_message(
+            f"no variant {key!r} of function {function!r}",
+            expected=f"one of: {', '.join(keys)}" if keys else "a jitted function's name",
+            fix="take the function and key_text of a row of shapevm.vm.jit_info()",
+        )
+    )
+
+
+def _code_of(executable: Any, rec: Any) -> dict[str, str]:
+    variant = rec.variant
+    regions = [] if variant is None else [r.region for r in variant.regions]
+    lines = []
+    for pc, text in function_lines(executable.fn, executable.program):
+        mark = next((r.name for r in regions if pc is not None and r.start <= pc < r.stop), "")
+        lines.append(f"{mark:<4}{text}")
+    if variant is None:
+        listing = f"(no compiled code: {rec.status}{': ' + rec.reason if rec.reason else ''})"
+    else:
+        listing = variant.describe()
+    return {"bytecode": "\n".join(lines), "listing": listing}
+
+
+def start_monitor(host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> str:
+    """Serve the monitor page (the JIT's functions, variants, compile queue, memory pools,
+    a latency chart and each variant's code, live) from a thread of this process; returns
+    its URL. Another address than the loopback one needs a token, which the URL carries
+    (one is made when none is given). See ``docs/monitor.md``."""
+    from shapevm.tools.monitor import start
+
+    return start(host, port, token)
+
+
+def stop_monitor() -> None:
+    """Stop the monitor page's server, if one runs."""
+    from shapevm.tools.monitor import stop
+
+    stop()
+
+
 def enable_bc_trace(on: bool = True, dir: str | os.PathLike[str] | None = None) -> None:
     """Record every interpreted instruction and compiled region that runs (function, pc,
     opcode or region, shapes, duration in µs, interpreted/compiled). Costs nothing while
@@ -168,12 +319,17 @@ __all__ = [
     "enable_bc_trace",
     "get_avg_compile_time",
     "get_jit_hit_rate",
+    "jit_functions",
     "jit_info",
     "jit_stats",
     "load_capability_patch",
+    "memory_pools",
     "print_scd_analysis",
     "region_analysis",
     "reset_capability_db",
     "reset_jit_stats",
     "scd_analysis",
+    "start_monitor",
+    "stop_monitor",
+    "variant_code",
 ]

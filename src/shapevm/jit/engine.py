@@ -94,6 +94,8 @@ class VariantRecord:
         self.variant: Variant | None = None
         self.shares_code_with: Key | None = None
         self.cancelled = False
+        self.stage = ""  # what a compiling record is doing, for the monitor page
+        self.compile_started = 0.0  # time.monotonic() when its compile began
 
     def check(self) -> None:
         """Raise `CompileCancelled` once the compile has been abandoned."""
@@ -115,6 +117,8 @@ class VariantRecord:
             "naive_bytes": self.naive_bytes,
             "patterns": self.patterns,
             "reason": self.reason,
+            "stage": self.stage,
+            "compile_started": self.compile_started,
             "shares_code_with": (
                 None if self.shares_code_with is None else format_key(self.shares_code_with)
             ),
@@ -341,6 +345,7 @@ class JitEngine:
             if rec.status != QUEUED:
                 return
             rec.status = COMPILING
+            rec.compile_started = time.monotonic()
         ref = self.policy.reference_values(rec.key, rec.values)
         ref_env = dict(zip(self.variables, ref, strict=True))
         t0 = time.perf_counter()
@@ -348,6 +353,12 @@ class JitEngine:
         deadline = None if timeout is None else time.monotonic() + timeout
         with stats.LOCK:
             template = self._lender()
+            n = len(self.report.compilable)
+            rec.stage = (
+                f"lowering {n} region{'s' * (n != 1)}"
+                if template is None or template.variant is None or not template.variant.generic
+                else f"planning memory (code of {format_key(template.key)})"
+            )
         try:
             variant = self.compiler.compile(
                 self.executable,
@@ -374,6 +385,7 @@ class JitEngine:
             rec.naive_bytes = variant.naive_bytes
             rec.patterns = tuple(sorted({p for r in variant.regions for p in r.patterns}))
             rec.status = READY  # hot-patch: the next call of the key takes the variant
+            rec.stage = ""
             self.counters.compiles += 1
             self.counters.compile_ms += ms
             stats.COUNTERS.compiles += 1
@@ -385,6 +397,7 @@ class JitEngine:
                 return
             rec.status = FAILED
             rec.reason = reason
+            rec.stage = ""
             rec.cancelled = True
             for c in (self.counters, stats.COUNTERS):
                 c.failures += 1

@@ -232,6 +232,7 @@ class MemoryPlan:
             self.growths += 1
             frames.clear()  # frames of other shapes point into the old arena; rebuild them
             self._local.generation = _THREAD.generation
+        _note_use(total)
         bufs: list[Any] = [None] * len(graph.values)
         offset = 0
         for slot, size in zip(self.slots, sizes, strict=True):
@@ -273,7 +274,39 @@ def thread_arena() -> np.ndarray[Any, Any]:
 def _grow(nbytes: int) -> np.ndarray[Any, Any]:
     _THREAD.arena = _aligned(nbytes)
     _THREAD.generation += 1
+    with _POOLS_LOCK:
+        pool = _POOLS.setdefault(threading.get_ident(), [threading.current_thread().name, 0, 0, 0])
+        pool[1] = nbytes
+        pool[3] += 1
     return _THREAD.arena
+
+
+# Thread id -> [thread name, arena bytes, largest layout in it, times grown]: what
+# `arena_pools` reports. Written when an arena grows or a layout is built, never per call.
+_POOLS: dict[int, list[Any]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _note_use(nbytes: int) -> None:
+    with _POOLS_LOCK:
+        pool = _POOLS.get(threading.get_ident())
+        if pool is not None:
+            pool[2] = max(pool[2], nbytes)
+
+
+def arena_pools() -> list[dict[str, Any]]:
+    """One dict per live thread that has an arena: ``thread``, ``capacity_bytes`` (its
+    size), ``used_bytes`` (the largest layout built in it: the most its compiled regions
+    have used at once) and ``grows``."""
+    alive = {t.ident for t in threading.enumerate()}
+    with _POOLS_LOCK:
+        for ident in [i for i in _POOLS if i not in alive]:
+            del _POOLS[ident]
+        rows = list(_POOLS.values())
+    return [
+        {"thread": name, "capacity_bytes": cap, "used_bytes": used, "grows": grows}
+        for name, cap, used, grows in rows
+    ]
 
 
 def _aligned(nbytes: int) -> np.ndarray[Any, Any]:
