@@ -1,5 +1,7 @@
 """shapevm: a virtual machine for tensor programs whose shapes change at run time."""
 
+import os as _os
+
 from shapevm import lax, nn, numpy, vm  # public submodules: `sv.lax` as `jax.lax`
 from shapevm.bytecode.errors import BytecodeFormatError, VerifyError
 from shapevm.frontend.errors import ConcreteValueError, TracingError
@@ -60,3 +62,8 @@ __all__ = [
     "symbolic_shape",
     "vm",
 ]
+
+if _os.environ.get("SHAPEVM_MONITOR"):  # the monitor page, asked for by the environment
+    from shapevm.tools.monitor import start_from_env as _start_monitor
+
+    _start_monitor()

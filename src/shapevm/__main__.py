@@ -61,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_bench_arguments(bench)
     bench.set_defaults(handler=_cmd_bench)
+    from shapevm.tools.monitor import cli as monitor_cli
+
+    monitor = sub.add_parser(
+        "monitor",
+        help="run a script with the JIT monitor page on",
+        description=monitor_cli.DESCRIPTION,
+    )
+    monitor_cli.add_arguments(monitor)
+    monitor.set_defaults(handler=monitor_cli.run)
     return parser
 
 
