@@ -70,7 +70,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     monitor_cli.add_arguments(monitor)
     monitor.set_defaults(handler=monitor_cli.run)
+    adapter = sub.add_parser(
+        "debug-adapter",
+        help="the bytecode debugger for editors: the Debug Adapter Protocol over stdio",
+        description="Speak the Debug Adapter Protocol on standard input and output: "
+        "breakpoints and stepping over a program's bytecode, registers with their shapes "
+        "(docs/debugger.md). Editors start it; VS Code through editors/vscode.",
+    )
+    adapter.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="serve sessions on this TCP port of 127.0.0.1 instead (0: any free port)",
+    )
+    adapter.set_defaults(handler=_cmd_debug_adapter)
     return parser
+
+
+def _cmd_debug_adapter(args: argparse.Namespace) -> int:
+    from shapevm.tools.debug.adapter import main as adapter_main
+
+    return adapter_main(args.port)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -65,11 +65,11 @@ def random_inputs(
             shape = tuple(int(d) for d in aval.shape)  # type: ignore[arg-type]
         else:
             shape = _parse_shape(given)
-        arrays.append(_random(rng, shape, aval.dtype))
+        arrays.append(random_array(rng, shape, aval.dtype))
     return arrays, array_names
 
 
-def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
     if dtype.kind == "f":
         return rng.standard_normal(shape).astype(dtype)
     if dtype.kind == "b":

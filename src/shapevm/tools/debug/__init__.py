@@ -1,0 +1,1 @@
+"""The Debug Adapter Protocol adapter: ``shapevm debug-adapter`` (see ``docs/debugger.md``)."""
