@@ -65,8 +65,8 @@ def _view(c: Client) -> tuple[str, dict[str, str]]:
             items.append((1, mark + var["name"], var["value"], var.get("type", "")))
             shown[var["name"]] = var["value"]
             if open_:
-                for d in c.ok("variables", variablesReference=var["variablesReference"])["variables"]:
-                    items.append((2, d["name"], d["value"], ""))
+                details = c.ok("variables", variablesReference=var["variablesReference"])
+                items += [(2, d["name"], d["value"], "") for d in details["variables"]]
     console = []
     for expr in ("t3[0, :3]", "2*b + 1"):
         result = c.ok("evaluate", expression=expr, context="repl")
@@ -87,11 +87,15 @@ def _view(c: Client) -> tuple[str, dict[str, str]]:
 <body><div class="window">
 <div class="side"><h3>VARIABLES</h3><div class="tree">{_tree(items)}</div>
 <h3>CALL STACK</h3><div class="tree">{stack}</div>
-<h3>BREAKPOINTS</h3><div class="tree">{_tree([(1, "● mlp.svbc @mlp", "", "lines 4, 8")])}</div></div>
+<h3>BREAKPOINTS</h3><div class="tree">{_tree([(1, "● mlp.svbc @mlp", "", "lines 4, 8")])}</div>
+</div>
 <div class="editor"><div class="tab">mlp.svbc @mlp</div>{lines}</div>
-<div class="console">{"".join(
-        f'<div class="in">&gt; {html.escape(e)}</div><div class="out">{html.escape(r)}</div>'
-        for e, r in console)}</div>
+<div class="console">{
+        "".join(
+            f'<div class="in">&gt; {html.escape(e)}</div><div class="out">{html.escape(r)}</div>'
+            for e, r in console
+        )
+    }</div>
 </div></body></html>"""
     return page, shown
 
@@ -102,7 +106,8 @@ def test_a_stopped_session_renders_as_a_client_shows_it(tmp_path: Path):
     c = Client()
     try:
         c.launch(program=str(files["mlp"]), shapes={"x": [3, 8]}, stopOnEntry=False, seed=0)
-        c.ok("setBreakpoints", source={"sourceReference": 1}, breakpoints=[{"line": 4}, {"line": 8}])
+        lines = [{"line": 4}, {"line": 8}]
+        c.ok("setBreakpoints", source={"sourceReference": 1}, breakpoints=lines)
         c.ok("configurationDone")
         assert c.event("stopped")["reason"] == "breakpoint"
         c.ok("continue", threadId=1)

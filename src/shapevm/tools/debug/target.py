@@ -28,7 +28,7 @@ from shapevm.bytecode.verify import verify
 from shapevm.frontend.export import Exported
 from shapevm.runtime.binding import InputCountError, InputDTypeError
 from shapevm.runtime.interpreter import Plan
-from shapevm.shapes import DimExpr, ShapeError
+from shapevm.shapes import ShapeError
 from shapevm.tools.run import random_array
 
 
@@ -200,7 +200,7 @@ class Target:
                 continue
             shape = args.shapes.get(name)
             if shape is None:
-                if any(isinstance(d, DimExpr) for d in aval.shape):
+                if not all(isinstance(d, int) for d in aval.shape):
                     dims = ", ".join(str(d) for d in aval.shape)
                     raise LaunchError(
                         format_message(
@@ -209,7 +209,7 @@ class Target:
                             'its value in "inputs" (an .npz file)',
                         )
                     )
-                shape = tuple(int(d) for d in aval.shape)
+                shape = tuple(d for d in aval.shape if isinstance(d, int))
             arrays.append(random_array(rng, shape, aval.dtype))
         return arrays
 
