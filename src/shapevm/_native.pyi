@@ -39,3 +39,66 @@ def dense(
     threads: int = 0,
 ) -> _Array: ...
 def matmul(a: _Array, b: _Array, alpha: float = 1.0) -> _Array: ...
+
+class PackedConv:
+    @property
+    def cin(self) -> int: ...
+    @property
+    def cout(self) -> int: ...
+    @property
+    def kernel(self) -> tuple[int, int]: ...
+    @property
+    def stride(self) -> tuple[int, int]: ...
+    @property
+    def padding(self) -> tuple[int, int, int, int]: ...
+    @property
+    def dilation(self) -> tuple[int, int]: ...
+    @property
+    def groups(self) -> int: ...
+    @property
+    def has_bias(self) -> bool: ...
+    @property
+    def depthwise(self) -> bool: ...
+    @property
+    def nbytes(self) -> int: ...
+
+def pack_conv2d(
+    w: _Array,
+    bias: _Array | None = None,
+    stride: tuple[int, ...] = (1, 1),
+    padding: tuple[int, ...] = (0, 0, 0, 0),
+    dilation: tuple[int, ...] = (1, 1),
+    groups: int = 1,
+) -> PackedConv: ...
+def conv2d(
+    x: _Array,
+    packed: PackedConv,
+    out: _Array | None = None,
+    residual: _Array | None = None,
+    activation: str | None = "none",
+    threads: int = 0,
+) -> _Array: ...
+def conv2d_blocked(
+    x: _Array,
+    packed: PackedConv,
+    out: _Array | None = None,
+    residual: _Array | None = None,
+    activation: str | None = "none",
+    threads: int = 0,
+) -> _Array: ...
+def to_blocked(x: _Array, out: _Array | None = None, threads: int = 0) -> _Array: ...
+def from_blocked(
+    x: _Array, channels: int, out: _Array | None = None, threads: int = 0
+) -> _Array: ...
+def pool2d(
+    x: _Array,
+    kind: str,
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    out: _Array | None = None,
+    threads: int = 0,
+) -> _Array: ...
+def global_avg_pool(
+    x: _Array, out: _Array | None = None, threads: int = 0, channels: int = 0
+) -> _Array: ...

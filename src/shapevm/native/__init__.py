@@ -45,6 +45,20 @@ except ImportError as exc:  # pragma: no cover - exercised only on a broken inst
         "compiler such as gcc or clang and the Python headers, e.g. Debian's python3-dev)."
     ) from exc
 
+from shapevm.native.conv import (
+    BLOCK,
+    PackedConv,
+    avg_pool2d,
+    conv2d,
+    conv2d_blocked,
+    from_blocked,
+    global_avg_pool,
+    global_avg_pool_blocked,
+    max_pool2d,
+    pack_conv2d,
+    to_blocked,
+)
+
 Array = np.ndarray[Any, Any]
 
 NativeKernelError = _native.NativeKernelError
@@ -154,15 +168,26 @@ _warn_isa_note()
 
 __all__ = [
     "ACTIVATIONS",
+    "BLOCK",
     "VMATH_FUNCTIONS",
     "NativeKernelError",
+    "PackedConv",
     "PackedDense",
+    "avg_pool2d",
+    "conv2d",
+    "conv2d_blocked",
     "dense",
+    "from_blocked",
+    "global_avg_pool",
+    "global_avg_pool_blocked",
     "info",
     "isa_levels",
     "matmul",
+    "max_pool2d",
+    "pack_conv2d",
     "pack_dense",
     "set_isa",
     "set_num_threads",
+    "to_blocked",
     "vmath",
 ]

@@ -7,6 +7,7 @@
 
 #include "gemm_kern.h"
 #include "vmath_kern.h"
+#include "conv_kern.h"
 
 #define SV_STRX_(x) #x
 #define SV_STRX(x) SV_STRX_(x)
@@ -30,4 +31,5 @@ const sv_isa_table SV_CAT(sv_table, SV_ISA_NAME) = {
             [SV_VM_SILU] = SV_FN(vm_silu),
         },
     .act_rows = SV_FN(act_rows),
+    .conv = &SV_FN(conv_kern),
 };

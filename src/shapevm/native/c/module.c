@@ -195,6 +195,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         goto fail;
     if (add_methods(m, sv_misc_methods) < 0 || add_methods(m, sv_gemm_methods) < 0) goto fail;
     if (sv_gemm_types(m) < 0) goto fail;
+    if (add_methods(m, sv_conv_methods) < 0 || sv_conv_types(m) < 0) goto fail;
     if (PyModule_AddIntConstant(m, "ABI_VERSION", SV_ABI_VERSION) < 0) goto fail;
     return m;
 fail:

@@ -41,5 +41,7 @@ extern const char *const sv_act_names[SV_ACT_COUNT];
 /* Method tables of each family's entry points, joined by module.c. */
 extern PyMethodDef sv_gemm_methods[];
 extern PyMethodDef sv_misc_methods[];
+extern PyMethodDef sv_conv_methods[];
 int sv_gemm_types(PyObject *module);
+int sv_conv_types(PyObject *module);
 #endif

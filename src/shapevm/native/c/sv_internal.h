@@ -54,6 +54,8 @@ enum sv_vmath_op {
     SV_VM_COUNT
 };
 
+struct sv_conv_kern; /* conv_kern.h, pool_kern.h: convolution and pooling kernels */
+
 /* What one instruction set provides; chosen once at import (platform.c). */
 typedef struct sv_isa_table {
     const char *name;
@@ -63,6 +65,7 @@ typedef struct sv_isa_table {
     sv_ukr_fn ukr;
     sv_vmath_fn vmath[SV_VM_COUNT];
     void (*act_rows)(float *x, int64_t rows, int64_t cols, int64_t ld, const sv_epilogue *ep);
+    const struct sv_conv_kern *conv;
 } sv_isa_table;
 
 extern const sv_isa_table sv_table_generic;
@@ -100,4 +103,5 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
 void sv_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t sam, int64_t sak,
               const float *b, int64_t sbk, int64_t sbn, float *c, int64_t ldc,
               const sv_epilogue *ep, int threads);
+#include "sv_conv.h"
 #endif

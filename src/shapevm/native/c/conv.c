@@ -1,0 +1,395 @@
+/* 2-D convolution on the indirect micro-kernel (conv_kern.h): packing, slabs, threads.
+ *
+ * The work is split by output rows: a task computes a few rows of one image for every
+ * output channel.  It first copies the input rows its windows read into a slab, a small
+ * zero-bordered copy in the kernel's layout (16 channels of a pixel together, or all of
+ * them when there are fewer than 16), so that padding costs nothing in the kernel and the
+ * slab stays in cache while every output channel block reads it; a blocked input without
+ * padding is read in place.  Then, per block of 16 output channels, it runs the
+ * micro-kernel over tiles of MR consecutive output pixels (a tile may span two output
+ * rows: each pixel has its own pointer).  NCHW outputs are written block by block into a
+ * second slab and transposed into place with the residual.
+ */
+#include "sv_internal.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+int sv_conv_out_hw(const sv_conv_shape *s, int64_t h, int64_t w, int64_t *oh, int64_t *ow) {
+    int64_t span_h = h + s->pt + s->pb - s->dh * (s->kh - 1) - 1;
+    int64_t span_w = w + s->pl + s->pr - s->dw * (s->kw - 1) - 1;
+    if (span_h < 0 || span_w < 0) return -1;
+    *oh = span_h / s->sh + 1;
+    *ow = span_w / s->sw + 1;
+    return 0;
+}
+
+/* ---- packing ---- */
+
+static float weight_at(const sv_conv_shape *s, const float *w, const int64_t ws[4], int64_t co,
+                       int64_t ci, int64_t kh, int64_t kw) {
+    int64_t cpg = s->cin / s->groups, opg = s->cout / s->groups;
+    if (co >= s->cout || ci >= s->cin || ci / cpg != co / opg) return 0.0f;
+    return w[co * ws[0] + (ci % cpg) * ws[1] + kh * ws[2] + kw * ws[3]];
+}
+
+/* Block b's input blocks: those holding the groups of its output channels. */
+static void block_inputs(const sv_packed_conv *p, int64_t b, int64_t *first, int64_t *count) {
+    const sv_conv_shape *s = &p->s;
+    if (p->depthwise) {
+        *first = b;
+        *count = 1;
+        return;
+    }
+    int64_t cpg = s->cin / s->groups, opg = s->cout / s->groups;
+    int64_t co_lo = SV_CB * b, co_hi = min64(s->cout, co_lo + SV_CB);
+    int64_t ci_lo = co_lo / opg * cpg, ci_hi = ((co_hi - 1) / opg + 1) * cpg;
+    *first = ci_lo / SV_CB;
+    *count = cdiv(ci_hi, SV_CB) - *first;
+}
+
+int sv_pack_conv(sv_packed_conv *p, const sv_conv_shape *s, const float *w,
+                 const int64_t ws[4], const float *bias, int64_t bstride) {
+    memset(p, 0, sizeof *p);
+    p->s = *s;
+    p->depthwise = s->groups > 1 && s->groups == s->cin && s->groups == s->cout;
+    p->kc = s->cin < SV_CB ? s->cin : SV_CB;
+    p->cbin = cdiv(s->cin, SV_CB);
+    p->cbout = cdiv(s->cout, SV_CB);
+    int64_t taps = s->kh * s->kw, nb = p->cbout > 0 ? p->cbout : 1, total = 0;
+    p->blk0 = calloc((size_t)nb * 3, sizeof(int64_t));
+    if (!p->blk0) return -1;
+    p->nblk = p->blk0 + nb;
+    p->woff = p->nblk + nb;
+    for (int64_t b = 0; b < p->cbout; b++) {
+        block_inputs(p, b, &p->blk0[b], &p->nblk[b]);
+        p->woff[b] = total;
+        total += p->depthwise ? taps * SV_NR : p->nblk[b] * taps * p->kc * SV_NR;
+    }
+    p->w = sv_alloc((size_t)(total > 0 ? total : 1) * sizeof(float));
+    p->bias = sv_alloc((size_t)nb * SV_CB * sizeof(float));
+    if (!p->w || !p->bias) {
+        sv_packed_conv_free(p);
+        return -1;
+    }
+    memset(p->bias, 0, (size_t)nb * SV_CB * sizeof(float));
+    for (int64_t b = 0; b < p->cbout; b++) {
+        float *dst = p->w + p->woff[b];
+        int64_t rows = p->depthwise ? taps : p->nblk[b] * taps * p->kc;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t ci, t = p->depthwise ? r : r / p->kc % taps;
+            ci = p->depthwise ? 0 : (p->blk0[b] + r / (p->kc * taps)) * SV_CB + r % p->kc;
+            for (int64_t j = 0; j < SV_NR; j++) {
+                int64_t co = SV_CB * b + j;
+                dst[r * SV_NR + j] =
+                    weight_at(s, w, ws, co, p->depthwise ? co : ci, t / s->kw, t % s->kw);
+            }
+        }
+    }
+    if (bias) {
+        p->has_bias = 1;
+        for (int64_t co = 0; co < s->cout; co++) p->bias[co] = bias[co * bstride];
+    }
+    return 0;
+}
+
+void sv_packed_conv_free(sv_packed_conv *p) {
+    free(p->blk0);
+    sv_free(p->w);
+    sv_free(p->bias);
+    p->blk0 = p->nblk = p->woff = NULL;
+    p->w = p->bias = NULL;
+}
+
+/* ---- per-thread scratch, kept between calls (freed when the thread ends) ---- */
+
+typedef struct scratch {
+    void *data;
+    size_t size;
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *v) {
+    scratch *s = v;
+    sv_free(s->data);
+    free(s);
+}
+
+static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+/* At least `bytes` of 64-byte aligned memory for this thread, or NULL. */
+static void *thread_scratch(size_t bytes) {
+    pthread_once(&scratch_once, scratch_init);
+    scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s || pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (s->size < bytes) {
+        sv_free(s->data);
+        s->size = 0;
+        s->data = sv_alloc(bytes);
+        if (!s->data) return NULL;
+        s->size = bytes;
+    }
+    return s->data;
+}
+
+/* ---- the driver ---- */
+
+typedef struct conv_job {
+    const sv_packed_conv *p;
+    const sv_conv_kern *k;
+    int mr, act, blocked, direct, tight;
+    int64_t n, h, w, oh, ow;
+    const float *x, *res;
+    float *y;
+    int64_t cs, wp, slab_rows, rs, bs; /* slab: floats per pixel, row width, rows, strides */
+    int64_t rows_per_task, tasks_per_image;
+    int64_t kc, segs; /* floats per segment row; segments per input block */
+    _Atomic int failed; /* a task found no memory for its scratch */
+    int64_t segoff[];  /* cbin * segs offsets */
+} conv_job;
+
+/* One row of pixels from channel planes: dst[x * cs + c] = src[c * plane + x] for c < nc,
+ * zero for nc <= c < cs. */
+static void gather_pixels(const sv_conv_kern *k, const float *src, int64_t plane, int64_t nc,
+                          int64_t w, float *dst, int64_t cs) {
+    if (cs == SV_CB) {
+        k->gather16(src, plane, nc, w, dst);
+        return;
+    }
+    for (int64_t x = 0; x < w; x++)
+        for (int64_t c = 0; c < cs; c++) dst[x * cs + c] = c < nc ? src[c * plane + x] : 0.0f;
+}
+
+/* Copy input rows [iy0, iy0 + rows) of image img into the slab with zero borders. */
+static void fill_slab(const conv_job *j, int64_t img, int64_t iy0, int64_t rows, float *slab) {
+    const sv_packed_conv *p = j->p;
+    const sv_conv_shape *s = &p->s;
+    int64_t h = j->h, w = j->w, cs = j->cs, pl = s->pl;
+    int64_t nblocks = j->tight ? 1 : p->cbin;
+    for (int64_t ib = 0; ib < nblocks; ib++)
+        for (int64_t r = 0; r < rows; r++) {
+            float *dst = slab + ib * j->bs + r * j->rs;
+            int64_t iy = iy0 + r;
+            if (iy < 0 || iy >= h) {
+                memset(dst, 0, (size_t)j->rs * sizeof(float));
+                continue;
+            }
+            memset(dst, 0, (size_t)(pl * cs) * sizeof(float));
+            memset(dst + (pl + w) * cs, 0, (size_t)((j->wp - pl - w) * cs) * sizeof(float));
+            dst += pl * cs;
+            if (j->blocked) {
+                memcpy(dst, j->x + ((img * p->cbin + ib) * h + iy) * w * SV_CB,
+                       (size_t)(w * SV_CB) * sizeof(float));
+                continue;
+            }
+            int64_t c0 = ib * SV_CB, nc = j->tight ? s->cin : min64(SV_CB, s->cin - c0);
+            gather_pixels(j->k, j->x + ((img * s->cin + c0) * h + iy) * w, h * w, nc, w, dst,
+                          cs);
+        }
+}
+
+/* NCHW output rows from the task's blocked output slab, plus the residual. */
+static void store_nchw(const conv_job *j, int64_t img, int64_t p0, int64_t npix,
+                       const float *oslab) {
+    const sv_conv_shape *s = &j->p->s;
+    int64_t plane = j->oh * j->ow;
+    for (int64_t b = 0; b < j->p->cbout; b++) {
+        int64_t off = (img * s->cout + SV_CB * b) * plane + p0;
+        j->k->scatter16(oslab + b * npix * SV_CB, npix, min64(SV_CB, s->cout - SV_CB * b),
+                        j->y + off, plane, j->res ? j->res + off : NULL);
+    }
+}
+
+static void conv_task(void *vctx, int64_t task) {
+    conv_job *j = vctx;
+    const sv_packed_conv *p = j->p;
+    const sv_conv_shape *s = &p->s;
+    int64_t img = task / j->tasks_per_image, rt = task % j->tasks_per_image;
+    int64_t oy0 = rt * j->rows_per_task, oy1 = min64(oy0 + j->rows_per_task, j->oh);
+    int64_t npix = (oy1 - oy0) * j->ow;
+    size_t slab_f = j->direct ? 0 : (size_t)((j->tight ? 1 : p->cbin) * j->bs);
+    size_t out_f = j->blocked ? 0 : (size_t)(p->cbout * npix * SV_CB);
+    size_t ptr_bytes = (size_t)npix * sizeof(float *);
+    char *mem = thread_scratch((slab_f + out_f) * sizeof(float) + ptr_bytes);
+    if (!mem) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *slab = (float *)mem, *oslab = slab + slab_f;
+    const float **pix = (const float **)(oslab + out_f);
+    const float *base;
+    int64_t row_origin;
+    if (j->direct) {
+        base = j->x + img * p->cbin * j->bs;
+        row_origin = 0;
+    } else {
+        int64_t rows = (oy1 - oy0 - 1) * s->sh + (s->kh - 1) * s->dh + 1;
+        fill_slab(j, img, oy0 * s->sh - s->pt, rows, slab);
+        base = slab;
+        row_origin = oy0 * s->sh;
+    }
+    for (int64_t q = 0, oy = oy0, ox = 0; q < npix; q++) {
+        pix[q] = base + (oy * s->sh - row_origin) * j->rs + ox * s->sw * j->cs;
+        if (++ox == j->ow) ox = 0, oy++;
+    }
+    int64_t plane = j->oh * j->ow, taps = s->kh * s->kw;
+    for (int64_t b = 0; b < p->cbout; b++) {
+        int nc = (int)min64(SV_CB, s->cout - SV_CB * b);
+        sv_epilogue ep = {.bias = p->bias + SV_CB * b, .act = j->act, .alpha = 1.0f};
+        float *c;
+        if (j->blocked) {
+            int64_t off = ((img * p->cbout + b) * plane + oy0 * j->ow) * SV_CB;
+            c = j->y + off;
+            if (j->res) ep.residual = j->res + off, ep.ldr = SV_CB;
+        } else {
+            c = oslab + b * npix * SV_CB;
+        }
+        const float *wb = p->w + p->woff[b];
+        const int64_t *so = j->segoff + p->blk0[b] * j->segs;
+        int64_t nseg = p->nblk[b] * j->segs;
+        for (int64_t q = 0; q < npix; q += j->mr) {
+            int m = (int)min64(j->mr, npix - q);
+            if (p->depthwise)
+                j->k->dw(m, taps, pix + q, so, wb, c + q * SV_CB, SV_CB, &ep, q, nc);
+            else
+                j->k->ukr(m, nseg, j->kc, pix + q, so, wb, c + q * SV_CB, SV_CB, &ep, q, nc);
+        }
+    }
+    if (!j->blocked) store_nchw(j, img, oy0 * j->ow, npix, oslab);
+}
+
+/* Threads worth using for this many multiply-adds: a pool launch costs a few
+ * microseconds, as much as ~2^20 multiply-adds of the micro-kernel. */
+static int conv_threads(double macs, int threads) {
+    if (threads <= 0) threads = sv_pool_threads();
+    if (threads <= 1 || macs < 1048576.0) return 1;
+    int t = (int)(macs / 524288.0);
+    return t < threads ? t : threads;
+}
+
+/* Rows of output per task: ~512 pixels, a slab under 256 KiB, and, with threads, at least
+ * four tasks per thread to share unevenly. */
+static int64_t task_rows(const conv_job *j, int t) {
+    const sv_conv_shape *s = &j->p->s;
+    int64_t rpt = min64(cdiv(512, j->ow), j->oh);
+    int64_t blocks = j->tight ? 1 : j->p->cbin;
+    for (;;) {
+        int64_t rows = (rpt - 1) * s->sh + (s->kh - 1) * s->dh + 1;
+        int64_t bytes = j->direct ? 0 : blocks * rows * j->wp * j->cs * 4;
+        int64_t tasks = j->n * cdiv(j->oh, rpt);
+        if (rpt <= 1 || (bytes <= 262144 && (t <= 1 || tasks >= 4 * t))) return rpt;
+        rpt = cdiv(rpt, 2);
+    }
+}
+
+static int conv_run(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+                    float *y, const float *residual, int act, int threads, int blocked) {
+    const sv_conv_shape *s = &p->s;
+    int64_t oh, ow;
+    if (n <= 0 || p->cbout == 0 || sv_conv_out_hw(s, h, w, &oh, &ow) != 0 || oh * ow == 0)
+        return 0;
+    int tight = !blocked && s->cin < SV_CB && !p->depthwise;
+    int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
+    conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));
+    if (!j) return -1;
+    const sv_isa_table *isa = sv_isa();
+    *j = (conv_job){.p = p, .k = isa->conv, .mr = isa->mr, .act = act, .blocked = blocked,
+                    .tight = tight, .n = n, .h = h, .w = w, .oh = oh, .ow = ow, .x = x,
+                    .res = residual, .y = y, .segs = segs};
+    j->direct = blocked && !(s->pt | s->pb | s->pl | s->pr);
+    j->cs = tight ? s->cin : SV_CB;
+    j->wp = j->direct ? w : w + s->pl + s->pr;
+    j->rs = j->wp * j->cs;
+    j->kc = tight && s->dw == 1 ? s->kw * s->cin : p->kc;
+    double macs = (double)n * (double)(oh * ow) * (double)s->cout * (double)(s->kh * s->kw) *
+                  (double)(p->depthwise ? 1 : s->cin / s->groups);
+    int t = conv_threads(macs, threads);
+    j->rows_per_task = task_rows(j, t);
+    j->tasks_per_image = cdiv(oh, j->rows_per_task);
+    j->slab_rows = j->direct ? h : (j->rows_per_task - 1) * s->sh + (s->kh - 1) * s->dh + 1;
+    j->bs = j->slab_rows * j->rs;
+    for (int64_t ib = 0; ib < p->cbin; ib++)
+        for (int64_t sg = 0; sg < segs; sg++) {
+            int64_t kh = sg / (segs / s->kh), kw = segs == s->kh ? 0 : sg % s->kw;
+            j->segoff[ib * segs + sg] = ib * j->bs + kh * s->dh * j->rs + kw * s->dw * j->cs;
+        }
+    int64_t ntasks = n * j->tasks_per_image;
+    if (t <= 1)
+        for (int64_t task = 0; task < ntasks; task++) conv_task(j, task);
+    else
+        sv_parallel(ntasks, conv_task, j);
+    int failed = atomic_load(&j->failed);
+    free(j);
+    return failed ? -1 : 0;
+}
+
+int sv_conv2d_nchw(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+                   float *y, const float *residual, int act, int threads) {
+    return conv_run(p, n, h, w, x, y, residual, act, threads, 0);
+}
+
+int sv_conv2d_blocked(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w,
+                      const float *x, float *y, const float *residual, int act, int threads) {
+    return conv_run(p, n, h, w, x, y, residual, act, threads, 1);
+}
+
+/* ---- reorders between NCHW and blocked ---- */
+
+typedef struct reorder_job {
+    int64_t n, c, h, w, cb, rows; /* rows of a plane per task */
+    const float *x;
+    float *y;
+    int to_blocked;
+    const sv_conv_kern *k;
+} reorder_job;
+
+static void reorder_task(void *vctx, int64_t task) {
+    const reorder_job *j = vctx;
+    int64_t per_plane = cdiv(j->h, j->rows);
+    int64_t plane_idx = task / per_plane, y0 = task % per_plane * j->rows;
+    int64_t img = plane_idx / j->cb, ib = plane_idx % j->cb, c0 = ib * SV_CB;
+    int64_t nc = min64(SV_CB, j->c - c0), hw = j->h * j->w;
+    int64_t npix = (min64(y0 + j->rows, j->h) - y0) * j->w;
+    float *blk = (j->to_blocked ? j->y : (float *)j->x) + (plane_idx * hw + y0 * j->w) * SV_CB;
+    float *nchw = (j->to_blocked ? (float *)j->x : j->y) + (img * j->c + c0) * hw + y0 * j->w;
+    if (j->to_blocked)
+        j->k->gather16(nchw, hw, nc, npix, blk);
+    else
+        j->k->scatter16(blk, npix, nc, nchw, hw, NULL);
+}
+
+static void reorder(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
+                    int threads, int to_blocked) {
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return;
+    reorder_job j = {.n = n, .c = c, .h = h, .w = w, .cb = cdiv(c, SV_CB), .x = x, .y = y,
+                     .to_blocked = to_blocked, .k = sv_isa()->conv};
+    j.rows = min64(h, cdiv(4096, w)); /* 64 KiB of blocked floats per task */
+    int64_t ntasks = n * j.cb * cdiv(h, j.rows);
+    if (threads <= 0) threads = sv_pool_threads();
+    if (threads <= 1 || (double)n * (double)(j.cb * SV_CB) * (double)(h * w) < 262144.0)
+        for (int64_t t = 0; t < ntasks; t++) reorder_task(&j, t);
+    else
+        sv_parallel(ntasks, reorder_task, &j);
+}
+
+void sv_nchw_to_blocked(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
+                        int threads) {
+    reorder(n, c, h, w, x, y, threads, 1);
+}
+
+void sv_blocked_to_nchw(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
+                        int threads) {
+    reorder(n, c, h, w, x, y, threads, 0);
+}

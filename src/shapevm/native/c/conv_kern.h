@@ -1,0 +1,248 @@
+/* Convolution kernels for one instruction set (included by isa_template.h after
+ * gemm_kern.h).
+ *
+ * A tile is MR output pixels x 16 output channels, as the GEMM micro-kernel's, held in
+ * vector accumulators for the whole reduction.  A convolution is an indirect GEMM: the
+ * reduction runs over segments (one input channel block at one kernel tap, or a whole
+ * kernel row where a row's taps and channels lie contiguous), and row i of segment s is
+ * the kc floats at pix[i] + segoff[s].  The pixel pointers are computed once per tile and
+ * the segment offsets once per call, so stride, dilation and the position of a tile
+ * across output rows cost nothing in the loop.  Depthwise convolutions multiply the 16
+ * channels lane by lane instead.
+ */
+
+SV_INLINE vi conv_lane_ids(void) {
+    vi v;
+    for (int i = 0; i < SV_VW; i++) v[i] = i;
+    return v;
+}
+
+/* The finished tile (rows of 16 floats) through bias, activation and residual into C;
+ * lanes past nc become zero (the blocked layout's padding channels).  Out of line, so
+ * that the reduction loops stay small. */
+__attribute__((noinline)) static void SV_FN(conv_epilogue)(const float *tile, int mr, float *c,
+                                                          int64_t ldc, const sv_epilogue *ep,
+                                                          int64_t row0, int nc) {
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < SV_NV; j++) {
+            vf v = vload(tile + i * SV_NR + SV_VW * j);
+            if (ep) {
+                if (ep->bias) v += vload(ep->bias + SV_VW * j);
+                if (ep->act) v = vact(v, ep->act);
+                if (ep->residual) v += vload(ep->residual + (row0 + i) * ep->ldr + SV_VW * j);
+            }
+            int lanes = lanes_at(nc, j);
+            if (lanes < SV_VW) v = vsel(visplat(lanes) > conv_lane_ids(), v, vsplat(0.0f));
+            vstore(c + i * ldc + SV_VW * j, v);
+        }
+}
+
+SV_INLINE void conv_finish(const int MR, vf acc[][SV_NV], float *c, int64_t ldc,
+                           const sv_epilogue *ep, int64_t row0, int nc) {
+    if (nc == SV_NR && (!ep || (!ep->act && !ep->residual))) {
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < SV_NV; j++) {
+                vf v = acc[i][j];
+                if (ep && ep->bias) v += vload(ep->bias + SV_VW * j);
+                vstore(c + i * ldc + SV_VW * j, v);
+            }
+        return;
+    }
+    float tile[SV_MR * SV_NR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < SV_NV; j++) vstore(tile + i * SV_NR + SV_VW * j, acc[i][j]);
+    SV_FN(conv_epilogue)(tile, MR, c, ldc, ep, row0, nc);
+}
+
+SV_INLINE void conv_rows(const int MR, int64_t nseg, int64_t kc, const float *const *pix,
+                         const int64_t *segoff, const float *bp, float *c, int64_t ldc,
+                         const sv_epilogue *ep, int64_t row0, int nc) {
+    vf acc[SV_MR][SV_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < SV_NV; j++) acc[i][j] = vsplat(0.0f);
+    for (int64_t s = 0; s < nseg; s++) {
+        const float *a[SV_MR];
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) a[i] = pix[i] + segoff[s];
+        for (int64_t k = 0; k < kc; k++) {
+            vf b[SV_NV];
+#pragma GCC unroll 4
+            for (int j = 0; j < SV_NV; j++) b[j] = vload(bp + SV_NR * k + SV_VW * j);
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++) {
+                vf av = vsplat(a[i][k]);
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++) acc[i][j] = vfma(av, b[j], acc[i][j]);
+            }
+        }
+        bp += kc * SV_NR;
+    }
+    conv_finish(MR, acc, c, ldc, ep, row0, nc);
+}
+
+SV_INLINE void dw_rows(const int MR, int64_t ntaps, const float *const *pix,
+                       const int64_t *tapoff, const float *wt, float *c, int64_t ldc,
+                       const sv_epilogue *ep, int64_t row0, int nc) {
+    vf acc[SV_MR][SV_NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < SV_NV; j++) acc[i][j] = vsplat(0.0f);
+    for (int64_t t = 0; t < ntaps; t++) {
+        vf wv[SV_NV];
+#pragma GCC unroll 4
+        for (int j = 0; j < SV_NV; j++) wv[j] = vload(wt + SV_NR * t + SV_VW * j);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            const float *a = pix[i] + tapoff[t];
+#pragma GCC unroll 4
+            for (int j = 0; j < SV_NV; j++) acc[i][j] = vfma(vload(a + SV_VW * j), wv[j], acc[i][j]);
+        }
+    }
+    conv_finish(MR, acc, c, ldc, ep, row0, nc);
+}
+
+#if SV_MR > 6
+#define SV_CONV_CASES(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
+#elif SV_MR > 3
+#define SV_CONV_CASES(X) X(1) X(2) X(3) X(4) X(5) X(6)
+#else
+#define SV_CONV_CASES(X) X(1) X(2) X(3)
+#endif
+
+static void SV_FN(conv_ukr)(int mr, int64_t nseg, int64_t kc, const float *const *pix,
+                            const int64_t *segoff, const float *bp, float *c, int64_t ldc,
+                            const sv_epilogue *ep, int64_t row0, int nc) {
+    SV_ASSERT(mr >= 1 && mr <= SV_MR && nc >= 1 && nc <= SV_NR && kc >= 1);
+    switch (mr) {
+#define SV_CASE(R)                                                                         \
+    case R: conv_rows(R, nseg, kc, pix, segoff, bp, c, ldc, ep, row0, nc); break;
+        SV_CONV_CASES(SV_CASE)
+#undef SV_CASE
+    default: break;
+    }
+}
+
+static void SV_FN(conv_dw)(int mr, int64_t ntaps, const float *const *pix,
+                           const int64_t *tapoff, const float *wt, float *c, int64_t ldc,
+                           const sv_epilogue *ep, int64_t row0, int nc) {
+    SV_ASSERT(mr >= 1 && mr <= SV_MR && nc >= 1 && nc <= SV_NR);
+    switch (mr) {
+#define SV_CASE(R) case R: dw_rows(R, ntaps, pix, tapoff, wt, c, ldc, ep, row0, nc); break;
+        SV_CONV_CASES(SV_CASE)
+#undef SV_CASE
+    default: break;
+    }
+}
+#undef SV_CONV_CASES
+
+/* ---- reorders: SV_VW x SV_VW transposes in registers ---- */
+
+/* One stage of the transpose swaps bit B of the row and the column index: rows i and i + B
+ * (bit B of i clear) become lo[c] = bit B of c ? b[c - B] : a[c] and hi[c] = bit B of c ?
+ * b[c] : a[c + B]; log2(SV_VW) stages transpose the whole square. */
+#if SV_VW == 4
+#define SV_TR_STAGES(X) X(1, LO1, HI1) X(2, LO2, HI2)
+#define LO1 0, 4, 2, 6
+#define HI1 1, 5, 3, 7
+#define LO2 0, 1, 4, 5
+#define HI2 2, 3, 6, 7
+#elif SV_VW == 8
+#define SV_TR_STAGES(X) X(1, LO1, HI1) X(2, LO2, HI2) X(4, LO4, HI4)
+#define LO1 0, 8, 2, 10, 4, 12, 6, 14
+#define HI1 1, 9, 3, 11, 5, 13, 7, 15
+#define LO2 0, 1, 8, 9, 4, 5, 12, 13
+#define HI2 2, 3, 10, 11, 6, 7, 14, 15
+#define LO4 0, 1, 2, 3, 8, 9, 10, 11
+#define HI4 4, 5, 6, 7, 12, 13, 14, 15
+#else
+#define SV_TR_STAGES(X) X(1, LO1, HI1) X(2, LO2, HI2) X(4, LO4, HI4) X(8, LO8, HI8)
+#define LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+#define LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#endif
+
+SV_INLINE void transpose_sq(vf r[SV_VW]) {
+#define SV_TR_STAGE(B, LO, HI)                                                             \
+    for (int i = 0; i < SV_VW; i++)                                                        \
+        if (!(i & B)) {                                                                    \
+            vf a = r[i], b = r[i + B];                                                     \
+            r[i] = __builtin_shufflevector(a, b, LO);                                      \
+            r[i + B] = __builtin_shufflevector(a, b, HI);                                  \
+        }
+    SV_TR_STAGES(SV_TR_STAGE)
+#undef SV_TR_STAGE
+}
+#undef SV_TR_STAGES
+#undef LO1
+#undef HI1
+#undef LO2
+#undef HI2
+#undef LO4
+#undef HI4
+#undef LO8
+#undef HI8
+
+/* Pixels of 16 channels from channel planes: dst[16 x + c] = src[c * plane + x] for
+ * c < nc, zero for nc <= c < 16, x < w. */
+static void SV_FN(conv_gather16)(const float *src, int64_t plane, int64_t nc, int64_t w,
+                                 float *dst) {
+    int64_t x = 0;
+    for (; x + SV_VW <= w; x += SV_VW)
+        for (int c0 = 0; c0 < SV_NR; c0 += SV_VW) {
+            vf r[SV_VW];
+#pragma GCC unroll 16
+            for (int i = 0; i < SV_VW; i++)
+                r[i] = c0 + i < nc ? vload(src + (c0 + i) * plane + x) : vsplat(0.0f);
+            transpose_sq(r);
+#pragma GCC unroll 16
+            for (int i = 0; i < SV_VW; i++) vstore(dst + (x + i) * SV_NR + c0, r[i]);
+        }
+    for (; x < w; x++)
+        for (int c = 0; c < SV_NR; c++) dst[x * SV_NR + c] = c < nc ? src[c * plane + x] : 0.0f;
+}
+
+/* Channel planes from pixels of 16: dst[c * plane + q] = src[16 q + c] (+ res[c * plane +
+ * q]) for c < nc, q < npix. */
+static void SV_FN(conv_scatter16)(const float *src, int64_t npix, int64_t nc, float *dst,
+                                  int64_t plane, const float *res) {
+    int64_t q = 0;
+    for (; q + SV_VW <= npix; q += SV_VW)
+        for (int c0 = 0; c0 < nc; c0 += SV_VW) {
+            vf r[SV_VW];
+#pragma GCC unroll 16
+            for (int i = 0; i < SV_VW; i++) r[i] = vload(src + (q + i) * SV_NR + c0);
+            transpose_sq(r);
+            for (int i = 0; i < SV_VW && c0 + i < nc; i++) {
+                int64_t off = (c0 + i) * plane + q;
+                vstore(dst + off, res ? r[i] + vload(res + off) : r[i]);
+            }
+        }
+    for (; q < npix; q++)
+        for (int64_t c = 0; c < nc; c++)
+            dst[c * plane + q] = src[q * SV_NR + c] + (res ? res[c * plane + q] : 0.0f);
+}
+
+#include "pool_kern.h"
+
+/* This level's entries of sv_isa_table.conv. */
+static const sv_conv_kern SV_FN(conv_kern) = {
+    .ukr = SV_FN(conv_ukr),
+    .dw = SV_FN(conv_dw),
+    .pool_row = SV_FN(pool_row),
+    .sum = SV_FN(pool_sum),
+    .sum16 = SV_FN(pool_sum16),
+    .gather16 = SV_FN(conv_gather16),
+    .scatter16 = SV_FN(conv_scatter16),
+};

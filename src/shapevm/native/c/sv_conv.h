@@ -1,0 +1,127 @@
+/* Convolution and pooling: the C interface of conv.c and pooling.c (included by sv_internal.h),
+ * for the Python entry points and the region executor.
+ *
+ * Layouts.  NCHW is the API's: x[n][c][h][w], C-contiguous.  The blocked layout keeps 16
+ * channels of a pixel together, NCHW16c: x[n][ceil(c/16)][h][w][16], C-contiguous, the
+ * channels past c zero (every function that writes it writes those zeros; a convolution
+ * reading it relies on them being finite).  Consecutive convolutions on the blocked layout
+ * need no reorder between them; sv_nchw_to_blocked / sv_blocked_to_nchw convert at the
+ * edges.  Blocked tensors do not depend on the instruction-set level.
+ *
+ * Every function here trusts its arguments (the Python entry points check them); the
+ * debug build (SV_DEBUG) asserts the sizes it relies on.  Functions returning int return
+ * 0, or -1 when scratch memory could not be allocated (nothing was written then).
+ */
+#ifndef SV_CONV_H
+#define SV_CONV_H
+#include "svnative.h"
+
+#define SV_CB 16 /* channels per block of the blocked layout (= SV_NR) */
+
+/* A 2-D convolution (cross-correlation) as ONNX and PyTorch define it. */
+typedef struct sv_conv_shape {
+    int64_t cin, cout, kh, kw;
+    int64_t sh, sw; /* stride */
+    int64_t dh, dw; /* dilation */
+    int64_t pt, pb, pl, pr; /* zero padding: top, bottom, left, right */
+    int64_t groups; /* cin and cout divisible by it */
+} sv_conv_shape;
+
+/* Weights packed once for the convolution kernels (sv_pack_conv).  Output channels come
+ * in blocks of 16; block b reads input channel blocks [blk0[b], blk0[b] + nblk[b]) (all of
+ * them without groups) and holds, for each of those blocks, each tap (kh, kw) and each of
+ * kc input channels, a row of 16 weights (zero where a channel is outside the output
+ * channel's group, past cin or past cout).  Depthwise convolutions (groups == cin ==
+ * cout) keep one row of 16 per tap instead. */
+typedef struct sv_packed_conv {
+    sv_conv_shape s;
+    int depthwise;
+    int64_t kc;        /* input channels per block and tap: min(16, cin) */
+    int64_t cbin, cbout; /* channel blocks of the input and of the output */
+    int64_t *blk0, *nblk, *woff; /* per output block: first input block, count, weights */
+    float *w;          /* 64-byte aligned */
+    float *bias;       /* cbout * 16 floats, zeros past cout (and without a bias) */
+    int has_bias;
+} sv_packed_conv;
+
+/* Pack w[cout][cin/groups][kh][kw], read with element strides ws (any layout), and an
+ * optional bias[cout] (element stride bstride). */
+int sv_pack_conv(sv_packed_conv *out, const sv_conv_shape *s, const float *w,
+                 const int64_t ws[4], const float *bias, int64_t bstride);
+void sv_packed_conv_free(sv_packed_conv *p);
+
+/* Output size of the convolution on an h x w input; -1 when the window is larger than
+ * the padded input along an axis, else 0. */
+int sv_conv_out_hw(const sv_conv_shape *s, int64_t h, int64_t w, int64_t *oh, int64_t *ow);
+
+/* y = act(conv(x, w) + bias) + residual on n images of h x w, for act an enum sv_act.
+ * sv_conv2d_nchw: x[n][cin][h][w], y and residual [n][cout][oh][ow].
+ * sv_conv2d_blocked: x[n][cbin][h][w][16], y and residual [n][cbout][oh][ow][16].
+ * residual may be NULL, or equal to y (accumulate in place); y must not overlap x.
+ * threads: at most this many (0: the pool's size); small convolutions run on the
+ * calling thread. */
+int sv_conv2d_nchw(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+                   float *y, const float *residual, int act, int threads);
+int sv_conv2d_blocked(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w,
+                      const float *x, float *y, const float *residual, int act, int threads);
+
+/* Reorders between NCHW (x[n][c][h][w]) and blocked (y[n][ceil(c/16)][h][w][16]). */
+void sv_nchw_to_blocked(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
+                        int threads);
+void sv_blocked_to_nchw(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
+                        int threads);
+
+/* Pooling over the last two axes of planes of h x w floats (NCHW: n * c planes). */
+enum sv_pool_kind {
+    SV_POOL_MAX = 0,         /* padding never wins (PyTorch's -inf) */
+    SV_POOL_AVG = 1,         /* divided by the whole window, padding included */
+    SV_POOL_AVG_EXCL_PAD = 2 /* divided by the window's elements inside the input */
+};
+typedef struct sv_pool_shape {
+    int kind; /* enum sv_pool_kind */
+    int64_t kh, kw, sh, sw;
+    int64_t pt, pb, pl, pr; /* each at most half its axis' window */
+} sv_pool_shape;
+
+/* -1 when the window is larger than the padded input, else 0 with the output size. */
+int sv_pool_out_hw(const sv_pool_shape *s, int64_t h, int64_t w, int64_t *oh, int64_t *ow);
+/* y[plane][oh][ow] from x[plane][h][w] for `planes` planes. */
+int sv_pool2d_nchw(const sv_pool_shape *s, int64_t planes, int64_t h, int64_t w,
+                    const float *x, float *y, int threads);
+/* y[plane] = mean of the hw floats of x[plane] (NCHW: planes = n * c). */
+void sv_global_avg_pool_nchw(int64_t planes, int64_t hw, const float *x, float *y, int threads);
+/* y[n][c] = mean over the pixels of the blocked x[n][ceil(c/16)][hw][16]. */
+void sv_global_avg_pool_blocked(int64_t n, int64_t c, int64_t hw, const float *x, float *y,
+                                int threads);
+
+/* The kernels of one instruction set (conv_kern.h, pool_kern.h), in sv_isa_table.conv. */
+typedef struct sv_conv_kern {
+    /* C[mr pixels][16 channels] = sum over segments s of A_s[mr][kc] @ Bp_s[kc][16], where
+     * row i of A_s is the kc floats at pix[i] + segoff[s] and Bp_s the kc rows of 16 at
+     * bp + 16 kc s; then the epilogue (bias of the 16 channels, activation, residual rows
+     * ldr apart at row0 + i), lanes past nc set to zero, rows of C ldc apart. */
+    void (*ukr)(int mr, int64_t nseg, int64_t kc, const float *const *pix,
+                const int64_t *segoff, const float *bp, float *c, int64_t ldc,
+                const sv_epilogue *ep, int64_t row0, int nc);
+    /* Depthwise: C[i][j] = sum over taps t of (pix[i] + tapoff[t])[j] * wt[16 t + j],
+     * then the same epilogue. */
+    void (*dw)(int mr, int64_t ntaps, const float *const *pix, const int64_t *tapoff,
+               const float *wt, float *c, int64_t ldc, const sv_epilogue *ep, int64_t row0,
+               int nc);
+    /* Pooling, one output row of one plane: the nrows input rows of its windows (clipped
+     * to the input, w floats each) are combined into tmp[pl + x] (tmp holds pl + w + pr
+     * floats; its borders are set here), then y[ox] combines tmp[ox * sw + kx] for kx <
+     * kw; averages multiply by scale, times colscale[ox] when colscale is not NULL. */
+    void (*pool_row)(const sv_pool_shape *s, const float *const *rows, int nrows, int64_t w,
+                     float *tmp, float *y, int64_t ow, float scale, const float *colscale);
+    /* The sum of x[0..n). */
+    float (*sum)(const float *x, int64_t n);
+    /* acc[j] += sum over pixels p < n of x[16 p + j], for j < 16. */
+    void (*sum16)(const float *x, int64_t n, float *acc);
+    /* Reorders: dst[16 x + c] = src[c * plane + x] (zero for nc <= c < 16), x < w; and
+     * dst[c * plane + q] = src[16 q + c] (+ res[c * plane + q] unless NULL), c < nc. */
+    void (*gather16)(const float *src, int64_t plane, int64_t nc, int64_t w, float *dst);
+    void (*scatter16)(const float *src, int64_t npix, int64_t nc, float *dst, int64_t plane,
+                      const float *res);
+} sv_conv_kern;
+#endif

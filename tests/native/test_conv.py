@@ -1,0 +1,185 @@
+"""Convolutions against the op table's reference, in float64 and float32, at every
+instruction-set level: hypothesis draws the batch, channels, odd image sizes, kernels of 1
+to 7, strides, asymmetric padding, dilation, groups (depthwise included), the epilogue,
+the layout (NCHW or blocked) and the thread count; results are within 1e-5 relative of
+float64 (max |y - ref| / max |ref|)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shapevm import native
+from shapevm.ops import get_op
+from tests.native.reference import act64, rel_err
+
+Array = np.ndarray[Any, Any]
+CONV = get_op("conv2d")
+
+
+def _data(seed: int, *shape: int) -> Array:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def reference(x: Array, w: Array, b: Array | None, dtype: type, **attrs: Any) -> Array:
+    """The op table's conv2d kernel, run in ``dtype``."""
+    assert CONV is not None
+    args = [a.astype(dtype) for a in (x, w, b) if a is not None]
+    out: Array = CONV.kernel(args, CONV.filled_attrs(attrs))[0]
+    return out
+
+
+def run(x: Array, packed: native.PackedConv, blocked: bool, cout: int, **kw: Any) -> Array:
+    """conv2d, or conv2d_blocked between the reorders (the residual reordered too)."""
+    if not blocked:
+        return native.conv2d(x, packed, **kw)
+    if kw.get("residual") is not None:
+        kw["residual"] = native.to_blocked(kw["residual"])
+    return native.from_blocked(native.conv2d_blocked(native.to_blocked(x), packed, **kw), cout)
+
+
+@st.composite
+def geometries(draw: st.DrawFn) -> dict[str, Any]:
+    """A convolution whose dilated window fits the padded input."""
+    groups_kind = draw(st.sampled_from(["one", "one", "depthwise", "grouped"]))
+    if groups_kind == "depthwise":
+        groups = draw(st.integers(1, 40))
+        cin = cout = groups
+    else:
+        groups = 1 if groups_kind == "one" else draw(st.integers(2, 4))
+        cin = groups * draw(st.integers(1, 24 if groups == 1 else 12))
+        cout = groups * draw(st.integers(1, 40 if groups == 1 else 12))
+    kh, kw = draw(st.integers(1, 7)), draw(st.integers(1, 7))
+    dh, dw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    pad = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    h = max(draw(st.integers(1, 21)), dh * (kh - 1) + 1 - pad[0] - pad[1], 1)
+    w = max(draw(st.integers(1, 21)), dw * (kw - 1) + 1 - pad[2] - pad[3], 1)
+    return {
+        "n": draw(st.integers(1, 3)),
+        "cin": cin,
+        "cout": cout,
+        "h": h,
+        "w": w,
+        "kernel": (kh, kw),
+        "stride": (draw(st.integers(1, 3)), draw(st.integers(1, 3))),
+        "padding": pad,
+        "dilation": (dh, dw),
+        "groups": groups,
+    }
+
+
+@settings(
+    max_examples=70, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    g=geometries(),
+    act=st.sampled_from(native.ACTIVATIONS),
+    bias=st.booleans(),
+    residual=st.booleans(),
+    blocked=st.booleans(),
+    threads=st.sampled_from([0, 1]),
+)
+def test_conv2d_matches_the_op_table(
+    isa: str,
+    g: dict[str, Any],
+    act: str,
+    bias: bool,
+    residual: bool,
+    blocked: bool,
+    threads: int,
+) -> None:
+    kh, kw = g["kernel"]
+    fan_in = g["cin"] // g["groups"] * kh * kw
+    w = _data(1, g["cout"], g["cin"] // g["groups"], kh, kw) / np.float32(np.sqrt(fan_in))
+    b = _data(2, g["cout"]) if bias else None
+    x = _data(3, g["n"], g["cin"], g["h"], g["w"])
+    attrs = {k: g[k] for k in ("stride", "padding", "dilation", "groups")}
+    packed = native.pack_conv2d(w, b, **attrs)
+    h64 = reference(x, w, b, np.float64, **attrs)
+    r = _data(4, *h64.shape) if residual else None
+    y = run(x, packed, blocked, g["cout"], activation=act, residual=r, threads=threads)
+    ref = act64(act, h64) + (r if r is not None else 0.0)
+    assert y.shape == ref.shape and y.dtype == np.float32
+    assert rel_err(y, ref) < 1e-5
+    if act == "none" and r is None:  # the op table's float32 kernel agrees as well
+        assert rel_err(y, reference(x, w, b, np.float32, **attrs)) < 1e-5
+
+
+def test_w2_chain_stays_blocked(isa: str) -> None:
+    """W2's three convolutions run on the blocked layout end to end, then one reorder."""
+    x = _data(5, 2, 3, 19, 23)
+    layers = [(3, 32, 1), (32, 32, 2), (32, 64, 1)]
+    packs = [
+        native.pack_conv2d(_data(6 + i, co, ci, 3, 3) / 3, _data(9 + i, co), stride=s, padding=1)
+        for i, (ci, co, s) in enumerate(layers)
+    ]
+    yb, y = native.to_blocked(x), x
+    for p in packs:
+        yb = native.conv2d_blocked(yb, p, activation="relu")
+        y = native.conv2d(y, p, activation="relu")
+    assert yb.shape == (2, 4, 10, 12, 16)
+    np.testing.assert_allclose(native.from_blocked(yb, 64), y, rtol=1e-6, atol=1e-6)
+    pooled = native.global_avg_pool_blocked(yb, 64)
+    assert rel_err(pooled, y.astype(np.float64).mean((2, 3))) < 1e-5
+
+
+def test_threads_do_not_change_the_result(isa: str) -> None:
+    x, w = _data(10, 2, 32, 40, 36), _data(11, 48, 32, 3, 3)
+    packed = native.pack_conv2d(w, _data(12, 48), stride=(1, 2), padding=1)
+    one = native.conv2d(x, packed, activation="silu", threads=1)
+    pool = native.conv2d(x, packed, activation="silu", threads=0)
+    np.testing.assert_array_equal(one, pool)
+    xb = native.to_blocked(x)
+    blocked = native.conv2d_blocked(xb, packed, activation="silu", threads=0)
+    np.testing.assert_array_equal(native.from_blocked(blocked, 48), one)
+
+
+def test_blocked_padding_channels_stay_zero(isa: str) -> None:
+    packed = native.pack_conv2d(_data(13, 20, 5, 3, 3), _data(14, 20), padding=1)
+    x = native.to_blocked(_data(15, 1, 5, 6, 7))
+    out = np.full((1, 2, 6, 7, 16), np.nan, np.float32)
+    y = native.conv2d_blocked(x, packed, activation="sigmoid", out=out)
+    assert y is out
+    assert (y[:, 1, :, :, 4:] == 0.0).all() and not np.isnan(y).any()
+
+
+def test_residual_may_be_the_output(isa: str) -> None:
+    x, w = _data(16, 1, 8, 9, 9), _data(17, 8, 8, 3, 3)
+    packed = native.pack_conv2d(w, padding=1)
+    acc = _data(18, 1, 8, 9, 9)
+    expected = acc + np.maximum(reference(x, w, None, np.float64, padding=(1, 1, 1, 1)), 0)
+    native.conv2d(x, packed, activation="relu", residual=acc, out=acc)
+    assert rel_err(acc, expected) < 1e-5
+
+
+def test_strided_weights_pack_like_contiguous(isa: str) -> None:
+    w = _data(19, 16, 8, 6, 6)[::2, :, ::2, ::2]
+    x = _data(20, 1, 8, 11, 11)
+    a = native.conv2d(x, native.pack_conv2d(w, stride=2))
+    b = native.conv2d(x, native.pack_conv2d(np.ascontiguousarray(w), stride=2))
+    np.testing.assert_array_equal(a, b)
+
+
+def test_empty_batch_and_packed_properties() -> None:
+    p = native.pack_conv2d(_data(21, 6, 2, 3, 1), _data(22, 6), stride=(2, 1), padding=(1, 2),
+                           dilation=2, groups=2)  # fmt: skip
+    geometry = (p.cin, p.cout, p.kernel, p.groups, p.has_bias, p.depthwise)
+    assert geometry == (4, 6, (3, 1), 2, True, False)
+    assert p.padding == (1, 1, 2, 2) and p.dilation == (2, 2) and p.nbytes > 0
+    assert "groups=2" in repr(p)
+    assert native.conv2d(np.zeros((0, 4, 5, 5), np.float32), p).shape == (0, 6, 2, 9)
+    assert native.pack_conv2d(np.ones((3, 1, 2, 2), np.float32), groups=3).depthwise
+
+
+@pytest.mark.parametrize("c", [1, 16, 21])
+def test_reorders_round_trip(c: int) -> None:
+    x = _data(23, 2, c, 5, 3)
+    xb = native.to_blocked(x)
+    assert xb.shape == (2, -(-c // 16), 5, 3, 16)
+    assert (xb[:, -1, :, :, (c - 1) % 16 + 1 :] == 0).all()
+    np.testing.assert_array_equal(native.from_blocked(xb, c), x)
+    np.testing.assert_array_equal(xb[0, 0, 1, 2, : min(c, 16)], x[0, : min(c, 16), 1, 2])
