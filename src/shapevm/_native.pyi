@@ -102,3 +102,32 @@ def pool2d(
 def global_avg_pool(
     x: _Array, out: _Array | None = None, threads: int = 0, channels: int = 0
 ) -> _Array: ...
+def layer_norm(
+    x: _Array,
+    gamma: _Array | None = None,
+    beta: _Array | None = None,
+    eps: float = 1e-5,
+    residual: _Array | None = None,
+    out: _Array | None = None,
+    sum_out: _Array | None = None,
+    threads: int = 0,
+    rms: bool = False,
+) -> _Array: ...
+def softmax(
+    x: _Array,
+    scale: float = 1.0,
+    mask: _Array | None = None,
+    out: _Array | None = None,
+    threads: int = 0,
+    log: bool = False,
+) -> _Array: ...
+def attention(
+    q: _Array,
+    k: _Array,
+    v: _Array,
+    scale: float | None = None,
+    mask: _Array | None = None,
+    causal: bool = False,
+    out: _Array | None = None,
+    threads: int = 0,
+) -> _Array: ...

@@ -166,6 +166,14 @@ def _warn_isa_note() -> None:
 
 _warn_isa_note()
 
+from shapevm.native.rowops import (  # noqa: E402  (the checks above run first)
+    attention,
+    layer_norm,
+    log_softmax,
+    rms_norm,
+    softmax,
+)
+
 __all__ = [
     "ACTIVATIONS",
     "BLOCK",
@@ -173,6 +181,7 @@ __all__ = [
     "NativeKernelError",
     "PackedConv",
     "PackedDense",
+    "attention",
     "avg_pool2d",
     "conv2d",
     "conv2d_blocked",
@@ -182,12 +191,16 @@ __all__ = [
     "global_avg_pool_blocked",
     "info",
     "isa_levels",
+    "layer_norm",
+    "log_softmax",
     "matmul",
     "max_pool2d",
     "pack_conv2d",
     "pack_dense",
+    "rms_norm",
     "set_isa",
     "set_num_threads",
+    "softmax",
     "to_blocked",
     "vmath",
 ]

@@ -8,6 +8,7 @@
 #include "gemm_kern.h"
 #include "vmath_kern.h"
 #include "conv_kern.h"
+#include "rowops_kern.h"
 
 #define SV_STRX_(x) #x
 #define SV_STRX(x) SV_STRX_(x)
@@ -32,4 +33,7 @@ const sv_isa_table SV_CAT(sv_table, SV_ISA_NAME) = {
         },
     .act_rows = SV_FN(act_rows),
     .conv = &SV_FN(conv_kern),
+    .norm_row = SV_FN(norm_row),
+    .softmax_row = SV_FN(softmax_row),
+    .attn_softmax = SV_FN(attn_softmax),
 };

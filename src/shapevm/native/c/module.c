@@ -148,6 +148,28 @@ int sv_rows_of(PyArrayObject *a, int inner, int64_t *rows, int64_t *row_stride) 
     return 1;
 }
 
+int sv_overlaps(PyArrayObject *a, PyArrayObject *b) {
+    if (!a || !b || a == b) return 0;
+    char *alo, *ahi, *blo, *bhi;
+    npy_intp lo = 0, hi = 0;
+    for (int i = 0; i < PyArray_NDIM(a); i++) {
+        npy_intp ext = (PyArray_DIM(a, i) - 1) * PyArray_STRIDE(a, i);
+        if (PyArray_DIM(a, i) == 0) return 0;
+        if (ext < 0) lo += ext; else hi += ext;
+    }
+    alo = PyArray_BYTES(a) + lo;
+    ahi = PyArray_BYTES(a) + hi + 4;
+    lo = hi = 0;
+    for (int i = 0; i < PyArray_NDIM(b); i++) {
+        npy_intp ext = (PyArray_DIM(b, i) - 1) * PyArray_STRIDE(b, i);
+        if (PyArray_DIM(b, i) == 0) return 0;
+        if (ext < 0) lo += ext; else hi += ext;
+    }
+    blo = PyArray_BYTES(b) + lo;
+    bhi = PyArray_BYTES(b) + hi + 4;
+    return alo < bhi && blo < ahi;
+}
+
 int sv_act_code(const char *kernel, PyObject *name) {
     if (name == NULL || name == Py_None) return SV_ACT_NONE;
     const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
@@ -193,7 +215,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (!sv_NativeKernelError || PyModule_AddObject(m, "NativeKernelError",
                                                     Py_NewRef(sv_NativeKernelError)) < 0)
         goto fail;
-    if (add_methods(m, sv_misc_methods) < 0 || add_methods(m, sv_gemm_methods) < 0) goto fail;
+    if (add_methods(m, sv_misc_methods) < 0 || add_methods(m, sv_gemm_methods) < 0 ||
+        add_methods(m, sv_rowops_methods) < 0)
+        goto fail;
     if (sv_gemm_types(m) < 0) goto fail;
     if (add_methods(m, sv_conv_methods) < 0 || sv_conv_types(m) < 0) goto fail;
     if (PyModule_AddIntConstant(m, "ABI_VERSION", SV_ABI_VERSION) < 0) goto fail;

@@ -117,28 +117,6 @@ static PyObject *py_pack_dense(PyObject *self, PyObject *args, PyObject *kw) {
     return (PyObject *)p;
 }
 
-static int overlaps(PyArrayObject *a, PyArrayObject *b) {
-    if (!a || !b || a == b) return 0;
-    char *alo, *ahi, *blo, *bhi;
-    npy_intp lo = 0, hi = 0;
-    for (int i = 0; i < PyArray_NDIM(a); i++) {
-        npy_intp ext = (PyArray_DIM(a, i) - 1) * PyArray_STRIDE(a, i);
-        if (PyArray_DIM(a, i) == 0) return 0;
-        if (ext < 0) lo += ext; else hi += ext;
-    }
-    alo = PyArray_BYTES(a) + lo;
-    ahi = PyArray_BYTES(a) + hi + 4;
-    lo = hi = 0;
-    for (int i = 0; i < PyArray_NDIM(b); i++) {
-        npy_intp ext = (PyArray_DIM(b, i) - 1) * PyArray_STRIDE(b, i);
-        if (PyArray_DIM(b, i) == 0) return 0;
-        if (ext < 0) lo += ext; else hi += ext;
-    }
-    blo = PyArray_BYTES(b) + lo;
-    bhi = PyArray_BYTES(b) + hi + 4;
-    return alo < bhi && blo < ahi;
-}
-
 static PyArrayObject *new_f32(int nd, npy_intp *dims) {
     return (PyArrayObject *)PyArray_SimpleNew(nd, dims, NPY_FLOAT32);
 }
@@ -205,7 +183,7 @@ static PyObject *py_dense(PyObject *self, PyObject *args, PyObject *kw) {
             return sv_raise("dense", "out has the wrong shape", exp_o, found,
                             "allocate out with the leading shape of x and N columns");
         }
-        if (overlaps(out, x))
+        if (sv_overlaps(out, x))
             return sv_raise("dense", "out overlaps x", "out and x in separate memory",
                             "shared memory", "write the result to a new array");
         Py_INCREF(out);
@@ -221,7 +199,7 @@ static PyObject *py_dense(PyObject *self, PyObject *args, PyObject *kw) {
         r = sv_arg_f32("dense", "residual", robj, nd, nd, SV_ARG_INNER_UNIT, exp_o);
         int64_t m3;
         if (!r || !same_lead(r, out, 0) || !sv_rows_of(r, 1, &m3, &ldr) ||
-            (overlaps(r, out) && PyArray_DATA(r) != PyArray_DATA(out))) {
+            (sv_overlaps(r, out) && PyArray_DATA(r) != PyArray_DATA(out))) {
             Py_DECREF(out);
             if (r) {
                 sv_describe(robj, found, sizeof found);

@@ -33,6 +33,9 @@ PyArrayObject *sv_arg_f32(const char *kernel, const char *name, PyObject *obj, i
  * single stride; sets *rows and *row_stride (elements). */
 int sv_rows_of(PyArrayObject *a, int inner, int64_t *rows, int64_t *row_stride);
 
+/* Whether the memory a and b span overlaps (a == b, or either NULL: no). */
+int sv_overlaps(PyArrayObject *a, PyArrayObject *b);
+
 /* Activation names of fused epilogues: "none", "relu", "gelu_tanh", "gelu_erf", "silu",
  * "sigmoid", "tanh"; -1 with NativeKernelError set for another name. */
 int sv_act_code(const char *kernel, PyObject *name);
@@ -42,6 +45,8 @@ extern const char *const sv_act_names[SV_ACT_COUNT];
 extern PyMethodDef sv_gemm_methods[];
 extern PyMethodDef sv_misc_methods[];
 extern PyMethodDef sv_conv_methods[];
+extern PyMethodDef sv_rowops_methods[];
+
 int sv_gemm_types(PyObject *module);
 int sv_conv_types(PyObject *module);
 #endif

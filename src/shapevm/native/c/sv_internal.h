@@ -55,6 +55,23 @@ enum sv_vmath_op {
 };
 
 struct sv_conv_kern; /* conv_kern.h, pool_kern.h: convolution and pooling kernels */
+/* One row of a norm (rowops_kern.h): n floats, eps, RMS instead of layer norm, the affine
+ * gamma and beta ([n] or NULL). */
+typedef struct sv_norm_params {
+    int64_t n;
+    float eps;
+    int rms;
+    const float *gamma, *beta;
+} sv_norm_params;
+
+/* One row of softmax: n floats, the scale of the scores, log-softmax instead. */
+typedef struct sv_softmax_params {
+    int64_t n;
+    float scale;
+    int log;
+} sv_softmax_params;
+
+typedef struct sv_tile_kernels sv_tile_kernels; /* tile_kern.h */
 
 /* What one instruction set provides; chosen once at import (platform.c). */
 typedef struct sv_isa_table {
@@ -66,6 +83,15 @@ typedef struct sv_isa_table {
     sv_vmath_fn vmath[SV_VM_COUNT];
     void (*act_rows)(float *x, int64_t rows, int64_t cols, int64_t ld, const sv_epilogue *ep);
     const struct sv_conv_kern *conv;
+    /* rowops_kern.h: y = norm(x + r), with x + r stored to h when h is given */
+    void (*norm_row)(const sv_norm_params *p, const float *x, const float *r, float *h,
+                     float *y);
+    void (*softmax_row)(const sv_softmax_params *p, const float *x, const float *mask,
+                        float *y);
+    void (*attn_softmax)(float *s, int rows, int64_t ld, int64_t cols, float scale,
+                         const float *mask, int64_t ldm, const int64_t *lim, float *m,
+                         float *l, float *alpha);
+    const sv_tile_kernels *tile; /* tile_kern.h */
 } sv_isa_table;
 
 extern const sv_isa_table sv_table_generic;
@@ -104,4 +130,50 @@ void sv_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t sam, int6
               const float *b, int64_t sbk, int64_t sbn, float *c, int64_t ldc,
               const sv_epilogue *ep, int threads);
 #include "sv_conv.h"
+
+/* rowops.c: row operations over the last axis of float32 tensors.  Every operand is rows
+ * of n unit-stride floats indexed by the same leading dims `lead`; its leading strides are
+ * in floats (0 where it broadcasts).  Operands may alias only element for element. */
+#define SV_ROW_MAX_DIMS 8
+enum sv_row_kind { SV_ROW_LAYER_NORM, SV_ROW_RMS_NORM, SV_ROW_SOFTMAX, SV_ROW_LOG_SOFTMAX };
+typedef struct sv_rowop {
+    int kind; /* enum sv_row_kind */
+    int nd;   /* leading dims, <= SV_ROW_MAX_DIMS */
+    int64_t lead[SV_ROW_MAX_DIMS];
+    int64_t n; /* row length, >= 1 */
+    const float *x;
+    int64_t sx[SV_ROW_MAX_DIMS];
+    const float *r; /* norms: the residual added to x; softmax: the additive mask; or NULL */
+    int64_t sr[SV_ROW_MAX_DIMS];
+    float *h; /* norms: x + r written out (the next residual), or NULL */
+    int64_t sh[SV_ROW_MAX_DIMS];
+    float *y;
+    int64_t sy[SV_ROW_MAX_DIMS];
+    const float *gamma, *beta; /* norms: [n] unit-stride, or NULL */
+    float eps;                 /* norms */
+    float scale;               /* softmax: scores are x * scale (+ mask) */
+} sv_rowop;
+void sv_rowop_run(const sv_rowop *op, int threads);
+
+/* attention.c: softmax(q @ k^T * scale + mask) @ v per head, scores a tile at a time. */
+#define SV_ATT_MAX_DIMS 6
+typedef struct sv_attention {
+    int nd; /* batch dims (heads included), <= SV_ATT_MAX_DIMS */
+    int64_t batch[SV_ATT_MAX_DIMS];
+    int64_t sq, sk, d, dv;
+    /* strides in floats: batch dims (0 where broadcast), then rows; unit along d / dv */
+    const float *q;
+    int64_t sbq[SV_ATT_MAX_DIMS], srq;
+    const float *k;
+    int64_t sbk[SV_ATT_MAX_DIMS], srk;
+    const float *v;
+    int64_t sbv[SV_ATT_MAX_DIMS], srv;
+    const float *mask; /* additive [.., sq, sk] unit along keys, or NULL */
+    int64_t sbm[SV_ATT_MAX_DIMS], srm;
+    float *o;
+    int64_t sbo[SV_ATT_MAX_DIMS], sro;
+    float scale;
+    int causal; /* query i sees keys j <= i (top-left aligned, as torch's is_causal) */
+} sv_attention;
+int sv_attention_run(const sv_attention *a, int threads); /* 0, or -1 out of memory */
 #endif

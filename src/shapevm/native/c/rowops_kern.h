@@ -1,0 +1,164 @@
+/* Row operations over the last axis for one instruction set (included by isa_<level>.c):
+ * one row of layer norm / RMS norm (residual input, affine output), one row of softmax /
+ * log-softmax (scale, additive mask), and the online-softmax step of attention.
+ *
+ * Rows are unit-stride.  Aliasing is allowed only between operands that are the same
+ * memory element for element (y == x, h == r...): every pass reads an element before it
+ * writes the same element.  Sums run in several vector accumulators; the variance is the
+ * corrected two-pass one (sum of d^2 minus (sum of d)^2 / n around the first mean), which
+ * stays within float32's rounding of the float64 result even for rows with a large mean.
+ */
+#include "vmath.h"
+
+SV_INLINE vf ld_n(const float *p, int64_t left, float fill) {
+    return left >= SV_VW ? vload(p) : vload_part(p, (int)left, fill);
+}
+SV_INLINE void st_n(float *p, vf v, int64_t left) {
+    if (left >= SV_VW)
+        vstore(p, v);
+    else
+        vstore_part(p, v, (int)left);
+}
+
+/* Pass 1 of a norm: h = x (+ r) stored to dst when r is given; returns the sum. */
+SV_INLINE float norm_gather(int64_t n, const float *x, const float *r, float *dst) {
+    vf s0 = vsplat(0.0f), s1 = vsplat(0.0f);
+    int64_t i = 0;
+    for (; i + 2 * SV_VW <= n; i += 2 * SV_VW) {
+        vf a = vload(x + i), b = vload(x + i + SV_VW);
+        if (r) {
+            a += vload(r + i);
+            b += vload(r + i + SV_VW);
+            vstore(dst + i, a);
+            vstore(dst + i + SV_VW, b);
+        }
+        s0 += a;
+        s1 += b;
+    }
+    for (; i < n; i += SV_VW) {
+        vf a = ld_n(x + i, n - i, 0.0f);
+        if (r) {
+            a += ld_n(r + i, n - i, 0.0f);
+            st_n(dst + i, a, n - i);
+        }
+        s0 += a;
+    }
+    return vhsum(s0 + s1);
+}
+
+static void SV_FN(norm_row)(const sv_norm_params *p, const float *x, const float *r, float *h,
+                            float *y) {
+    int64_t n = p->n;
+    const float *src = x;
+    if (r) src = h ? h : y;
+    float total = norm_gather(n, x, r, (float *)src);
+    float mean = p->rms ? 0.0f : total / (float)n;
+    vf vm = vsplat(mean), sd = vsplat(0.0f), sq0 = vsplat(0.0f), sq1 = vsplat(0.0f);
+    int64_t i = 0;
+    for (; i + 2 * SV_VW <= n; i += 2 * SV_VW) {
+        vf d0 = vload(src + i) - vm, d1 = vload(src + i + SV_VW) - vm;
+        sd += d0 + d1;
+        sq0 = vfma(d0, d0, sq0);
+        sq1 = vfma(d1, d1, sq1);
+    }
+    for (; i < n; i += SV_VW) {
+        vf d = ld_n(src + i, n - i, mean) - vm;
+        sd += d;
+        sq0 = vfma(d, d, sq0);
+    }
+    float dsum = vhsum(sd) / (float)n, var = vhsum(sq0 + sq1) / (float)n;
+    if (!p->rms) {
+        var -= dsum * dsum;
+        if (var < 0.0f) var = 0.0f;
+    }
+    float rstd = 1.0f / __builtin_sqrtf(var + p->eps);
+    /* (x - mean) as (x - first mean) - correction: no rounding at the mean's magnitude */
+    vf vd = vsplat(p->rms ? 0.0f : dsum), vr = vsplat(rstd);
+    for (i = 0; i < n; i += SV_VW) {
+        int64_t left = n - i;
+        vf v = ((ld_n(src + i, left, 0.0f) - vm) - vd) * vr;
+        if (p->gamma) v *= ld_n(p->gamma + i, left, 0.0f);
+        if (p->beta) v += ld_n(p->beta + i, left, 0.0f);
+        st_n(y + i, v, left);
+    }
+}
+
+/* max over the row of t = x * scale + mask (stored to y when scaled or masked). */
+SV_INLINE float softmax_prepare(int64_t n, const float *x, float scale, const float *mask,
+                                float *y) {
+    const float ninf = -__builtin_inff();
+    vf m0 = vsplat(ninf), vs = vsplat(scale);
+    bool transform = scale != 1.0f || mask;
+    for (int64_t i = 0; i < n; i += SV_VW) {
+        int64_t left = n - i;
+        vf t = ld_n(x + i, left, ninf);
+        if (transform) {
+            t *= vs;
+            if (mask) t += ld_n(mask + i, left, 0.0f);
+            st_n(y + i, t, left);
+        }
+        if (left < SV_VW)
+            for (int l = (int)left; l < SV_VW; l++) t[l] = ninf;
+        m0 = vsel((t > m0) | vnan_mask(t), t, m0);
+    }
+    float m = m0[0];
+    for (int l = 1; l < SV_VW; l++) m = (m0[l] > m || m0[l] != m0[l]) ? m0[l] : m;
+    return m;
+}
+
+static void SV_FN(softmax_row)(const sv_softmax_params *p, const float *x, const float *mask,
+                               float *y) {
+    int64_t n = p->n;
+    float m = softmax_prepare(n, x, p->scale, mask, y);
+    const float *src = (p->scale != 1.0f || mask) ? y : x;
+    vf vm = vsplat(m), s = vsplat(0.0f);
+    for (int64_t i = 0; i < n; i += SV_VW) {
+        int64_t left = n - i;
+        vf e = vexp(ld_n(src + i, left, -__builtin_inff()) - vm);
+        if (left < SV_VW)
+            for (int l = (int)left; l < SV_VW; l++) e[l] = 0.0f;
+        s += e;
+        if (!p->log) st_n(y + i, e, left);
+    }
+    float total = vhsum(s);
+    if (p->log) {
+        vf shift = vsplat(m + __builtin_logf(total));
+        for (int64_t i = 0; i < n; i += SV_VW) st_n(y + i, ld_n(src + i, n - i, 0.0f) - shift, n - i);
+    } else {
+        vf inv = vsplat(1.0f / total);
+        for (int64_t i = 0; i < n; i += SV_VW) st_n(y + i, ld_n(y + i, n - i, 0.0f) * inv, n - i);
+    }
+}
+
+/* One step of attention's online softmax over a block of scores s[rows][ld] (cols valid
+ * columns; row i keeps only its first lim[i] columns, the rest become 0): t = s * scale +
+ * mask, m' = max(m, max t), s <- exp(t - m'), l <- l * exp(m - m') + sum, and alpha[i] =
+ * exp(m - m') is the factor for the output rows accumulated so far. */
+static void SV_FN(attn_softmax)(float *s, int rows, int64_t ld, int64_t cols, float scale,
+                                const float *mask, int64_t ldm, const int64_t *lim, float *m,
+                                float *l, float *alpha) {
+    const float ninf = -__builtin_inff();
+    for (int i = 0; i < rows; i++) {
+        float *row = s + i * ld;
+        int64_t n = lim ? (lim[i] < cols ? lim[i] : cols) : cols;
+        if (n < 0) n = 0;
+        float mx = n > 0 ? softmax_prepare(n, row, scale, mask ? mask + i * ldm : NULL, row)
+                         : ninf;
+        const float *src = row;
+        float mnew = (mx > m[i] || mx != mx) ? mx : m[i];
+        vf vm = vsplat(mnew), acc = vsplat(0.0f);
+        for (int64_t j = 0; j < n; j += SV_VW) {
+            int64_t left = n - j;
+            vf e = vexp(ld_n(src + j, left, ninf) - vm);
+            if (left < SV_VW)
+                for (int q = (int)left; q < SV_VW; q++) e[q] = 0.0f;
+            acc += e;
+            st_n(row + j, e, left);
+        }
+        for (int64_t j = n; j < cols; j++) row[j] = 0.0f;
+        float a = m[i] == ninf ? 0.0f : __builtin_expf(m[i] - mnew);
+        alpha[i] = a;
+        l[i] = l[i] * a + vhsum(acc);
+        m[i] = mnew;
+    }
+}
