@@ -1,4 +1,5 @@
 # Type information for the C kernel library (src/shapevm/native/c); see shapevm.native.
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,26 @@ class PackedDense:
     def nbytes(self) -> int: ...
     @property
     def has_bias(self) -> bool: ...
+
+class TileProgram:
+    def __init__(
+        self,
+        in_dtypes: Sequence[int],
+        consts: Sequence[float],
+        const_dtypes: Sequence[int],
+        code: Sequence[tuple[int, int, int, int, int, int]],
+        out_reg: int,
+        n_regs: int,
+        reduce: int = 0,
+        reduce_axes: int = 0,
+        keepdims: bool = False,
+    ) -> None: ...
+    @property
+    def out_dtype(self) -> str: ...
+    @property
+    def n_inputs(self) -> int: ...
+    @property
+    def kernels(self) -> tuple[str, ...]: ...
 
 def info() -> dict[str, Any]: ...
 def set_isa(name: str, /) -> None: ...
@@ -131,3 +152,7 @@ def attention(
     out: _Array | None = None,
     threads: int = 0,
 ) -> _Array: ...
+def tile_run(
+    program: TileProgram, inputs: Sequence[_Array], out: _Array | None = None, threads: int = 0
+) -> _Array: ...
+def tile_ops() -> tuple[tuple[tuple[str, int], ...], tuple[str, ...], tuple[str, ...]]: ...

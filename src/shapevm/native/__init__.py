@@ -166,7 +166,8 @@ def _warn_isa_note() -> None:
 
 _warn_isa_note()
 
-from shapevm.native.rowops import (  # noqa: E402  (the checks above run first)
+from shapevm.native import rowops, tile  # noqa: E402  (the checks above run first)
+from shapevm.native.rowops import (  # noqa: E402
     attention,
     layer_norm,
     log_softmax,
@@ -198,9 +199,11 @@ __all__ = [
     "pack_conv2d",
     "pack_dense",
     "rms_norm",
+    "rowops",
     "set_isa",
     "set_num_threads",
     "softmax",
+    "tile",
     "to_blocked",
     "vmath",
 ]

@@ -9,6 +9,7 @@
 #include "vmath_kern.h"
 #include "conv_kern.h"
 #include "rowops_kern.h"
+#include "tile_kern.h"
 
 #define SV_STRX_(x) #x
 #define SV_STRX(x) SV_STRX_(x)
@@ -36,4 +37,5 @@ const sv_isa_table SV_CAT(sv_table, SV_ISA_NAME) = {
     .norm_row = SV_FN(norm_row),
     .softmax_row = SV_FN(softmax_row),
     .attn_softmax = SV_FN(attn_softmax),
+    .tile = &SV_FN(tile_kernels),
 };

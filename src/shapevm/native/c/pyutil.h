@@ -46,6 +46,10 @@ extern PyMethodDef sv_gemm_methods[];
 extern PyMethodDef sv_misc_methods[];
 extern PyMethodDef sv_conv_methods[];
 extern PyMethodDef sv_rowops_methods[];
+extern PyMethodDef sv_tile_methods[];
+int sv_tile_types(PyObject *module);
+/* The checked program of a shapevm.native.TileProgram, or NULL for another object. */
+const sv_tile_plan *sv_tile_plan_of(PyObject *obj);
 
 int sv_gemm_types(PyObject *module);
 int sv_conv_types(PyObject *module);

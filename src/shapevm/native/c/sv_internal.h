@@ -3,6 +3,7 @@
 #ifndef SV_INTERNAL_H
 #define SV_INTERNAL_H
 #include "svnative.h"
+#include "svtile.h"
 #include <stdbool.h>
 
 #if defined(__clang__)
@@ -71,7 +72,14 @@ typedef struct sv_softmax_params {
     int log;
 } sv_softmax_params;
 
-typedef struct sv_tile_kernels sv_tile_kernels; /* tile_kern.h */
+/* The tile interpreter's kernels (tile_kern.h): one per opcode, plus the bool and
+ * constant-exponent variants that sv_tile_plan_init resolves instructions to. */
+enum { SV_TK_COPY = SV_TOP_COUNT, SV_TK_NE0, SV_TK_SQUARE, SV_TK_COUNT };
+typedef void (*sv_tile_fn)(float *dst, const float *a, const float *b, const float *c, int n);
+typedef struct sv_tile_kernels {
+    sv_tile_fn op[SV_TK_COUNT];
+    float (*reduce)(int red, const float *v, int n);
+} sv_tile_kernels;
 
 /* What one instruction set provides; chosen once at import (platform.c). */
 typedef struct sv_isa_table {

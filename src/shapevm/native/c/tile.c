@@ -1,0 +1,487 @@
+/* The tile interpreter (svtile.h): runs a checked program (tile_plan.c) over the broadcast
+ * iteration space of its inputs, SV_TILE_LEN elements at a time, one kernel call
+ * (tile_kern.h) per instruction and tile -- numexpr's design.
+ *
+ * Dims of size 1 are dropped and adjacent dims that every operand steps through evenly are
+ * merged (never across the reduction's boundary), so contiguous operands become one long
+ * dim.  A tile walks that space in flat order: each input is gathered into its register
+ * (or read in place when the tile is one contiguous run of float32), the instructions run,
+ * and the result is scattered to the output, or folded into the trailing reduction
+ * segment by segment (flat order puts the reduced dims innermost).  Big jobs split tiles
+ * over the pool; a reduction with few outputs splits each output's elements into chunks
+ * whose partial results are combined in order at the end.
+ */
+#include "sv_internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define T SV_TILE_LEN
+#define NOPS (SV_TILE_MAX_INPUTS + 1) /* inputs, then the output */
+#define TILE_PARALLEL_MIN 65536      /* elements below which a job stays on one thread */
+
+typedef struct tile_space {
+    int nd, nkeep;              /* coalesced dims; the first nkeep are kept (not reduced) */
+    int64_t shape[SV_TILE_MAX_DIMS];
+    int64_t st[NOPS][SV_TILE_MAX_DIMS]; /* byte strides; [SV_TILE_MAX_INPUTS] is the output */
+    int64_t total, outer, inner; /* elements; kept; reduced per output */
+} tile_space;
+
+typedef struct tile_job {
+    const sv_tile_plan *plan;
+    const sv_tile_args *args;
+    const sv_tile_kernels *k;
+    tile_space sp;
+    int64_t tiles_per_task, chunks, chunk_len; /* reductions split in chunks per output */
+    double *partial;                           /* [outer * chunks] when chunks > 1 */
+} tile_job;
+
+static int tfail(sv_tile_error *e, const char *what, const char *expected, const char *found,
+                 const char *fix) {
+    snprintf(e->what, sizeof e->what, "%s", what);
+    snprintf(e->expected, sizeof e->expected, "%s", expected);
+    snprintf(e->found, sizeof e->found, "%s", found);
+    snprintf(e->fix, sizeof e->fix, "%s", fix);
+    return -1;
+}
+
+static void shape_text(char *buf, size_t size, const int64_t *shape, int nd) {
+    int n = snprintf(buf, size, "[");
+    for (int i = 0; i < nd && n > 0 && (size_t)n < size; i++)
+        n += snprintf(buf + n, size - (size_t)n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, "]");
+}
+
+/* The broadcast shape of the inputs (NumPy's rule) into shape[*nd]. */
+static int broadcast(const sv_tile_args *a, int64_t *shape, int *nd, sv_tile_error *e) {
+    *nd = 0;
+    for (int i = 0; i < a->n_inputs; i++) {
+        if (a->in[i].ndim < 0 || a->in[i].ndim > SV_TILE_MAX_DIMS) {
+            char found[64];
+            snprintf(found, sizeof found, "input %d of rank %d", i, a->in[i].ndim);
+            return tfail(e, "an input has too many dims", "ranks 0 to 8", found,
+                         "reshape the operands to 8 dims or fewer");
+        }
+        if (a->in[i].ndim > *nd) *nd = a->in[i].ndim;
+    }
+    for (int d = 0; d < *nd; d++) {
+        shape[d] = 1;
+        for (int i = 0; i < a->n_inputs; i++) {
+            int di = d - (*nd - a->in[i].ndim);
+            int64_t s = di >= 0 ? a->in[i].shape[di] : 1;
+            if (s == shape[d] || s == 1) continue;
+            if (shape[d] != 1) {
+                char found[200], one[96];
+                int n = 0;
+                for (int j = 0; j < a->n_inputs && n >= 0 && (size_t)n < sizeof found; j++) {
+                    shape_text(one, sizeof one, a->in[j].shape, a->in[j].ndim);
+                    n += snprintf(found + n, sizeof found - (size_t)n, "%s%s", j ? ", " : "", one);
+                }
+                return tfail(e, "the inputs do not broadcast",
+                             "shapes that are equal or 1 in each trailing dim (NumPy's rule)",
+                             found, "reshape the inputs so that they broadcast");
+            }
+            shape[d] = s;
+        }
+    }
+    return 0;
+}
+
+int sv_tile_out_shape(const sv_tile_plan *plan, const sv_tile_args *args, int64_t *shape,
+                      int32_t *ndim, sv_tile_error *err) {
+    const sv_tile_prog *p = &plan->prog;
+    int nd;
+    if (args->n_inputs != p->n_inputs) {
+        char exp[64], found[64];
+        snprintf(exp, sizeof exp, "%d inputs", p->n_inputs);
+        snprintf(found, sizeof found, "%d inputs", args->n_inputs);
+        return tfail(err, "wrong number of inputs", exp, found, "pass one array per input");
+    }
+    if (broadcast(args, shape, &nd, err) < 0) return -1;
+    if (p->reduce != SV_RED_NONE && p->reduce_axes > nd) {
+        char exp[64], found[64];
+        snprintf(exp, sizeof exp, "rank >= %d (the reduced axes)", p->reduce_axes);
+        snprintf(found, sizeof found, "rank %d", nd);
+        return tfail(err, "the inputs have fewer dims than the reduction", exp, found,
+                     "reduce fewer axes");
+    }
+    if (p->reduce != SV_RED_NONE) {
+        int keep = nd - p->reduce_axes;
+        if (p->keepdims)
+            for (int d = keep; d < nd; d++) shape[d] = 1;
+        else
+            nd = keep;
+    }
+    *ndim = nd;
+    return 0;
+}
+
+/* The bytes an operand spans: [lo, hi). */
+static void extent(const char *base, const int64_t *shape, const int64_t *st, int nd,
+                   int itemsize, const char **lo, const char **hi) {
+    int64_t a = 0, b = 0;
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] == 0) {
+            *lo = *hi = base;
+            return;
+        }
+        int64_t ext = (shape[d] - 1) * st[d];
+        if (ext < 0) a += ext; else b += ext;
+    }
+    *lo = base + a;
+    *hi = base + b + itemsize;
+}
+
+static int itemsize(int dtype) { return dtype == SV_DT_BOOL ? 1 : 4; }
+
+/* The operands' strides over the broadcast space, the output's shape checked, and no
+ * partial overlap of the output with an input. */
+static int bind(tile_job *j, int64_t *shape, int *nd, int *nred, sv_tile_error *e) {
+    const sv_tile_prog *p = &j->plan->prog;
+    const sv_tile_args *a = j->args;
+    int64_t want[SV_TILE_MAX_DIMS];
+    int32_t wnd;
+    if (sv_tile_out_shape(j->plan, a, want, &wnd, e) < 0) return -1;
+    bool same = a->out.ndim == wnd;
+    for (int d = 0; d < wnd && same; d++) same = a->out.shape[d] == want[d];
+    if (!same) {
+        char exp[96], found[96];
+        shape_text(exp, sizeof exp, want, wnd);
+        shape_text(found, sizeof found, a->out.shape, a->out.ndim < 0 || a->out.ndim > 8 ? 0 : a->out.ndim);
+        return tfail(e, "the output has the wrong shape", exp, found,
+                     "allocate the output with the broadcast shape (less the reduced axes)");
+    }
+    broadcast(a, shape, nd, e);
+    *nred = p->reduce != SV_RED_NONE ? p->reduce_axes : 0;
+    for (int i = 0; i < a->n_inputs; i++)
+        for (int d = 0; d < *nd; d++) {
+            int di = d - (*nd - a->in[i].ndim);
+            bool real = di >= 0 && a->in[i].shape[di] != 1;
+            j->sp.st[i][d] = real ? a->in[i].strides[di] : 0;
+        }
+    for (int d = 0; d < *nd; d++)
+        j->sp.st[SV_TILE_MAX_INPUTS][d] =
+            d < *nd - *nred && a->out.shape[d] != 1 ? a->out.strides[d] : 0;
+    const char *olo, *ohi, *ilo, *ihi;
+    extent(a->out.data, a->out.shape, a->out.strides, a->out.ndim,
+           itemsize(j->plan->out_dtype), &olo, &ohi);
+    for (int i = 0; i < a->n_inputs; i++) {
+        extent(a->in[i].data, a->in[i].shape, a->in[i].strides, a->in[i].ndim,
+               itemsize(p->in_dtype[i]), &ilo, &ihi);
+        if (!(olo < ihi && ilo < ohi)) continue;
+        bool alias = a->in[i].data == a->out.data && *nred == 0 &&
+                     p->in_dtype[i] == j->plan->out_dtype;
+        for (int d = 0; d < *nd && alias; d++)
+            alias = shape[d] == 1 || j->sp.st[i][d] == j->sp.st[SV_TILE_MAX_INPUTS][d];
+        if (!alias) {
+            char found[64];
+            snprintf(found, sizeof found, "the output and input %d share memory", i);
+            return tfail(e, "the output overlaps an input",
+                         "an output in memory of its own, or the very same elements as an input",
+                         found, "write the result to a new array");
+        }
+    }
+    return 0;
+}
+
+/* Drop dims of size 1, merge dims that every operand steps through evenly. */
+static void coalesce(tile_job *j, const int64_t *shape, int nd, int nred) {
+    tile_space *sp = &j->sp;
+    int nops = j->args->n_inputs, out = SV_TILE_MAX_INPUTS, n = 0, nkeep = 0;
+    int64_t st[NOPS][SV_TILE_MAX_DIMS];
+    memcpy(st, sp->st, sizeof st);
+    for (int d = 0; d < nd; d++) {
+        bool kept = d < nd - nred;
+        if (shape[d] == 1) continue;
+        bool merge = n > 0 && (kept == (n <= nkeep));
+        for (int i = 0; i <= nops && merge; i++) {
+            int o = i == nops ? out : i;
+            merge = st[o][d - 0] * shape[d] == sp->st[o][n - 1];
+        }
+        if (merge) {
+            sp->shape[n - 1] *= shape[d];
+            for (int i = 0; i <= nops; i++) sp->st[i == nops ? out : i][n - 1] = st[i == nops ? out : i][d];
+            continue;
+        }
+        sp->shape[n] = shape[d];
+        for (int i = 0; i <= nops; i++) sp->st[i == nops ? out : i][n] = st[i == nops ? out : i][d];
+        n++;
+        if (kept) nkeep = n;
+    }
+    if (n == 0) { /* a single element */
+        sp->shape[0] = 1;
+        for (int i = 0; i < NOPS; i++) sp->st[i][0] = 0;
+        n = nkeep = 1;
+    }
+    sp->nd = n;
+    sp->nkeep = nkeep;
+    sp->outer = sp->inner = 1;
+    for (int d = 0; d < n; d++) {
+        if (d < nkeep)
+            sp->outer *= sp->shape[d];
+        else
+            sp->inner *= sp->shape[d];
+    }
+    sp->total = sp->outer * sp->inner;
+}
+
+/* count elements of an operand from flat index e0 into dst (bool: 0.0f / 1.0f). */
+static const float *gather(const tile_space *sp, int op, const char *base, int dtype,
+                           int64_t e0, int count, float *dst) {
+    int nd = sp->nd;
+    int64_t idx[SV_TILE_MAX_DIMS], rest = e0, off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = rest % sp->shape[d];
+        rest /= sp->shape[d];
+        off += idx[d] * sp->st[op][d];
+    }
+    int64_t s = sp->st[op][nd - 1], len = sp->shape[nd - 1];
+    if (dtype == SV_DT_F32 && s == 4 && count == T && idx[nd - 1] + T <= len)
+        return (const float *)(base + off); /* one contiguous run: read in place */
+    for (int done = 0; done < count;) {
+        int run = (int)(len - idx[nd - 1] < count - done ? len - idx[nd - 1] : count - done);
+        const char *p = base + off;
+        float *q = dst + done;
+        if (dtype == SV_DT_BOOL) {
+            for (int i = 0; i < run; i++) q[i] = p[i * s] ? 1.0f : 0.0f;
+        } else if (s == 4) {
+            memcpy(q, p, (size_t)run * 4);
+        } else if (s == 0) {
+            float v;
+            memcpy(&v, p, 4);
+            for (int i = 0; i < run; i++) q[i] = v;
+        } else {
+            for (int i = 0; i < run; i++) memcpy(q + i, p + i * s, 4);
+        }
+        done += run;
+        idx[nd - 1] += run;
+        off += run * s;
+        for (int d = nd - 1; d > 0 && idx[d] == sp->shape[d]; d--) {
+            off += sp->st[op][d - 1] - idx[d] * sp->st[op][d];
+            idx[d] = 0;
+            idx[d - 1]++;
+        }
+    }
+    return dst;
+}
+
+/* count results from flat index e0 into the output. */
+static void scatter(const tile_space *sp, char *base, int dtype, int64_t e0, int count,
+                    const float *v) {
+    int nd = sp->nd, op = SV_TILE_MAX_INPUTS;
+    int64_t idx[SV_TILE_MAX_DIMS], rest = e0, off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = rest % sp->shape[d];
+        rest /= sp->shape[d];
+        off += idx[d] * sp->st[op][d];
+    }
+    int64_t s = sp->st[op][nd - 1], len = sp->shape[nd - 1];
+    for (int done = 0; done < count;) {
+        int run = (int)(len - idx[nd - 1] < count - done ? len - idx[nd - 1] : count - done);
+        char *p = base + off;
+        const float *q = v + done;
+        if (dtype == SV_DT_BOOL)
+            for (int i = 0; i < run; i++) p[i * s] = q[i] != 0.0f;
+        else if (s == 4)
+            memcpy(p, q, (size_t)run * 4);
+        else
+            for (int i = 0; i < run; i++) memcpy(p + i * s, q + i, 4);
+        done += run;
+        idx[nd - 1] += run;
+        off += run * s;
+        for (int d = nd - 1; d > 0 && idx[d] == sp->shape[d]; d--) {
+            off += sp->st[op][d - 1] - idx[d] * sp->st[op][d];
+            idx[d] = 0;
+            idx[d - 1]++;
+        }
+    }
+}
+
+/* Registers of one task: constants splatted once, inputs per tile. */
+typedef struct tile_regs {
+    const float *ptr[SV_TILE_MAX_REGS];
+    float (*scratch)[T];
+} tile_regs;
+
+static void regs_init(const tile_job *j, tile_regs *r, float (*scratch)[T]) {
+    const sv_tile_prog *p = &j->plan->prog;
+    r->scratch = scratch;
+    memset(scratch, 0, sizeof(float[T]) * (size_t)p->n_regs);
+    for (int c = 0; c < p->n_consts; c++) {
+        float *reg = scratch[p->n_inputs + c];
+        for (int i = 0; i < T; i++) reg[i] = p->consts[c];
+        r->ptr[p->n_inputs + c] = reg;
+    }
+}
+
+/* The program on the count elements from flat index e0; returns the result register. */
+static const float *run_tile(const tile_job *j, tile_regs *r, int64_t e0, int count) {
+    const sv_tile_prog *p = &j->plan->prog;
+    for (int i = 0; i < p->n_inputs; i++)
+        r->ptr[i] = gather(&j->sp, i, j->args->in[i].data, p->in_dtype[i], e0, count,
+                           r->scratch[i]);
+    int n = (count + 15) & ~15; /* whole vectors of every level; the tile has room */
+    for (int i = 0; i < p->n_instr; i++) {
+        const sv_tile_instr *in = &p->code[i];
+        float *dst = r->scratch[in->dst];
+        j->k->op[j->plan->kernel[i]](dst, r->ptr[in->a], r->ptr[in->b], r->ptr[in->c], n);
+        r->ptr[in->dst] = dst;
+    }
+    return r->ptr[p->out_reg];
+}
+
+static void elementwise_task(void *vctx, int64_t task) {
+    const tile_job *j = vctx;
+    float scratch[SV_TILE_MAX_REGS][T] __attribute__((aligned(64)));
+    tile_regs r;
+    regs_init(j, &r, scratch);
+    int64_t t0 = task * j->tiles_per_task, t1 = t0 + j->tiles_per_task;
+    for (int64_t t = t0; t < t1 && t * T < j->sp.total; t++) {
+        int64_t e0 = t * T;
+        int count = (int)(j->sp.total - e0 < T ? j->sp.total - e0 : T);
+        scatter(&j->sp, j->args->out.data, j->plan->out_dtype, e0, count, run_tile(j, &r, e0, count));
+    }
+}
+
+static double combine(int red, double acc, double v) {
+    switch (red) {
+    case SV_RED_MAX: return (v >= acc || v != v) ? v : acc;
+    case SV_RED_MIN: return (v <= acc || v != v) ? v : acc;
+    case SV_RED_PROD: return acc * v;
+    default: return acc + v;
+    }
+}
+
+static double identity(int red) {
+    switch (red) {
+    case SV_RED_MAX: return -HUGE_VAL;
+    case SV_RED_MIN: return HUGE_VAL;
+    case SV_RED_PROD: return 1.0;
+    default: return 0.0;
+    }
+}
+
+/* Store the finished reduction of output o. */
+static void store_reduced(const tile_job *j, int64_t o, double acc) {
+    const tile_space *sp = &j->sp;
+    if (j->plan->prog.reduce == SV_RED_MEAN) acc /= (double)sp->inner;
+    int64_t off = 0, rest = o;
+    for (int d = sp->nkeep - 1; d >= 0; d--) {
+        off += (rest % sp->shape[d]) * sp->st[SV_TILE_MAX_INPUTS][d];
+        rest /= sp->shape[d];
+    }
+    char *p = j->args->out.data + off;
+    float v = (float)acc;
+    if (j->plan->out_dtype == SV_DT_BOOL)
+        *p = v != 0.0f;
+    else
+        memcpy(p, &v, 4);
+}
+
+/* Elements [f0, f1) of the flat space (segment boundaries of whole outputs, or one chunk
+ * of one output), folded per output. */
+static void reduce_range(const tile_job *j, int64_t f0, int64_t f1, int64_t chunk) {
+    float scratch[SV_TILE_MAX_REGS][T] __attribute__((aligned(64)));
+    tile_regs r;
+    regs_init(j, &r, scratch);
+    int red = j->plan->prog.reduce == SV_RED_MEAN ? SV_RED_SUM : j->plan->prog.reduce;
+    int64_t R = j->sp.inner, o = f0 / R;
+    double acc = identity(red);
+    for (int64_t e0 = f0; e0 < f1; e0 += T) {
+        int count = (int)(f1 - e0 < T ? f1 - e0 : T);
+        const float *v = run_tile(j, &r, e0, count);
+        for (int pos = 0; pos < count;) {
+            int64_t e = e0 + pos, rr = e - o * R;
+            int seg = (int)(R - rr < count - pos ? R - rr : count - pos);
+            acc = combine(red, acc, j->k->reduce(red, v + pos, seg));
+            pos += seg;
+            if (rr + seg == R && j->chunks == 1) { /* output o is complete */
+                store_reduced(j, o, acc);
+                acc = identity(red);
+                o++;
+            }
+        }
+    }
+    if (j->chunks > 1) j->partial[o * j->chunks + chunk] = acc;
+}
+
+static void reduce_task(void *vctx, int64_t task) {
+    const tile_job *j = vctx;
+    int64_t R = j->sp.inner;
+    if (j->chunks > 1) {
+        int64_t o = task / j->chunks, c = task % j->chunks;
+        int64_t r0 = c * j->chunk_len, r1 = r0 + j->chunk_len < R ? r0 + j->chunk_len : R;
+        reduce_range(j, o * R + r0, o * R + r1, c);
+        return;
+    }
+    int64_t o0 = task * j->tiles_per_task, o1 = o0 + j->tiles_per_task; /* outputs here */
+    if (o1 > j->sp.outer) o1 = j->sp.outer;
+    if (o0 < o1) reduce_range(j, o0 * R, o1 * R, 0);
+}
+
+/* Empty reductions: sum 0, prod 1, mean NaN (as NumPy); max and min have no identity. */
+static int reduce_empty(const tile_job *j, sv_tile_error *e) {
+    int red = j->plan->prog.reduce;
+    if (red == SV_RED_MAX || red == SV_RED_MIN)
+        return tfail(e, "max and min of no elements have no value",
+                     "at least one element per output", "a reduced axis of length 0",
+                     "reduce a non-empty axis");
+    for (int64_t o = 0; o < j->sp.outer; o++)
+        store_reduced(j, o, red == SV_RED_MEAN ? (double)NAN : identity(red));
+    return 0;
+}
+
+static void plan_threads(tile_job *j, int threads) {
+    const tile_space *sp = &j->sp;
+    int t = threads > 0 ? threads : sv_pool_threads();
+    if (sp->total < TILE_PARALLEL_MIN) t = 1;
+    int64_t want = 4 * (int64_t)t;
+    j->chunks = 1;
+    if (j->plan->prog.reduce == SV_RED_NONE) {
+        int64_t tiles = (sp->total + T - 1) / T;
+        j->tiles_per_task = (tiles + (t > 1 ? want : 1) - 1) / (t > 1 ? want : 1);
+        return;
+    }
+    if (t > 1 && sp->outer < want) { /* few outputs: chunks of each output's elements */
+        int64_t per = (want + sp->outer - 1) / sp->outer;
+        j->chunk_len = ((sp->inner + per - 1) / per + T - 1) / T * T;
+        j->chunks = (sp->inner + j->chunk_len - 1) / j->chunk_len;
+    }
+    int64_t tasks = t > 1 ? want : 1;
+    j->tiles_per_task = (sp->outer + tasks - 1) / tasks; /* outputs per task */
+}
+
+int sv_tile_run(const sv_tile_plan *plan, const sv_tile_args *args, int threads,
+                sv_tile_error *err) {
+    tile_job j = {.plan = plan, .args = args, .k = sv_isa()->tile};
+    int64_t shape[SV_TILE_MAX_DIMS];
+    int nd, nred;
+    if (bind(&j, shape, &nd, &nred, err) < 0) return -1;
+    coalesce(&j, shape, nd, nred);
+    bool reducing = plan->prog.reduce != SV_RED_NONE;
+    if (reducing && j.sp.inner == 0) return j.sp.outer ? reduce_empty(&j, err) : 0;
+    if (j.sp.total == 0) return 0;
+    plan_threads(&j, threads);
+    if (!reducing) {
+        int64_t ntasks = ((j.sp.total + T - 1) / T + j.tiles_per_task - 1) / j.tiles_per_task;
+        sv_parallel(ntasks, elementwise_task, &j);
+        return 0;
+    }
+    if (j.chunks > 1) {
+        j.partial = sv_alloc((size_t)(j.sp.outer * j.chunks) * sizeof(double));
+        if (!j.partial) j.chunks = 1, j.tiles_per_task = j.sp.outer;
+    }
+    int64_t ntasks = j.chunks > 1 ? j.sp.outer * j.chunks
+                                  : (j.sp.outer + j.tiles_per_task - 1) / j.tiles_per_task;
+    sv_parallel(ntasks, reduce_task, &j);
+    if (j.chunks > 1) {
+        int red = plan->prog.reduce == SV_RED_MEAN ? SV_RED_SUM : plan->prog.reduce;
+        for (int64_t o = 0; o < j.sp.outer; o++) {
+            double acc = identity(red);
+            for (int64_t c = 0; c < j.chunks; c++) acc = combine(red, acc, j.partial[o * j.chunks + c]);
+            store_reduced(&j, o, acc);
+        }
+        sv_free(j.partial);
+    }
+    return 0;
+}

@@ -1,0 +1,510 @@
+"""The tile interpreter against the op table's NumPy reference kernels, at every
+instruction-set level: every fusible op of the table is implemented; each op on special
+values; hypothesis-generated programs (random chains of fusible ops over random
+broadcastable inputs with any strides, with and without a trailing reduction); threads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shapevm import native
+from shapevm.native import tile
+from shapevm.ops.core import OpFlag, all_ops, get_op
+from tests.native.reference import erf64, rel_err, sigmoid64, ulp_err
+
+Array = np.ndarray[Any, Any]
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+# Ops whose float32 results are exactly NumPy's (correctly rounded, or the same libm
+# algorithm); the rest are vectorized approximations held to an ulp bound below.
+EXACT_F32 = ("neg", "abs", "floor", "ceil", "sign", "sqrt", "add", "sub", "mul", "div",
+             "maximum", "minimum", "pow", "floordiv", "mod")  # fmt: skip
+SMOOTH_F32 = ("neg", "abs", "add", "sub", "mul", "maximum", "minimum", "exp", "tanh",
+              "sigmoid", "erf", "sin", "cos")  # fmt: skip
+BOOL_SAME = ("abs", "add", "mul", "maximum", "minimum")
+LOGICAL = ("logical_and", "logical_or", "logical_xor")
+COMPARE = ("less", "greater", "equal", "less_equal", "greater_equal", "not_equal")
+
+
+def reference(name: str, *args: Any, dtype: str = "f32") -> Array:
+    """The op table's reference kernel on NumPy operands."""
+    attrs = {"dtype": dtype} if name == "cast" else {}
+    with np.errstate(all="ignore"):
+        return np.asarray(get_op(name).kernel(list(args), attrs)[0])  # type: ignore[union-attr]
+
+
+def test_every_fusible_op_of_the_table_is_implemented() -> None:
+    fusible = {info.name for info in all_ops() if OpFlag.FUSIBLE in info.flags}
+    assert tile.unsupported_fusible_ops() == ()
+    assert set(tile.OPS) | (set(tile.REDUCTIONS) - {"none"}) == fusible
+    for name in tile.OPS:  # arities as the table has them
+        info = get_op(name)
+        assert info is not None and info.min_arity == info.max_arity == tile.ARITY[name]
+
+
+SPECIAL = np.float32([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 7.0, -7.0, 1e-30, -1e30, 1e30,
+                      np.inf, -np.inf, np.nan, 2.0, 0.3, -0.3, 88.0, -100.0])  # fmt: skip
+
+
+def _grid() -> tuple[Array, Array]:
+    a, b = np.meshgrid(SPECIAL, SPECIAL)
+    rng = np.random.default_rng(0)
+    ra, rb = rng.standard_normal((2, 3000)).astype(np.float32) * 4
+    return np.concatenate([a.ravel(), ra]), np.concatenate([b.ravel(), rb])
+
+
+def _unary(name: str, dtype: str = "f32") -> tile.TileProgram:
+    p = tile.Program()
+    return p.build(p.op(name, p.input(dtype)))
+
+
+def _binary(name: str, dtype: str = "f32") -> tile.TileProgram:
+    p = tile.Program()
+    return p.build(p.op(name, p.input(dtype), p.input(dtype)))
+
+
+@pytest.mark.parametrize("name", [n for n in tile.OPS if tile.ARITY[n] == 2 and n not in LOGICAL])
+def test_binary_ops_equal_numpys(isa: str, name: str) -> None:
+    a, b = _grid()
+    np.testing.assert_array_equal(tile.run(_binary(name), a, b), reference(name, a, b))
+
+
+def test_pow_by_a_constant_two_is_numpys(isa: str) -> None:
+    p = tile.Program()
+    prog = p.build(p.op("pow", p.input(), p.const(2.0)))
+    assert prog.kernels == ("square",)
+    a, _ = _grid()
+    np.testing.assert_array_equal(tile.run(prog, a), reference("pow", a, np.float32(2.0)))
+
+
+_EXACT_UNARY = ("neg", "abs", "floor", "ceil", "sign", "sqrt")
+_MATH: dict[str, Callable[[Array], Array]] = {
+    "exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+    "erf": erf64, "sigmoid": sigmoid64,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [n for n in tile.OPS if tile.ARITY[n] == 1 and n != "cast"])
+def test_unary_ops_match_numpy_and_float64(isa: str, name: str) -> None:
+    a, _ = _grid()
+    if name == "logical_not":
+        b = a > 0
+        np.testing.assert_array_equal(tile.run(_unary(name, "bool"), b), reference(name, b))
+        return
+    y = tile.run(_unary(name), a)
+    if name in _EXACT_UNARY:
+        np.testing.assert_array_equal(y, reference(name, a))
+        return
+    ok = ~np.isnan(reference(name, a))
+    np.testing.assert_array_equal(np.isnan(y), ~ok)
+    with np.errstate(all="ignore"):
+        ref = _MATH[name](a[ok].astype(np.float64))
+        rel = np.abs(y[ok] - ref) / np.abs(ref)
+        bad = (ulp_err(y[ok], ref) > 2.0) & ~(rel <= 1e-6) & (y[ok] != ref)
+    assert not bad.any(), (name, a[ok][bad][:4], y[ok][bad][:4], ref[bad][:4])
+
+
+def test_bool_operands(isa: str) -> None:
+    a, b = _grid()
+    x, y = a > 0, b > 0
+    for name in (*BOOL_SAME[1:], *LOGICAL, *COMPARE):
+        np.testing.assert_array_equal(tile.run(_binary(name, "bool"), x, y), reference(name, x, y))
+    np.testing.assert_array_equal(tile.run(_unary("abs", "bool"), x), x)
+    p = tile.Program()
+    c, u, v = p.input("bool"), p.input(), p.input()
+    np.testing.assert_array_equal(
+        tile.run(p.build(p.op("where", c, u, v)), x, a, b), np.where(x, a, b)
+    )
+    for src, dst in (("f32", "bool"), ("bool", "f32"), ("f32", "f32"), ("bool", "bool")):
+        q = tile.Program()
+        prog = q.build(q.op("cast", q.input(src), dtype=dst))
+        arg = a if src == "f32" else x
+        np.testing.assert_array_equal(tile.run(prog, arg), reference("cast", arg, dtype=dst))
+
+
+# --- random programs over random broadcastable inputs -------------------------------------
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> Array:
+    if dtype == "bool":
+        return np.asarray(rng.random(shape) < 0.5)
+    x = np.asarray(rng.standard_normal(shape) * 3, np.float32)
+    whole = rng.random(shape) < 0.3  # integers: floor, mod and comparisons meet ties
+    x[whole] = np.round(x[whole])
+    special = rng.random(shape) < 0.05
+    x[special] = rng.choice(SPECIAL, int(special.sum()))
+    return x
+
+
+@st.composite
+def layouts(draw: st.DrawFn, nin: int) -> tuple[tuple[int, ...], list[tuple[tuple[int, ...], str]]]:
+    """The broadcast shape, and per input its shape and how its memory is laid out."""
+    rank = draw(st.integers(0, 4))
+    big = draw(st.sampled_from([1, 1, 300]))
+    shape = tuple(draw(st.integers(1, 5)) for _ in range(rank))
+    if rank and big > 1:
+        i = draw(st.integers(0, rank - 1))
+        shape = (*shape[:i], big, *shape[i + 1 :])
+    ins = []
+    for _ in range(nin):
+        drop = draw(st.integers(0, rank))
+        own = tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in shape[drop:])
+        ins.append((own, draw(st.sampled_from(["c", "transposed", "strided", "reversed"]))))
+    return shape, ins
+
+
+def _lay_out(x: Array, how: str) -> Array:
+    """The same values in another memory layout."""
+    if x.ndim == 0 or how == "c":
+        return x
+    if how == "transposed":
+        return np.ascontiguousarray(x.T).T
+    if how == "reversed":
+        return np.ascontiguousarray(x[..., ::-1])[..., ::-1]
+    wide = np.zeros((*x.shape[:-1], 2 * x.shape[-1]), x.dtype)
+    wide[..., ::2] = x
+    return wide[..., ::2]
+
+
+@st.composite
+def programs(draw: st.DrawFn, ops: tuple[str, ...], with_bool: bool) -> list[tuple[Any, ...]]:
+    """Steps (name, operand indices, cast target) over inputs 0..n-1 and earlier steps."""
+    dtypes = [
+        draw(st.sampled_from(["f32", "f32", "bool"] if with_bool else ["f32"]))
+        for _ in range(draw(st.integers(1, 4)))
+    ]
+    steps: list[tuple[Any, ...]] = [("input", (), d) for d in dtypes]
+    for _ in range(draw(st.integers(1, 7))):
+        f32 = [i for i, s in enumerate(steps) if s[2] == "f32"]
+        bools = [i for i, s in enumerate(steps) if s[2] == "bool"]
+        kinds = ["f32"] * 4 if f32 else []
+        if with_bool:
+            kinds += (
+                ["cast"] + (["cmp"] if f32 else []) + (["logic", "where", "bool"] if bools else [])
+            )
+        kind = draw(st.sampled_from(kinds))
+        pick = lambda pool: draw(st.sampled_from(pool))  # noqa: E731
+        if kind == "f32":
+            name = draw(st.sampled_from(ops))
+            steps.append((name, tuple(pick(f32) for _ in range(tile.ARITY[name])), "f32"))
+        elif kind == "cmp":
+            steps.append((draw(st.sampled_from(COMPARE)), (pick(f32), pick(f32)), "bool"))
+        elif kind == "logic":
+            name = draw(st.sampled_from((*LOGICAL, "logical_not")))
+            steps.append((name, tuple(pick(bools) for _ in range(tile.ARITY[name])), "bool"))
+        elif kind == "bool":
+            steps.append((draw(st.sampled_from(BOOL_SAME)), (pick(bools), pick(bools)), "bool"))
+        elif kind == "where":
+            pool = draw(st.sampled_from([p for p in (f32, bools) if p]))
+            steps.append(("where", (pick(bools), pick(pool), pick(pool)), steps[pool[0]][2]))
+        else:
+            target = draw(st.sampled_from(["f32", "bool"]))
+            steps.append(("cast", (draw(st.integers(0, len(steps) - 1)),), target))
+        if steps[-1][0] == "abs" and len(steps[-1][1]) == 2:
+            steps[-1] = ("add", *steps[-1][1:])
+    return steps
+
+
+def _run_both(
+    steps: list[tuple[Any, ...]], arrays: list[Array], reduce: str, axes: int, keep: bool
+) -> tuple[Array, Array, str]:
+    p = tile.Program()
+    vals: list[Any] = []
+    refs: list[Array] = []
+    for name, args, dtype in steps:
+        if name == "input":
+            vals.append(p.input(dtype))
+            refs.append(arrays[len(refs)])
+            continue
+        vals.append(p.op(name, *(vals[a] for a in args), dtype=dtype))
+        refs.append(reference(name, *(refs[a] for a in args), dtype=dtype))
+    prog = p.build(vals[-1], reduce=reduce, axes=axes, keepdims=keep)
+    out = tile.run(prog, *arrays)
+    return out, refs[-1], prog.out_dtype
+
+
+@SETTINGS
+@given(data=st.data(), exact=st.booleans())
+def test_random_programs_match_the_op_table(isa: str, data: st.DataObject, exact: bool) -> None:
+    steps = data.draw(programs(EXACT_F32 if exact else SMOOTH_F32, with_bool=exact))
+    inputs = [s for s in steps if s[0] == "input"]
+    _, ins = data.draw(layouts(len(inputs)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    arrays = [
+        _lay_out(_values(rng, own, s[2]), how) for s, (own, how) in zip(inputs, ins, strict=True)
+    ]
+    out, ref, _ = _run_both(steps, arrays, "none", 0, False)
+    ref = np.broadcast_to(ref, np.broadcast_shapes(*(a.shape for a in arrays)))
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    if exact or out.dtype == np.bool_:
+        np.testing.assert_array_equal(out, ref)
+    else:
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+        ok = np.isfinite(ref)
+        np.testing.assert_array_equal(out[~ok & ~np.isnan(ref)], ref[~ok & ~np.isnan(ref)])
+        err = np.abs(out[ok].astype(np.float64) - ref[ok]) / (np.abs(ref[ok]) + 1.0)
+        assert err.max(initial=0.0) < 1e-3
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    reduce=st.sampled_from(["sum", "max", "min", "prod", "mean"]),
+    keep=st.booleans(),
+)
+def test_random_programs_with_a_trailing_reduction(
+    isa: str, data: st.DataObject, reduce: str, keep: bool
+) -> None:
+    steps = data.draw(
+        programs(("neg", "abs", "add", "sub", "mul", "maximum", "minimum"), with_bool=False)
+    )
+    inputs = [s for s in steps if s[0] == "input"]
+    shape, ins = data.draw(layouts(len(inputs)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    arrays = [
+        _lay_out(np.asarray(np.clip(_values(rng, own, "f32"), -4, 4) * 0.5, np.float32), how)
+        for (own, how) in ins
+    ]
+    arrays = [np.asarray(np.nan_to_num(a)) if reduce == "prod" else a for a in arrays]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    axes = data.draw(st.integers(0, len(shape)))
+    out, value, _ = _run_both(steps, arrays, reduce, axes, keep)
+    value = np.broadcast_to(value, shape).astype(np.float64)
+    axis = tuple(range(len(shape) - axes, len(shape)))
+    with np.errstate(all="ignore"):
+        ref = getattr(np, reduce)(value, axis=axis, keepdims=keep)
+        scale = (
+            np.abs(value).sum(axis=axis, keepdims=keep)
+            if reduce in ("sum", "mean")
+            else np.abs(ref)
+        )
+        if reduce == "mean":
+            scale = scale / max(int(np.prod([shape[a] for a in axis])), 1)
+    assert out.shape == np.shape(ref) and out.dtype == np.float32
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    ok = np.isfinite(ref)
+    assert (np.abs(out[ok] - ref[ok]) <= 1e-5 * scale[ok] + 1e-30).all()
+
+
+def test_reductions_of_bool_and_of_nothing(isa: str) -> None:
+    p = tile.Program()
+    x = p.input("bool")
+    m = np.array([[True, False], [False, False]])
+    assert tile.run(p.build(x, reduce="max", axes=1), m).tolist() == [True, False]
+    assert tile.run(p.build(x, reduce="min", axes=2), m).tolist() is False
+    assert tile.run(p.build(x, reduce="mean", axes=1), m).tolist() == [0.5, 0.0]
+    q = tile.Program()
+    f = q.input()
+    empty = np.zeros((3, 0), np.float32)
+    assert tile.run(q.build(f, reduce="sum", axes=1), empty).tolist() == [0.0] * 3
+    assert tile.run(q.build(f, reduce="prod", axes=1), empty).tolist() == [1.0] * 3
+    assert np.isnan(tile.run(q.build(f, reduce="mean", axes=1), empty)).all()
+    assert tile.run(q.build(f, reduce="max", axes=1), np.zeros((0, 4), np.float32)).shape == (0,)
+    assert tile.run(q.build(q.op("neg", f)), np.zeros((2, 0, 3), np.float32)).shape == (2, 0, 3)
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes"),
+    [((600_000,), 0), ((300_000,), 1), ((3, 70_000), 1), ((40_000, 8), 1), ((200, 400), 2)],
+)
+def test_large_jobs_on_the_pool(isa: str, shape: tuple[int, ...], axes: int) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    p = tile.Program()
+    v = p.input()
+    h = p.op("mul", p.op("tanh", v), p.const(0.5))
+    if axes == 0:
+        y = tile.run(p.build(h), x, threads=2)
+        assert rel_err(y, np.tanh(x.astype(np.float64)) * 0.5) < 1e-6
+        return
+    for reduce in ("sum", "max"):
+        y = tile.run(p.build(h, reduce=reduce, axes=axes), x, threads=2)
+        ref = getattr(np, reduce)(
+            np.tanh(x.astype(np.float64)) * 0.5, axis=tuple(range(len(shape) - axes, len(shape)))
+        )
+        assert rel_err(y, ref) < 1e-5 * max(1.0, float(np.sqrt(x.size)))
+
+
+def test_output_in_place_and_strided(isa: str) -> None:
+    p = tile.Program()
+    a, b = p.input(), p.input()
+    prog = p.build(p.op("add", p.op("mul", a, b), a))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    expected = x * 2 + x
+    tile.run(prog, x, np.array(2.0, np.float32), out=x)
+    np.testing.assert_array_equal(x, expected)
+    out = np.zeros((4, 6), np.float32)
+    tile.run(prog, x, np.ones(4, np.float32), out=out[::-1, 1:4].T)
+    np.testing.assert_array_equal(out[::-1, 1:4].T, x * 1 + x)
+
+
+# --- every refusal, before any memory is touched ------------------------------------------
+
+
+def _prog(code: list[tuple[int, ...]], **kw: Any) -> tile.TileProgram:
+    fields: dict[str, Any] = {
+        "in_dtypes": [0],
+        "consts": [],
+        "const_dtypes": [],
+        "out_reg": 1,
+        "n_regs": 2,
+    }
+    fields.update(kw)
+    return tile.TileProgram(
+        fields.pop("in_dtypes"), fields.pop("consts"), fields.pop("const_dtypes"), code, **fields
+    )
+
+
+NEG, ADD, CAST = tile.OPS.index("neg"), tile.OPS.index("add"), tile.OPS.index("cast")
+
+
+def _simple() -> tile.TileProgram:
+    return _prog([(NEG, 1, 0, 0, 0, 0)])
+
+
+@pytest.mark.parametrize(
+    ("call", "headline", "found"),
+    [
+        (
+            lambda: _prog([], in_dtypes=[0] * 17, out_reg=0, n_regs=20),
+            "the program is too large",
+            "17 entries",
+        ),
+        (
+            lambda: _prog([(NEG, 1, 0, 0, 0, 0)], n_regs=65),
+            "the program is too large",
+            "65 registers",
+        ),
+        (
+            lambda: _prog([], in_dtypes=[2], out_reg=0),
+            "a program field is out of range",
+            "entry 0 is 2",
+        ),
+        (
+            lambda: _prog([(NEG, 300, 0, 0, 0, 0)]),
+            "a program field is out of range",
+            "entry 1 is 300",
+        ),
+        (lambda: _prog([(NEG, 1, 0)]), "an instruction has the wrong length", "another length"),
+        (
+            lambda: _prog([(200, 1, 0, 0, 0, 0)]),
+            "instruction 0 has an unknown opcode",
+            "opcode 200",
+        ),
+        (
+            lambda: _prog([(ADD, 1, 0, 1, 0, 0)]),
+            "instruction 0 (add) reads an unwritten register as operand 1",
+            "r1 of 2",
+        ),
+        (lambda: _prog([(NEG, 1, 0, 1, 0, 0)]), "instruction 0 (neg) has an extra operand 1", "r1"),
+        (
+            lambda: _prog([(NEG, 0, 0, 0, 0, 0)], out_reg=0),
+            "instruction 0 (neg) writes outside the temporaries",
+            "r0",
+        ),
+        (lambda: _prog([(NEG, 1, 0, 0, 0, 1)]), "instruction 0 (neg) has an attribute", "attr=1"),
+        (
+            lambda: _prog([(NEG, 1, 0, 0, 0, 0)], in_dtypes=[1]),
+            "instruction 0 (neg) does not take these dtypes",
+            "neg(bool)",
+        ),
+        (
+            lambda: _prog([(CAST, 1, 0, 0, 0, 5)]),
+            "instruction 0 (cast) does not take these dtypes",
+            "cast(f32) to ?",
+        ),
+        (lambda: _prog([], out_reg=1), "the result register is never written", "out_reg r1"),
+        (lambda: _prog([(NEG, 1, 0, 0, 0, 0)], reduce=9), "bad trailing reduction", "reduce=9"),
+        (
+            lambda: _prog([], in_dtypes=[1], out_reg=0, n_regs=1, reduce=1),
+            "the reduction's result is not f32 or bool",
+            "sum of bool",
+        ),
+        (
+            lambda: _prog([], consts=[1.0], out_reg=0),
+            "consts do not match const_dtypes",
+            "another count",
+        ),
+        (
+            lambda: tile.Program().op("add", tile.Program().input(), tile.Program().input()),
+            "an operand of add is not a value of this program",
+            "Value",
+        ),
+        (lambda: tile.Program().op("neg"), "neg takes 1 operands", "0 operands"),
+        (lambda: tile.Program().input("f64"), "unsupported dtype", "'f64'"),
+        (
+            lambda: tile.Program().build(tile.Program().input(), reduce="any"),
+            "unknown reduction",
+            "'any'",
+        ),
+        (
+            lambda: tile.run(object(), np.ones(2, np.float32)),
+            "program must be a TileProgram",
+            "object",
+        ),  # type: ignore[arg-type]
+        (lambda: tile.run(_simple()), "wrong number of inputs", "0 inputs"),
+        (lambda: tile.run(_simple(), [1.0]), "input 0 must be a NumPy array", "list"),
+        (lambda: tile.run(_simple(), np.ones(2)), "input 0 has the wrong dtype", "f64[2]"),
+        (
+            lambda: tile.run(_simple(), np.ones((1,) * 9, np.float32)),
+            "input 0 has too many dims",
+            "f32[1, 1",
+        ),
+        (
+            lambda: tile.run(_binary("add"), np.ones(2, np.float32), np.ones(3, np.float32)),
+            "the inputs do not broadcast",
+            "[2], [3]",
+        ),
+        (
+            lambda: tile.run(_simple(), np.ones(2, np.float32), out=np.ones(3, np.float32)),
+            "the output has the wrong shape",
+            "[3]",
+        ),
+        (
+            lambda: tile.run(_simple(), np.ones(2, np.float32), out=np.ones(2, bool)),
+            "out has the wrong dtype",
+            "bool[2]",
+        ),
+        (lambda: _readonly_out(), "out is read-only", "f32[2]"),
+        (lambda: _partial_overlap(), "the output overlaps an input", "input 0"),
+        (
+            lambda: tile.run(
+                _prog([], out_reg=0, n_regs=1, reduce=1, reduce_axes=2), np.ones(3, np.float32)
+            ),
+            "the inputs have fewer dims than the reduction",
+            "rank 1",
+        ),
+        (
+            lambda: tile.run(
+                _prog([], out_reg=0, n_regs=1, reduce=2, reduce_axes=1), np.ones((2, 0), np.float32)
+            ),
+            "max and min of no elements have no value",
+            "length 0",
+        ),
+    ],
+)
+def test_tile_refuses_bad_programs_and_operands(call: Any, headline: str, found: str) -> None:
+    with pytest.raises(native.NativeKernelError) as info:
+        call()
+    text = str(info.value)
+    assert text.splitlines()[0] == f"tile: {headline}"
+    assert found in text.split("found:")[1].split("\n")[0], text
+
+
+def _readonly_out() -> Array:
+    out = np.ones(2, np.float32)
+    out.flags.writeable = False
+    return tile.run(_simple(), np.ones(2, np.float32), out=out)
+
+
+def _partial_overlap() -> Array:
+    buf = np.ones(5, np.float32)
+    return tile.run(_simple(), buf[:4], out=buf[1:])
