@@ -83,6 +83,26 @@ static void SV_FN(norm_row)(const sv_norm_params *p, const float *x, const float
     }
 }
 
+/* exp(x) for x <= 0 (softmax after subtracting the row's max): vexp without the overflow
+ * branch and with one scaling step; results below 2^-126 become 0, which changes no sum of
+ * a row whose largest term is 1.  NaN passes through. */
+SV_INLINE vf vexp_le0(vf x) {
+    vf xc = vmax(x, vsplat(-87.0f));
+    vf n = vround(xc * vsplat(1.44269504088896341f));
+    vf r = xc - n * vsplat(0.693359375f);
+    r = r - n * vsplat(-2.12194440e-4f);
+    vf p = vsplat(1.9875691500E-4f);
+    p = vfma(p, r, vsplat(1.3981999507E-3f));
+    p = vfma(p, r, vsplat(8.3334519073E-3f));
+    p = vfma(p, r, vsplat(4.1665795894E-2f));
+    p = vfma(p, r, vsplat(1.6666665459E-1f));
+    p = vfma(p, r, vsplat(5.0000001201E-1f));
+    vf y = vfma(p, r * r, r) + vsplat(1.0f);
+    y *= (vf)((vcvt_i(n) + 127) << 23);
+    y = vsel(x < vsplat(-87.0f), vsplat(0.0f), y);
+    return vsel(vnan_mask(x), x, y);
+}
+
 /* max over the row of t = x * scale + mask (stored to y when scaled or masked). */
 SV_INLINE float softmax_prepare(int64_t n, const float *x, float scale, const float *mask,
                                 float *y) {
@@ -114,7 +134,7 @@ static void SV_FN(softmax_row)(const sv_softmax_params *p, const float *x, const
     vf vm = vsplat(m), s = vsplat(0.0f);
     for (int64_t i = 0; i < n; i += SV_VW) {
         int64_t left = n - i;
-        vf e = vexp(ld_n(src + i, left, -__builtin_inff()) - vm);
+        vf e = vexp_le0(ld_n(src + i, left, -__builtin_inff()) - vm);
         if (left < SV_VW)
             for (int l = (int)left; l < SV_VW; l++) e[l] = 0.0f;
         s += e;
@@ -149,7 +169,7 @@ static void SV_FN(attn_softmax)(float *s, int rows, int64_t ld, int64_t cols, fl
         vf vm = vsplat(mnew), acc = vsplat(0.0f);
         for (int64_t j = 0; j < n; j += SV_VW) {
             int64_t left = n - j;
-            vf e = vexp(ld_n(src + j, left, ninf) - vm);
+            vf e = vexp_le0(ld_n(src + j, left, ninf) - vm);
             if (left < SV_VW)
                 for (int q = (int)left; q < SV_VW; q++) e[q] = 0.0f;
             acc += e;

@@ -225,16 +225,30 @@ static void coalesce(tile_job *j, const int64_t *shape, int nd, int nred) {
     sp->total = sp->outer * sp->inner;
 }
 
+/* The multi-index of flat index e0 and the operand's byte offset there (one long dim, the
+ * common case after merging, needs no division). */
+static inline void start_index(const tile_space *sp, int op, int64_t e0, int64_t *idx,
+                               int64_t *off) {
+    if (sp->nd == 1) {
+        idx[0] = e0;
+        *off = e0 * sp->st[op][0];
+        return;
+    }
+    int64_t rest = e0, o = 0;
+    for (int d = sp->nd - 1; d >= 0; d--) {
+        idx[d] = rest % sp->shape[d];
+        rest /= sp->shape[d];
+        o += idx[d] * sp->st[op][d];
+    }
+    *off = o;
+}
+
 /* count elements of an operand from flat index e0 into dst (bool: 0.0f / 1.0f). */
 static const float *gather(const tile_space *sp, int op, const char *base, int dtype,
                            int64_t e0, int count, float *dst) {
     int nd = sp->nd;
-    int64_t idx[SV_TILE_MAX_DIMS], rest = e0, off = 0;
-    for (int d = nd - 1; d >= 0; d--) {
-        idx[d] = rest % sp->shape[d];
-        rest /= sp->shape[d];
-        off += idx[d] * sp->st[op][d];
-    }
+    int64_t idx[SV_TILE_MAX_DIMS], off = 0;
+    start_index(sp, op, e0, idx, &off);
     int64_t s = sp->st[op][nd - 1], len = sp->shape[nd - 1];
     if (dtype == SV_DT_F32 && s == 4 && count == T && idx[nd - 1] + T <= len)
         return (const float *)(base + off); /* one contiguous run: read in place */
@@ -269,12 +283,8 @@ static const float *gather(const tile_space *sp, int op, const char *base, int d
 static void scatter(const tile_space *sp, char *base, int dtype, int64_t e0, int count,
                     const float *v) {
     int nd = sp->nd, op = SV_TILE_MAX_INPUTS;
-    int64_t idx[SV_TILE_MAX_DIMS], rest = e0, off = 0;
-    for (int d = nd - 1; d >= 0; d--) {
-        idx[d] = rest % sp->shape[d];
-        rest /= sp->shape[d];
-        off += idx[d] * sp->st[op][d];
-    }
+    int64_t idx[SV_TILE_MAX_DIMS], off = 0;
+    start_index(sp, op, e0, idx, &off);
     int64_t s = sp->st[op][nd - 1], len = sp->shape[nd - 1];
     for (int done = 0; done < count;) {
         int run = (int)(len - idx[nd - 1] < count - done ? len - idx[nd - 1] : count - done);
