@@ -83,22 +83,10 @@ static void SV_FN(norm_row)(const sv_norm_params *p, const float *x, const float
     }
 }
 
-/* exp(x) for x <= 0 (softmax after subtracting the row's max): vexp without the overflow
- * branch and with one scaling step; results below 2^-126 become 0, which changes no sum of
- * a row whose largest term is 1.  NaN passes through. */
+/* exp(x) for x <= 0 (softmax after subtracting the row's max): no overflow branch and one
+ * scaling step (vexp_1step); NaN passes through. */
 SV_INLINE vf vexp_le0(vf x) {
-    vf xc = vmax(x, vsplat(-87.0f));
-    vf n = vround(xc * vsplat(1.44269504088896341f));
-    vf r = xc - n * vsplat(0.693359375f);
-    r = r - n * vsplat(-2.12194440e-4f);
-    vf p = vsplat(1.9875691500E-4f);
-    p = vfma(p, r, vsplat(1.3981999507E-3f));
-    p = vfma(p, r, vsplat(8.3334519073E-3f));
-    p = vfma(p, r, vsplat(4.1665795894E-2f));
-    p = vfma(p, r, vsplat(1.6666665459E-1f));
-    p = vfma(p, r, vsplat(5.0000001201E-1f));
-    vf y = vfma(p, r * r, r) + vsplat(1.0f);
-    y *= (vf)((vcvt_i(n) + 127) << 23);
+    vf y = vexp_1step(vmax(x, vsplat(-87.0f)));
     y = vsel(x < vsplat(-87.0f), vsplat(0.0f), y);
     return vsel(vnan_mask(x), x, y);
 }

@@ -80,6 +80,9 @@ typedef struct sv_tile_kernels {
     sv_tile_fn op[SV_TK_COUNT];
     float (*reduce)(int red, const float *v, int n);
 } sv_tile_kernels;
+/* Fill a tile error's fields; returns -1 (tile_plan.c). */
+int sv_tile_fail(sv_tile_error *e, const char *what, const char *expected, const char *found,
+                 const char *fix);
 
 /* What one instruction set provides; chosen once at import (platform.c). */
 typedef struct sv_isa_table {

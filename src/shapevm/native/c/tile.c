@@ -36,14 +36,6 @@ typedef struct tile_job {
     double *partial;                           /* [outer * chunks] when chunks > 1 */
 } tile_job;
 
-static int tfail(sv_tile_error *e, const char *what, const char *expected, const char *found,
-                 const char *fix) {
-    snprintf(e->what, sizeof e->what, "%s", what);
-    snprintf(e->expected, sizeof e->expected, "%s", expected);
-    snprintf(e->found, sizeof e->found, "%s", found);
-    snprintf(e->fix, sizeof e->fix, "%s", fix);
-    return -1;
-}
 
 static void shape_text(char *buf, size_t size, const int64_t *shape, int nd) {
     int n = snprintf(buf, size, "[");
@@ -59,7 +51,7 @@ static int broadcast(const sv_tile_args *a, int64_t *shape, int *nd, sv_tile_err
         if (a->in[i].ndim < 0 || a->in[i].ndim > SV_TILE_MAX_DIMS) {
             char found[64];
             snprintf(found, sizeof found, "input %d of rank %d", i, a->in[i].ndim);
-            return tfail(e, "an input has too many dims", "ranks 0 to 8", found,
+            return sv_tile_fail(e, "an input has too many dims", "ranks 0 to 8", found,
                          "reshape the operands to 8 dims or fewer");
         }
         if (a->in[i].ndim > *nd) *nd = a->in[i].ndim;
@@ -77,7 +69,7 @@ static int broadcast(const sv_tile_args *a, int64_t *shape, int *nd, sv_tile_err
                     shape_text(one, sizeof one, a->in[j].shape, a->in[j].ndim);
                     n += snprintf(found + n, sizeof found - (size_t)n, "%s%s", j ? ", " : "", one);
                 }
-                return tfail(e, "the inputs do not broadcast",
+                return sv_tile_fail(e, "the inputs do not broadcast",
                              "shapes that are equal or 1 in each trailing dim (NumPy's rule)",
                              found, "reshape the inputs so that they broadcast");
             }
@@ -95,14 +87,14 @@ int sv_tile_out_shape(const sv_tile_plan *plan, const sv_tile_args *args, int64_
         char exp[64], found[64];
         snprintf(exp, sizeof exp, "%d inputs", p->n_inputs);
         snprintf(found, sizeof found, "%d inputs", args->n_inputs);
-        return tfail(err, "wrong number of inputs", exp, found, "pass one array per input");
+        return sv_tile_fail(err, "wrong number of inputs", exp, found, "pass one array per input");
     }
     if (broadcast(args, shape, &nd, err) < 0) return -1;
     if (p->reduce != SV_RED_NONE && p->reduce_axes > nd) {
         char exp[64], found[64];
         snprintf(exp, sizeof exp, "rank >= %d (the reduced axes)", p->reduce_axes);
         snprintf(found, sizeof found, "rank %d", nd);
-        return tfail(err, "the inputs have fewer dims than the reduction", exp, found,
+        return sv_tile_fail(err, "the inputs have fewer dims than the reduction", exp, found,
                      "reduce fewer axes");
     }
     if (p->reduce != SV_RED_NONE) {
@@ -148,7 +140,7 @@ static int bind(tile_job *j, int64_t *shape, int *nd, int *nred, sv_tile_error *
         char exp[96], found[96];
         shape_text(exp, sizeof exp, want, wnd);
         shape_text(found, sizeof found, a->out.shape, a->out.ndim < 0 || a->out.ndim > 8 ? 0 : a->out.ndim);
-        return tfail(e, "the output has the wrong shape", exp, found,
+        return sv_tile_fail(e, "the output has the wrong shape", exp, found,
                      "allocate the output with the broadcast shape (less the reduced axes)");
     }
     broadcast(a, shape, nd, e);
@@ -176,7 +168,7 @@ static int bind(tile_job *j, int64_t *shape, int *nd, int *nred, sv_tile_error *
         if (!alias) {
             char found[64];
             snprintf(found, sizeof found, "the output and input %d share memory", i);
-            return tfail(e, "the output overlaps an input",
+            return sv_tile_fail(e, "the output overlaps an input",
                          "an output in memory of its own, or the very same elements as an input",
                          found, "write the result to a new array");
         }
@@ -243,6 +235,19 @@ static inline void start_index(const tile_space *sp, int op, int64_t e0, int64_t
     *off = o;
 }
 
+/* Move the multi-index (and the operand's offset) run elements on along the last dim,
+ * carrying into the dims before it. */
+static inline void advance(const tile_space *sp, int op, int run, int64_t *idx, int64_t *off) {
+    int nd = sp->nd;
+    idx[nd - 1] += run;
+    *off += run * sp->st[op][nd - 1];
+    for (int d = nd - 1; d > 0 && idx[d] == sp->shape[d]; d--) {
+        *off += sp->st[op][d - 1] - idx[d] * sp->st[op][d];
+        idx[d] = 0;
+        idx[d - 1]++;
+    }
+}
+
 /* count elements of an operand from flat index e0 into dst (bool: 0.0f / 1.0f). */
 static const float *gather(const tile_space *sp, int op, const char *base, int dtype,
                            int64_t e0, int count, float *dst) {
@@ -268,13 +273,7 @@ static const float *gather(const tile_space *sp, int op, const char *base, int d
             for (int i = 0; i < run; i++) memcpy(q + i, p + i * s, 4);
         }
         done += run;
-        idx[nd - 1] += run;
-        off += run * s;
-        for (int d = nd - 1; d > 0 && idx[d] == sp->shape[d]; d--) {
-            off += sp->st[op][d - 1] - idx[d] * sp->st[op][d];
-            idx[d] = 0;
-            idx[d - 1]++;
-        }
+        advance(sp, op, run, idx, &off);
     }
     return dst;
 }
@@ -297,13 +296,7 @@ static void scatter(const tile_space *sp, char *base, int dtype, int64_t e0, int
         else
             for (int i = 0; i < run; i++) memcpy(p + i * s, q + i, 4);
         done += run;
-        idx[nd - 1] += run;
-        off += run * s;
-        for (int d = nd - 1; d > 0 && idx[d] == sp->shape[d]; d--) {
-            off += sp->st[op][d - 1] - idx[d] * sp->st[op][d];
-            idx[d] = 0;
-            idx[d - 1]++;
-        }
+        advance(sp, op, run, idx, &off);
     }
 }
 
@@ -433,7 +426,7 @@ static void reduce_task(void *vctx, int64_t task) {
 static int reduce_empty(const tile_job *j, sv_tile_error *e) {
     int red = j->plan->prog.reduce;
     if (red == SV_RED_MAX || red == SV_RED_MIN)
-        return tfail(e, "max and min of no elements have no value",
+        return sv_tile_fail(e, "max and min of no elements have no value",
                      "at least one element per output", "a reduced axis of length 0",
                      "reduce a non-empty axis");
     for (int64_t o = 0; o < j->sp.outer; o++)
@@ -465,7 +458,7 @@ int sv_tile_run(const sv_tile_plan *plan, const sv_tile_args *args, int threads,
                 sv_tile_error *err) {
     tile_job j = {.plan = plan, .args = args, .k = sv_isa()->tile};
     int64_t shape[SV_TILE_MAX_DIMS];
-    int nd, nred;
+    int nd = 0, nred = 0;
     if (bind(&j, shape, &nd, &nred, err) < 0) return -1;
     coalesce(&j, shape, nd, nred);
     bool reducing = plan->prog.reduce != SV_RED_NONE;

@@ -53,13 +53,18 @@ static int bool_kernel(int op) {
     }
 }
 
-static int fail(sv_tile_error *e, const char *expected, const char *fix, const char *what,
-                const char *found) {
+int sv_tile_fail(sv_tile_error *e, const char *what, const char *expected, const char *found,
+                 const char *fix) {
     snprintf(e->what, sizeof e->what, "%s", what);
     snprintf(e->expected, sizeof e->expected, "%s", expected);
     snprintf(e->found, sizeof e->found, "%s", found);
     snprintf(e->fix, sizeof e->fix, "%s", fix);
     return -1;
+}
+
+static int fail(sv_tile_error *e, const char *expected, const char *fix, const char *what,
+                const char *found) {
+    return sv_tile_fail(e, what, expected, found, fix);
 }
 
 static int check_counts(const sv_tile_prog *p, sv_tile_error *e) {

@@ -21,20 +21,34 @@ SV_INLINE vf vscale2n(vf y, vi n) {
     return (y * f1) * f2;
 }
 
-SV_INLINE vf vexp(vf x) {
-    const vf hi = vsplat(88.72283935546875f), lo = vsplat(-103.972084045410f);
-    vf xc = vmin(vmax(x, vsplat(-104.0f)), vsplat(89.0f));
-    vf n = vround(xc * vsplat(1.44269504088896341f));
-    vf r = xc - n * vsplat(0.693359375f);
-    r = r - n * vsplat(-2.12194440e-4f);
+/* exp(x) = 2^n * e^r, |r| <= ln2 / 2: returns e^r (Cephes' polynomial) and sets *n. */
+SV_INLINE vf vexp_reduced(vf x, vi *n) {
+    vf nf = vround(x * vsplat(1.44269504088896341f));
+    vf r = x - nf * vsplat(0.693359375f);
+    r = r - nf * vsplat(-2.12194440e-4f);
     vf p = vsplat(1.9875691500E-4f);
     p = vfma(p, r, vsplat(1.3981999507E-3f));
     p = vfma(p, r, vsplat(8.3334519073E-3f));
     p = vfma(p, r, vsplat(4.1665795894E-2f));
     p = vfma(p, r, vsplat(1.6666665459E-1f));
     p = vfma(p, r, vsplat(5.0000001201E-1f));
-    vf y = vfma(p, r * r, r) + vsplat(1.0f);
-    y = vscale2n(y, vcvt_i(n));
+    *n = vcvt_i(nf);
+    return vfma(p, r * r, r) + vsplat(1.0f);
+}
+
+/* exp(x) for x in [-88, 88.5], scaled by 2^n in one step, so a result below 2^-126
+ * flushes to 0 (harmless next to 1: GELU's 1 + e, softmax's sums). */
+SV_INLINE vf vexp_1step(vf x) {
+    vi n;
+    vf y = vexp_reduced(x, &n);
+    return y * (vf)((n + 127) << 23);
+}
+
+SV_INLINE vf vexp(vf x) {
+    const vf hi = vsplat(88.72283935546875f), lo = vsplat(-103.972084045410f);
+    vi n;
+    vf y = vexp_reduced(vmin(vmax(x, vsplat(-104.0f)), vsplat(89.0f)), &n);
+    y = vscale2n(y, n);
     y = vsel(x > hi, vsplat(__builtin_inff()), y);
     y = vsel(x < lo, vsplat(0.0f), y);
     return vsel(vnan_mask(x), x, y);
@@ -172,18 +186,7 @@ SV_INLINE vf vgelu_tanh(vf x) {
      * above the clamp: fewer and shorter chains than vexp, which dominated the epilogue of
      * dense layers.  x = -inf gives -inf / inf = nan, as NumPy's formula does. */
     vf t = x * vfma(vsplat(-0.0713548162726f), x * x, vsplat(-1.5957691216057308f));
-    vf tc = vmin(vmax(t, vsplat(-88.0f)), vsplat(88.5f));
-    vf n = vround(tc * vsplat(1.44269504088896341f));
-    vf r = tc - n * vsplat(0.693359375f);
-    r = r - n * vsplat(-2.12194440e-4f);
-    vf p = vsplat(1.9875691500E-4f);
-    p = vfma(p, r, vsplat(1.3981999507E-3f));
-    p = vfma(p, r, vsplat(8.3334519073E-3f));
-    p = vfma(p, r, vsplat(4.1665795894E-2f));
-    p = vfma(p, r, vsplat(1.6666665459E-1f));
-    p = vfma(p, r, vsplat(5.0000001201E-1f));
-    vf e = vfma(p, r * r, r) + vsplat(1.0f);
-    e *= (vf)((vcvt_i(n) + 127) << 23);
+    vf e = vexp_1step(vmin(vmax(t, vsplat(-88.0f)), vsplat(88.5f)));
     e = vsel(t > vsplat(88.5f), vsplat(__builtin_inff()), e);
     return x / (vsplat(1.0f) + e);
 }
