@@ -84,6 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve sessions on this TCP port of 127.0.0.1 instead (0: any free port)",
     )
     adapter.set_defaults(handler=_cmd_debug_adapter)
+    from shapevm.serve import server as serve_cli
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve models over HTTP (KServe V2 protocol; pip install 'shapevm[serve]')",
+        description=serve_cli.DESCRIPTION,
+    )
+    serve_cli.add_arguments(serve)
+    serve.set_defaults(handler=serve_cli.run)
     return parser
 
 

@@ -86,6 +86,22 @@ class Exported:
             "tuple", tuple(_pytree.TreeDef("leaf") for _ in self.leaf_kinds)
         )
 
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        """The name of each argument leaf in call order (``x``, ``params['w']``...), the
+        dimension arguments included (`leaf_kinds` says which leaf is which).
+
+        >>> import numpy as np, shapevm as sv
+        >>> b, = sv.symbolic_shape("b")
+        >>> def f(x, scale):
+        ...     return x * scale
+        >>> exp = sv.export(sv.jit(f))(sv.ShapeDtypeStruct((b, 4), np.float32),
+        ...                            sv.ShapeDtypeStruct((4,), np.float32))
+        >>> exp.arg_names
+        ('x', 'scale')
+        """
+        return tuple(self._arg_names)
+
     @classmethod
     def _from_traced(cls, traced: Traced, arg_names: Sequence[str] | None) -> Exported:
         meta = {

@@ -1,0 +1,102 @@
+"""``shapevm serve`` on the command line: what it refuses before serving, and that the rest of
+the CLI does not need the HTTP libraries; ONNX files behind the same server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shapevm.__main__ import main
+from shapevm.serve import ServeOptions, load_model
+from shapevm.serve.server import describe
+from tests.serve import helpers
+
+
+@pytest.fixture
+def mlp_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mlp.svbc"
+    helpers.mlp().save(path)
+    return path
+
+
+def test_bad_command_lines_exit_2_with_a_reason(
+    mlp_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = [
+        (["serve", "missing.svbc"], "shapevm serve: [Errno 2] No such file or directory"),
+        (["serve", str(mlp_file), "--name", "a", "--name", "b"], "2 --name for 1 models"),
+        (["serve", str(mlp_file), "--max-batch-size", "0"], "max_batch_size must be an integer"),
+        (
+            ["serve", str(mlp_file), "--runtime", "onnxruntime"],
+            "the onnxruntime runtime serves .onnx files only",
+        ),
+        (["serve", str(mlp_file), str(mlp_file)], "two models are named 'mlp'"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_an_onnx_file_needs_the_importer_or_onnxruntime(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"")
+    try:
+        import shapevm.onnx  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match=r"(?s)no ONNX importer .*--runtime onnxruntime"):
+            load_model(path)
+
+
+def test_the_cli_builds_without_the_http_libraries() -> None:
+    code = (
+        "import sys; from shapevm.__main__ import build_parser; build_parser(); "
+        "print(sorted(m for m in ('starlette', 'uvicorn', 'prometheus_client') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_describe_says_how_requests_are_batched() -> None:
+    model = load_model(helpers.mlp(), "mlp", ServeOptions(max_batch_size=8))
+    assert describe(model) == (
+        "model 'mlp': (x: float32[b, 16]) -> (float32[b, 8]) where b <= 512; jit; "
+        "requests joined along b up to 8 rows"
+    )
+    fixed = load_model(helpers.matmul(), "mm", ServeOptions(max_batch_size=1, jit=False))
+    assert describe(fixed).endswith(
+        "interpreter; requests not joined: dynamic batching is off (max batch size 1)"
+    )
+
+
+def test_onnx_runtime_behind_the_same_server(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 3])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "mm.onnx"
+    onnx.save(model, path)
+    served = load_model(path, options=ServeOptions(runtime="onnxruntime", max_batch_size=4))
+    meta = served.metadata()
+    assert meta["platform"] == "onnxruntime_onnx"
+    assert meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]
+    assert meta["shapevm"]["batching"]["dimension"] == "b"
+    (checked,) = meta["shapevm"]["batching"]["checked"]
+    assert checked["path"] == "onnxruntime"
+    x = np.ones((2, 4), np.float32)
+    (y,) = served.runner.run([x])
+    assert np.allclose(y, x @ w, rtol=1e-6)
