@@ -112,7 +112,9 @@ class ShapevmRunner(Runner):
             for name, a in zip(_output_names(exp.out_tree), exp.out_avals, strict=True)
         )
         self.constraints = tuple(exp.constraints)
-        self._specs = [tuple(a.shape) for a in exp.in_avals]
+        self._specs: list[tuple[int | DimExpr, ...]] = [
+            tuple(d for d in a.shape if isinstance(d, (int, DimExpr))) for a in exp.in_avals
+        ]  # arguments have no data-dependent dimensions
         self._array_names = [t.name for t in self.inputs if not t.dim_argument]
         self._dim_names = [t.name for t in self.inputs if t.dim_argument]
         self._dim_vars = {
