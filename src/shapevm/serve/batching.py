@@ -149,6 +149,10 @@ class InvarianceCheck:
             self._results[key] = found
         return found
 
+    def release(self) -> None:
+        """Drop the prober (its compiled variants) until another shape needs checking."""
+        self._prober = None
+
     def _check(self, key: Key) -> tuple[str, str]:
         if self._prober is None:
             self._prober = self.runner.prober()

@@ -106,6 +106,7 @@ class ServedModel:
         if example is not None:  # models of one shape family: checked and warm when ready
             if self.check is not None:
                 self.check.result(self.check.key_of(example))
+                self.check.release()  # no other shape will come
             self.warm_path = runner.warm_up(example)
 
     # -- lifecycle --------------------------------------------------------------------------
