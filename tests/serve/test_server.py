@@ -18,6 +18,7 @@ httpclient = pytest.importorskip("tritonclient.http")
 
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
+from shapevm import RuntimeOpError  # noqa: E402
 from shapevm.serve import ModelServer, ServeOptions, create_app, load_model  # noqa: E402
 from shapevm.serve.model import ServedModel  # noqa: E402
 from shapevm.serve.runners import ShapevmRunner  # noqa: E402
@@ -296,3 +297,34 @@ def test_overload_gets_503_at_once_and_the_rest_is_served() -> None:
                 status, _, text = done.result(30)
                 assert status == 200
                 assert json.loads(text)["outputs"][0]["data"] == [10.0, 10.0]
+
+
+_OUT_OF_BOUNDS = "instruction 3 (OP_CALL take): index 7 is out of bounds"
+
+
+class _Picky(FakeRunner):
+    """Refuses a 7 as the interpreter refuses bad data (400); breaks on a 9 (500)."""
+
+    def run(self, arrays):
+        if (arrays[0] == 7).any():
+            raise RuntimeOpError(_OUT_OF_BOUNDS)
+        if (arrays[0] == 9).any():
+            raise ZeroDivisionError("a bug")
+        return super().run(arrays)
+
+
+def test_errors_raised_by_the_model_while_it_runs() -> None:
+    options = ServeOptions(max_batch_size=1)
+    model_server = ModelServer([ServedModel("picky", _Picky(), options)], options)
+    with helpers.live_server(create_app(model_server)) as url:
+        c = httpclient.InferenceServerClient(url)
+        for value, status, message in [
+            (7, "400", "model 'picky' refused the input: " + _OUT_OF_BOUNDS),
+            (9, "500", "model 'picky' failed: ZeroDivisionError: a bug"),
+        ]:
+            with pytest.raises(InferenceServerException) as info:
+                c.infer("picky", [_input("x", np.full((1, 2), value, np.float32))])
+            assert (info.value.status(), info.value.message()) == (status, message)
+        ok = c.infer("picky", [_input("x", np.ones((1, 2), np.float32))])
+        assert ok.as_numpy("y").tolist() == [[10.0, 10.0]]
+        c.close()

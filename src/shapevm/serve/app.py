@@ -34,6 +34,7 @@ from starlette.routing import Route
 
 from shapevm import __version__
 from shapevm.frontend.export import Exported
+from shapevm.runtime.interpreter import RuntimeOpError
 from shapevm.serve.batcher import BatcherStats, Overloaded, Pending
 from shapevm.serve.metrics import CONTENT_TYPE, ServerMetrics
 from shapevm.serve.model import Prepared, ServedModel, ServeOptions, load_model
@@ -42,6 +43,17 @@ from shapevm.serve.runners import Outputs
 from shapevm.shapes import ShapeError
 
 EXTENSIONS = ["binary_tensor_data"]
+# What a model raises on an input it cannot run (a data-dependent check, a shape): a 400.
+_INPUT_ERRORS = (ShapeError, RuntimeOpError)
+
+
+class _ModelFailure(Exception):
+    """Anything else a model raised: a 500."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+
+
 ModelSource = str | Exported | ServedModel
 
 
@@ -228,12 +240,13 @@ class _Handlers:
         except ClientDisconnect:
             metrics.failures.labels(name, "disconnected").inc()
             return Response(status_code=499)
-        except (ShapeError, TypeError, ValueError, ArithmeticError, IndexError) as exc:
-            metrics.failures.labels(name, "bad_request").inc()  # raised by the model on this input
+        except _INPUT_ERRORS as exc:  # the model refused this input while it ran
+            metrics.failures.labels(name, "bad_request").inc()
             return _error(bad_request(f"model {name!r} refused the input: {exc}"))
         except Exception as exc:
             metrics.failures.labels(name, "error").inc()
-            return _error(V2Error(f"model {name!r} failed: {type(exc).__name__}: {exc}", 500))
+            what = str(exc) if isinstance(exc, _ModelFailure) else f"{type(exc).__name__}: {exc}"
+            return _error(V2Error(f"model {name!r} failed: {what}", 500))
         tensors = [(n, outs[i], binary) for i, n, binary in prepared.outputs]
         payload, headers = encode_infer_response(model.name, model.version, req.id, tensors)
         payload = _encoded(payload, headers, request.headers.get("accept-encoding", ""))
@@ -280,6 +293,9 @@ class _Handlers:
         self.server.metrics.queue_time.labels(model.name).observe(
             max(0.0, pending.started - pending.enqueued)
         )
+        error = pending.future.exception()
+        if error is not None and not isinstance(error, _INPUT_ERRORS):
+            raise _ModelFailure(error)
         return pending.future.result()
 
 

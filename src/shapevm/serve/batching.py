@@ -42,6 +42,7 @@ of code depending on shapes and not on values, which holds for the kernels above
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -124,6 +125,7 @@ class InvarianceCheck:
         self.seed = seed
         self._prober: Prober | None = None
         self._results: OrderedDict[Key, tuple[str, str]] = OrderedDict()
+        self._lock = threading.Lock()  # results are read by the metadata route's thread
 
     def key_of(self, arrays: Arrays) -> Key:
         """What must be equal for two requests to be joined: the shapes without their
@@ -134,19 +136,22 @@ class InvarianceCheck:
         )
 
     def known(self, key: Key) -> tuple[str, str] | None:
-        return self._results.get(key)
+        with self._lock:
+            return self._results.get(key)
 
     def results(self) -> dict[Key, tuple[str, str]]:
-        return dict(self._results)
+        with self._lock:
+            return dict(self._results)
 
     def result(self, key: Key) -> tuple[str, str]:
         """The verdict for ``key``, running the check the first time."""
-        found = self._results.get(key)
+        found = self.known(key)
         if found is None:
             found = self._check(key)
-            if len(self._results) >= _KEYS_KEPT:
-                self._results.popitem(last=False)
-            self._results[key] = found
+            with self._lock:
+                if len(self._results) >= _KEYS_KEPT:
+                    self._results.popitem(last=False)
+                self._results[key] = found
         return found
 
     def release(self) -> None:
