@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
@@ -105,6 +106,20 @@ def live_server(app: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(60)
         sock.close()
+
+
+def http_request(
+    address: str, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """One request on a fresh connection to ``host:port``: status, headers, body."""
+    host, port = address.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
 
 
 def wait_for(condition: Callable[[], Any], timeout: float) -> None:

@@ -5,7 +5,6 @@ malformed requests interleaved with good ones, and SIGTERM under load. Nothing a
 from __future__ import annotations
 
 import gzip
-import http.client
 import json
 import re
 import signal
@@ -54,13 +53,7 @@ class ServerProcess:
             self.lines.append(line)
 
     def request(self, method: str, path: str, body: bytes = b"", headers: Any = None) -> Any:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            response = conn.getresponse()
-            return response.status, dict(response.getheaders()), response.read()
-        finally:
-            conn.close()
+        return helpers.http_request(f"127.0.0.1:{self.port}", method, path, body, headers)
 
     def metric(self, name: str, **labels: str) -> float:
         return helpers.metric(self.request("GET", "/metrics")[2].decode(), name, **labels)

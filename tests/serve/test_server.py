@@ -3,7 +3,6 @@ and binary, dynamic batching bit for bit, errors, compression, overload and metr
 
 from __future__ import annotations
 
-import http.client
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -192,15 +191,7 @@ def test_bad_requests_get_400_with_the_reason(client: Any, name: str, inputs, me
     assert message in info.value.message()
 
 
-def _raw(url: str, method: str, path: str, body: bytes = b"", headers: dict | None = None):
-    host, port = url.split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        conn.close()
+_raw = helpers.http_request
 
 
 def test_malformed_and_oversized_bodies(server: tuple[str, ModelServer]) -> None:

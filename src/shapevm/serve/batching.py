@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from shapevm.serve.runners import Arrays, Outputs, Prober, Runner, TensorInfo
+from shapevm.tools.run import random_array
 
 Key = tuple[Any, ...]
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -175,18 +176,8 @@ class InvarianceCheck:
             if t.dim_argument:
                 out.append(np.asarray(part, dtype=t.dtype))
             else:
-                out.append(_random(rng, (self.plan.max_rows, *part), t.dtype))
+                out.append(random_array(rng, (self.plan.max_rows, *part), t.dtype))
         return out
-
-
-def _random(
-    rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]
-) -> np.ndarray[Any, Any]:
-    if dtype.kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    if dtype.kind == "b":
-        return rng.random(shape) < 0.5
-    return rng.integers(0, 10, size=shape).astype(dtype)
 
 
 def _check_rows(

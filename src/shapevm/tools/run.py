@@ -70,6 +70,7 @@ def random_inputs(
 
 
 def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype[Any]) -> Any:
+    """Random data of ``dtype``: normal floats, fair booleans, integers from 0 to 9."""
     if dtype.kind == "f":
         return rng.standard_normal(shape).astype(dtype)
     if dtype.kind == "b":
