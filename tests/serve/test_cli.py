@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import shapevm as sv
 from shapevm.__main__ import main
 from shapevm.serve import ServeOptions, load_model
 from shapevm.serve.server import describe
@@ -59,6 +60,14 @@ def test_the_cli_builds_without_the_http_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_models_of_one_shape_family_are_warm_when_loaded() -> None:
+    unbatched = load_model(helpers.mlp(), "mlp", ServeOptions(max_batch_size=1))
+    assert unbatched.warm_path == "compiled"
+    (b,) = sv.symbolic_shape("b", constraints=["b >= 2"])
+    exp = sv.export(sv.jit(lambda x: x * 2.0))(sv.ShapeDtypeStruct((b, 4), np.float32))
+    assert load_model(exp, "pairs").warm_path == ""  # one row is not allowed: not warmed
 
 
 def test_describe_says_how_requests_are_batched() -> None:

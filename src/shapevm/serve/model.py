@@ -102,7 +102,7 @@ class ServedModel:
         self.warm_path = ""
         self._input_names = [t.name for t in runner.inputs]
         self._output_index = {t.name: i for i, t in enumerate(runner.outputs)}
-        example = _example(runner, self.plan)
+        example = _example(runner)
         if example is not None:  # models of one shape family: checked and warm when ready
             if self.check is not None:
                 self.check.result(self.check.key_of(example))
@@ -245,14 +245,18 @@ class ServedModel:
         }
 
 
-def _example(runner: Runner, plan: BatchPlan) -> list[np.ndarray[Any, Any]] | None:
-    """Zeros of one row for a model whose only symbolic dimension is the batch one."""
+def _example(runner: Runner) -> list[np.ndarray[Any, Any]] | None:
+    """Zeros of one row for a model whose only symbolic dimension is a leading one."""
     out: list[np.ndarray[Any, Any]] = []
     for t in runner.inputs:
-        dims = [1 if d == plan.variable and i == 0 else d for i, d in enumerate(t.dims)]
+        dims = [1 if i == 0 and str(d).isidentifier() else d for i, d in enumerate(t.dims)]
         if t.dim_argument or not all(isinstance(d, int) for d in dims):
             return None
         out.append(np.zeros([int(d) for d in dims], t.dtype))
+    try:
+        runner.bind(out)
+    except (ShapeError, ValueError):  # one row is not allowed: no example
+        return None
     return out
 
 
