@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-
 from tests.serve import helpers
+
+helpers.require("starlette")
+helpers.require("uvicorn")
+
 
 EXP = helpers.mlp()
 

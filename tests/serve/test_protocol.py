@@ -17,8 +17,9 @@ from shapevm.serve.protocol import (
     encode_infer_response,
     parse_infer_request,
 )
+from tests.serve import helpers
 
-http = pytest.importorskip("tritonclient.http")
+http = helpers.require("tritonclient.http")
 
 
 def _triton_body(arrays: dict[str, np.ndarray], binary: bool, **kwargs):

@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-httpclient = pytest.importorskip("tritonclient.http")
+from tests.serve import helpers
+
+helpers.require("starlette")
+helpers.require("uvicorn")
+httpclient = helpers.require("tritonclient.http")
 
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
@@ -21,7 +23,6 @@ from shapevm import RuntimeOpError  # noqa: E402
 from shapevm.serve import ModelServer, ServeOptions, create_app, load_model  # noqa: E402
 from shapevm.serve.model import ServedModel  # noqa: E402
 from shapevm.serve.runners import ShapevmRunner  # noqa: E402
-from tests.serve import helpers  # noqa: E402
 from tests.serve.test_batching import FakeRunner  # noqa: E402
 
 EXPORTS = {
