@@ -117,9 +117,7 @@ class Plan:
         return Plan(blocks, self.entry, self.n_regs, self.params, self.dynamic)
 
     def run(self, arrays: Sequence[Any]) -> list[Any]:
-        regs: Regs = [None] * self.n_regs
-        for i, a in zip(self.params, arrays, strict=True):
-            regs[i] = a
+        regs = self._registers(arrays)
         block = self.blocks[self.entry]
         prev = ""
         while True:
@@ -134,12 +132,20 @@ class Plan:
             term = block.term
             if isinstance(term, Return):
                 return [regs[r.index] for r in term.values]
-            prev = block.label
-            if isinstance(term, Jump):
-                block = self.blocks[term.target]
-            else:
-                assert isinstance(term, BranchIf)
-                block = self.blocks[term.if_true if _branch(term, regs) else term.if_false]
+            prev, block = block.label, self._successor(term, regs)
+
+    def _registers(self, arrays: Sequence[Any]) -> Regs:
+        regs: Regs = [None] * self.n_regs
+        for i, a in zip(self.params, arrays, strict=True):
+            regs[i] = a
+        return regs
+
+    def _successor(self, term: Instr, regs: Regs) -> _Block:
+        """The block that a ``JUMP`` or ``BRANCH_IF`` leads to."""
+        if isinstance(term, Jump):
+            return self.blocks[term.target]
+        assert isinstance(term, BranchIf)
+        return self.blocks[term.if_true if _branch(term, regs) else term.if_false]
 
     def stops(self) -> list[Instr]:
         """The instructions `stepwise` stops before, block by block."""
@@ -158,31 +164,24 @@ class Plan:
         (whose step is ``None``), runs it when resumed, and returns the results. A step
         standing for several instructions (a compiled region) comes once, with the first
         of them. `run` stays the fast loop; this one costs a resumption per instruction."""
-        regs: Regs = [None] * self.n_regs
-        for i, a in zip(self.params, arrays, strict=True):
-            regs[i] = a
+        regs = self._registers(arrays)
         block = self.blocks[self.entry]
         prev = ""
         while True:
             for out, incoming in block.phis:
                 regs[out] = regs[incoming[prev]]
-            for step, instr in zip(block.steps, block.instrs, strict=True):
+            for i, (step, instr) in enumerate(zip(block.steps, block.instrs, strict=True)):
                 yield instr, step, regs
                 try:
                     step(regs)
                 except (ValueError, TypeError, IndexError, FloatingPointError, MemoryError) as e:
-                    raise step_error(instr, e) from e
+                    raise _runtime_error(block, i, e, self.dynamic) from e
             term = block.term
             if _own_stop(block):
                 yield term, None, regs
             if isinstance(term, Return):
                 return [regs[r.index] for r in term.values]
-            prev = block.label
-            if isinstance(term, Jump):
-                block = self.blocks[term.target]
-            else:
-                assert isinstance(term, BranchIf)
-                block = self.blocks[term.if_true if _branch(term, regs) else term.if_false]
+            prev, block = block.label, self._successor(term, regs)
 
 
 class TimedPlan(Plan):
@@ -192,7 +191,7 @@ class TimedPlan(Plan):
     __slots__ = ("report",)
 
     def __init__(self, plan: Plan, report: Callable[[float, Sequence[Any]], None]) -> None:
-        super().__init__(plan.blocks, plan.entry, plan.n_regs, plan.params)
+        super().__init__(plan.blocks, plan.entry, plan.n_regs, plan.params, plan.dynamic)
         self.report = report
 
     def run(self, arrays: Sequence[Any]) -> list[Any]:
