@@ -306,3 +306,13 @@ def test_the_adapter_process_keeps_its_standard_output_for_the_protocol(files):
         "output",
         "disconnect",
     ]
+
+
+def test_a_program_that_fails_under_the_jit_is_stepped_in_the_interpreter(client, files):
+    client.launch(program=str(files["fails"]), shapes={"x": [6]}, seed=3, jit=True)
+    note = client.output("console")
+    assert "interpreted: the JIT's first call failed: RuntimeOpError" in note, note
+    client.ok("configurationDone")
+    assert client.event("stopped")["reason"] == "entry"
+    client.ok("continue", threadId=1)
+    assert client.event("stopped")["reason"] == "exception"

@@ -191,3 +191,14 @@ def test_memory_pools_report_the_arena_of_a_thread_that_ran_compiled_code():
     assert mine and mine[0]["capacity_bytes"] >= mine[0]["used_bytes"] > 0
     process = pools[-1]
     assert process["pool"] == "process" and process["rss_bytes"] > 0
+
+
+def test_a_failing_source_is_reported_in_the_state_and_the_rest_still_shows(monkeypatch):
+    def broken() -> list[dict[str, object]]:
+        raise RuntimeError("pools are being rebuilt")
+
+    monkeypatch.setattr(vm, "memory_pools", broken)
+    state = snapshot()
+    assert state["memory"] == []
+    assert state["errors"] == ["memory: RuntimeError: pools are being rebuilt"]
+    assert isinstance(state["variants"], list) and "calls" in state["stats"]

@@ -22,7 +22,11 @@ def compiled_plan(
     a note saying why the JIT did not compile."""
     options = JitOptions.from_kwargs({"hot_threshold": 1, "background": False})
     engine = JitEngine(executable, options, name=executable.fn.name)
-    engine.run(arrays, env)  # the first call makes the key hot and compiles it
+    try:
+        engine.run(arrays, env)  # the first call makes the key hot and compiles it
+    except Exception as exc:  # the program fails: step it where it does, interpreted
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        return executable.plan_for(env), f"interpreted: the JIT's first call failed: {why}"
     for rec in engine.records():
         if rec.status == "ready" and rec.variant is not None:
             regions = ", ".join(f"{r.region.name} {r.region.span}" for r in rec.variant.regions)

@@ -91,13 +91,14 @@ class LatencyLog:
 
 
 def snapshot(latency: dict[str, list[list[Any]]] | None = None) -> dict[str, Any]:
-    """The whole state the page shows (``docs/monitor.md`` describes every field)."""
+    """The whole state the page shows (``docs/monitor.md`` describes every field). A
+    source that fails leaves its part empty and says why in ``errors``: the page shows
+    the rest, and the reason."""
     now_mono = time.monotonic()
-    functions = vm.jit_functions()
-    variants = [_variant_row(r, now_mono) for r in vm.jit_info()]
-    stats = vm.jit_stats()
-    stats["hit_rate"] = vm.get_jit_hit_rate()
-    stats["avg_compile_ms"] = vm.get_avg_compile_time()
+    errors: list[str] = []
+    functions = _part("functions", vm.jit_functions, [], errors)
+    variants = [_variant_row(r, now_mono) for r in _part("variants", vm.jit_info, [], errors)]
+    stats = _part("stats", _stats, {}, errors)
     state = {
         "time": time.time(),
         "pid": os.getpid(),
@@ -105,10 +106,26 @@ def snapshot(latency: dict[str, list[list[Any]]] | None = None) -> dict[str, Any
         "functions": functions,
         "variants": variants,
         "queue": compile_queue(functions, variants),
-        "memory": vm.memory_pools(),
+        "memory": _part("memory", vm.memory_pools, [], errors),
         "latency": latency or {},
+        "errors": errors,
     }
     return jsonable(state)  # type: ignore[no-any-return]
+
+
+def _stats() -> dict[str, Any]:
+    stats = vm.jit_stats()
+    stats["hit_rate"] = vm.get_jit_hit_rate()
+    stats["avg_compile_ms"] = vm.get_avg_compile_time()
+    return stats
+
+
+def _part(name: str, source: Any, empty: Any, errors: list[str]) -> Any:
+    try:
+        return source()
+    except Exception as exc:  # the page shows what failed instead of going blank
+        errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        return empty
 
 
 def _variant_row(row: dict[str, Any], now_mono: float) -> dict[str, Any]:

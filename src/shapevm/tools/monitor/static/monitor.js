@@ -237,6 +237,9 @@ function render(s) {
   state = s;
   mergeLatency(s.latency, s.latency_incremental);
   document.getElementById("proc").textContent = `pid ${s.pid} · ${new Date(s.time * 1000).toLocaleTimeString()}`;
+  const errors = document.getElementById("errors");
+  errors.hidden = !(s.errors && s.errors.length);
+  errors.textContent = (s.errors || []).map((e) => "could not read " + e).join("\n");
   renderTotals(s.stats, s.queue);
   renderFunctions(s.functions);
   renderVariants(s.variants);
