@@ -316,3 +316,25 @@ def test_a_program_that_fails_under_the_jit_is_stepped_in_the_interpreter(client
     assert client.event("stopped")["reason"] == "entry"
     client.ok("continue", threadId=1)
     assert client.event("stopped")["reason"] == "exception"
+
+
+def test_an_onnx_model_is_stepped_like_a_svbc_file(client, tmp_path):
+    pytest.importorskip("shapevm.onnx", reason="this shapevm has no ONNX importer")
+    onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Neg", ["h"], ["y"])],
+        "relu_neg",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 4])],
+    )
+    model = tmp_path / "relu_neg.onnx"
+    onnx.save(helper.make_model(graph), str(model))
+    client.launch(program=str(model), shapes={"x": [3, 4]})
+    client.ok("configurationDone")
+    assert client.event("stopped")["reason"] == "entry"
+    text = client.ok("source", sourceReference=1)["content"]
+    assert "OP_CALL" in text
+    client.ok("continue", threadId=1)
+    assert client.event("exited") == {"exitCode": 0}

@@ -145,11 +145,13 @@ def _load_onnx(path: str) -> Exported:
                 "to a .svbc file first",
             )
         )
-    import shapevm.onnx as sonnx  # type: ignore[import-not-found,unused-ignore]
-
     try:
+        import shapevm.onnx as sonnx  # type: ignore[import-not-found,unused-ignore]
+
         exported: Exported = sonnx.load(path)
-    except (OSError, ValueError) as exc:
+    except ImportError as exc:  # the importer's own dependency (the onnx package) is missing
+        raise LaunchError(f"cannot debug {path}: {exc}") from None
+    except (OSError, ValueError) as exc:  # unreadable, corrupt or unsupported model
         raise LaunchError(f"{path}: {type(exc).__name__}: {exc}") from None
     return exported
 
