@@ -2,7 +2,7 @@
 ``editors/vscode/test`` (``@vscode/debugadapter-testsupport``'s DebugClient against
 ``shapevm debug-adapter``; the extension's code against a stand-in for VS Code's API) and
 packages the extension with ``@vscode/vsce``. ``.ci/run`` installs Node's packages
-(``npm ci --prefix editors/vscode``)."""
+(``cd editors/vscode && npm ci``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def node() -> str:
     need(found is not None, "node is not installed")
     need(
         (MODULES / "@vscode" / "debugadapter-testsupport").is_dir(),
-        "the extension's Node packages are not installed (npm ci --prefix editors/vscode)",
+        "the extension's Node packages are not installed (cd editors/vscode && npm ci)",
     )
     return str(found)
 
