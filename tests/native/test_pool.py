@@ -1,5 +1,6 @@
 """The thread pool: results do not depend on the thread count, calls from several Python
-threads at once are safe, and a forked child computes with a pool of its own."""
+threads at once are safe, a forked child computes with a pool of its own, and a worker that
+lost its core keeps the next jobs on the calling thread for a while."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from shapevm import native
+from shapevm import _native, native
 
 
 @pytest.fixture
@@ -89,3 +91,39 @@ def test_unsupported_level_in_environment_warns_and_falls_back() -> None:
     )
     assert proc.stdout.strip() == native.isa_levels()[-1]
     assert "SHAPEVM_ISA=sse9 is not a level" in proc.stderr
+
+
+def _pool() -> dict[str, int]:
+    return dict(native.info()["pool"])
+
+
+def test_a_late_worker_keeps_jobs_off_the_pool_for_a_while(pool_of_two: None) -> None:
+    """A worker that took a task and then lost its core (here: sleeps 20 ms) made the caller
+    wait: the next jobs run on the calling thread until the backoff (2 ms) has passed."""
+    _native._pool_probe(8, 50, 0)  # the worker exists and spins
+    before = _pool()
+    assert _native._pool_probe(2, 0, 20000) == (1, 1)
+    late = _pool()
+    assert late["late_jobs"] == before["late_jobs"] + 1
+    assert _native._pool_probe(8, 50, 0) == (8, 0)
+    assert _pool()["backed_off_calls"] == late["backed_off_calls"] + 1
+    time.sleep(0.01)
+    _native._pool_probe(8, 50, 0)
+    assert _pool()["parallel_calls"] == late["parallel_calls"] + 1
+
+
+def test_setting_the_thread_count_tries_the_pool_again(pool_of_two: None) -> None:
+    _native._pool_probe(8, 50, 0)
+    _native._pool_probe(2, 0, 20000)
+    native.set_num_threads(2)
+    before = _pool()
+    _native._pool_probe(8, 50, 0)
+    assert _pool()["parallel_calls"] == before["parallel_calls"] + 1
+    assert _pool()["backed_off_calls"] == before["backed_off_calls"]
+
+
+def test_a_job_whose_workers_keep_up_is_not_late(pool_of_two: None) -> None:
+    before = _pool()
+    for _ in range(3):
+        _native._pool_probe(4, 0, 0)
+    assert _pool()["late_jobs"] == before["late_jobs"]

@@ -5,8 +5,15 @@
  * has not scheduled yet (a busy core, NumPy's BLAS threads spinning) costs nothing: the
  * caller takes its share.  The counter word holds the job's generation next to the next
  * task index, so a late worker can never claim a task of a newer job.  Workers spin for
- * a short while after a job (the next kernel of the same call comes within microseconds),
- * then sleep on a condition variable.
+ * SPIN_NS after a job (the next kernel of the same call comes within microseconds), yielding
+ * the core every YIELD_NS to any other thread that wants it (NumPy's BLAS threads, the
+ * neighbours), then sleep on a condition variable.
+ *
+ * A worker that claimed a task and then lost its core (the machine is busy, or OpenBLAS
+ * spins after a NumPy product) makes the caller wait for it: milliseconds for a job of
+ * microseconds.  So the caller times each job: when it waited for the workers longer than
+ * half the time it worked itself, the pool is left alone (jobs run on the calling thread)
+ * for a backoff that doubles while such jobs repeat (BACKOFF_MIN_NS .. BACKOFF_MAX_NS).
  *
  * One job at a time: a second thread that calls sv_parallel while the pool is busy, or a
  * task that calls it (nested), runs its tasks itself.  After fork() the child starts with
@@ -18,6 +25,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SV_MAX_THREADS 256
@@ -38,7 +46,10 @@ static struct {
     uint32_t gen;
     int stop;
     pthread_t threads[SV_MAX_THREADS];
-    _Atomic int64_t stat_parallel, stat_serial, stat_caller, stat_workers;
+    _Atomic uint64_t serial_until; /* monotonic ns: jobs run serially until then */
+    uint64_t backoff;                /* ns, with P.busy held */
+    _Atomic int64_t stat_parallel, stat_serial, stat_caller, stat_workers, stat_late,
+        stat_backed_off;
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
        .busy = PTHREAD_MUTEX_INITIALIZER};
@@ -46,7 +57,19 @@ static struct {
 static _Thread_local int in_task;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-#define SPIN_ROUNDS 20000 /* ~50-100 us of pause instructions */
+#ifndef SPIN_NS
+#define SPIN_NS 200000 /* workers spin this long after a job */
+#endif
+#define YIELD_NS 20000          /* ... yielding their core this often */
+#define LATE_MIN_NS 20000       /* a wait for the workers shorter than this is never late */
+#define BACKOFF_MIN_NS 2000000  /* no pool for 2 ms after a late job, */
+#define BACKOFF_MAX_NS 128000000 /* doubling up to 128 ms while late jobs repeat */
+
+static inline uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -83,16 +106,20 @@ static void *worker_main(void *arg) {
     seen = P.gen;
     pthread_mutex_unlock(&P.lock);
     for (;;) {
-        int spins = 0;
+        uint64_t start = now_ns(), yielded = start;
         uint32_t gen;
-        for (;;) {
+        for (unsigned spins = 1;; spins++) {
             uint64_t w = atomic_load_explicit(&P.word, memory_order_acquire);
             gen = (uint32_t)(w >> 32);
             if (gen != seen && (uint32_t)w != OPEN_SENTINEL) break;
-            if (++spins < SPIN_ROUNDS) {
-                cpu_relax();
-                continue;
+            cpu_relax();
+            if (spins % 64) continue;
+            uint64_t t = now_ns();
+            if (t - yielded >= YIELD_NS) {
+                sched_yield(); /* a thread waiting for this core runs now */
+                yielded = t;
             }
+            if (t - start < SPIN_NS) continue;
             pthread_mutex_lock(&P.lock);
             if (P.stop) {
                 pthread_mutex_unlock(&P.lock);
@@ -105,7 +132,7 @@ static void *worker_main(void *arg) {
                 P.sleeping--;
             }
             pthread_mutex_unlock(&P.lock);
-            spins = 0;
+            start = yielded = now_ns();
         }
         seen = gen;
         int64_t ran = run_tasks(gen);
@@ -171,6 +198,8 @@ void sv_pool_set_threads(int n) {
     pthread_mutex_lock(&P.busy);
     if (P.nworkers > n - 1) stop_workers();
     P.target = n;
+    P.backoff = 0; /* a new setting: the pool is tried again */
+    atomic_store_explicit(&P.serial_until, 0, memory_order_relaxed);
     pthread_mutex_unlock(&P.busy);
 }
 
@@ -192,11 +221,32 @@ static void run_serial(int64_t ntasks, sv_task_fn fn, void *ctx) {
     atomic_fetch_add_explicit(&P.stat_serial, 1, memory_order_relaxed);
 }
 
+/* With P.busy held, after a job: the caller worked `own` ns, then waited `wait` ns. */
+static void judge_job(uint64_t own, uint64_t wait, uint64_t end) {
+    if (wait < LATE_MIN_NS || 2 * wait < own) {
+        P.backoff = 0;
+        return;
+    }
+    P.backoff = P.backoff ? 2 * P.backoff : BACKOFF_MIN_NS;
+    if (P.backoff > BACKOFF_MAX_NS) P.backoff = BACKOFF_MAX_NS;
+    atomic_store_explicit(&P.serial_until, end + P.backoff, memory_order_relaxed);
+    atomic_fetch_add_explicit(&P.stat_late, 1, memory_order_relaxed);
+}
+
 void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
     if (ntasks <= 0) return;
     pthread_once(&once, init_once);
-    if (ntasks == 1 || in_task || P.target <= 1 || ntasks >= (int64_t)OPEN_SENTINEL ||
-        pthread_mutex_trylock(&P.busy) != 0) {
+    if (ntasks == 1 || in_task || P.target <= 1 || ntasks >= (int64_t)OPEN_SENTINEL) {
+        run_serial(ntasks, fn, ctx);
+        return;
+    }
+    uint64_t t0 = now_ns();
+    if (t0 < atomic_load_explicit(&P.serial_until, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&P.stat_backed_off, 1, memory_order_relaxed);
+        run_serial(ntasks, fn, ctx);
+        return;
+    }
+    if (pthread_mutex_trylock(&P.busy) != 0) {
         run_serial(ntasks, fn, ctx);
         return;
     }
@@ -221,12 +271,15 @@ void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
 
     int64_t ran = run_tasks(gen);
     atomic_fetch_add_explicit(&P.stat_caller, ran, memory_order_relaxed);
-    for (int spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < ntasks; spins++) {
-        if (spins < SPIN_ROUNDS)
-            cpu_relax();
-        else
+    uint64_t t1 = now_ns();
+    for (unsigned spins = 1; atomic_load_explicit(&P.done, memory_order_acquire) < ntasks;
+         spins++) {
+        cpu_relax();
+        if (spins % 64 == 0 && now_ns() - t1 >= YIELD_NS)
             sched_yield(); /* a worker holding a task may share this core */
     }
+    uint64_t t2 = now_ns();
+    judge_job(t1 - t0, t2 - t1, t2);
     atomic_fetch_add_explicit(&P.stat_parallel, 1, memory_order_relaxed);
     pthread_mutex_unlock(&P.busy);
 }
@@ -237,6 +290,8 @@ sv_pool_stats sv_pool_get_stats(void) {
         .serial_calls = atomic_load(&P.stat_serial),
         .tasks_by_caller = atomic_load(&P.stat_caller),
         .tasks_by_workers = atomic_load(&P.stat_workers),
+        .late_jobs = atomic_load(&P.stat_late),
+        .backed_off_calls = atomic_load(&P.stat_backed_off),
     };
     return s;
 }

@@ -297,7 +297,12 @@ static PyObject *py_matmul(PyObject *self, PyObject *args, PyObject *kw) {
         memset(PyArray_DATA(out), 0, (size_t)PyArray_NBYTES(out));
         return (PyObject *)out;
     }
+    /* batches split over the pool, except a product too small to pay for it (sv_dense's
+     * rule); one batch uses the pool inside */
+    double work = (double)j.nbatch * (double)j.m * (double)j.n * (double)j.k;
     Py_BEGIN_ALLOW_THREADS if (j.nbatch == 1) matmul_batch(&j, 0);
+    else if (work < SV_PARALLEL_MIN_MACS) for (int64_t t = 0; t < j.nbatch; t++)
+        matmul_batch(&j, t);
     else sv_parallel(j.nbatch, matmul_batch, &j);
     Py_END_ALLOW_THREADS return (PyObject *)out;
 }

@@ -1,7 +1,10 @@
 /* Entry points for the library's settings and state: instruction set, threads, info, and
  * the vector math functions on arrays (for tests and benchmarks). */
 #include "pyutil.h"
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 
 static const char *const level_names[3] = {"generic", "avx2", "avx512"};
 
@@ -28,7 +31,7 @@ static PyObject *py_info(PyObject *self, PyObject *unused) {
     const sv_isa_table *t = sv_isa();
     sv_pool_stats st = sv_pool_get_stats();
     return Py_BuildValue(
-        "{s:s,s:s,s:N,s:i,s:i,s:i,s:i,s:s,s:O,s:i,s:{s:L,s:L,s:L,s:L}}", "isa", t->name,
+        "{s:s,s:s,s:N,s:i,s:i,s:i,s:i,s:s,s:O,s:i,s:{s:L,s:L,s:L,s:L,s:L,s:L}}", "isa", t->name,
         "isa_note", sv_isa_note(),
         "isa_levels", levels, "vector_floats", t->vw, "tile_rows", t->mr, "tile_cols", SV_NR,
         "num_threads", sv_pool_threads(), "compiler",
@@ -40,7 +43,8 @@ static PyObject *py_info(PyObject *self, PyObject *unused) {
         "debug", debug ? Py_True : Py_False, "abi_version", SV_ABI_VERSION, "pool",
         "parallel_calls", (long long)st.parallel_calls, "serial_calls",
         (long long)st.serial_calls, "tasks_by_caller", (long long)st.tasks_by_caller,
-        "tasks_by_workers", (long long)st.tasks_by_workers);
+        "tasks_by_workers", (long long)st.tasks_by_workers, "late_jobs",
+        (long long)st.late_jobs, "backed_off_calls", (long long)st.backed_off_calls);
 }
 
 static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
@@ -83,6 +87,52 @@ static PyObject *py_set_num_threads(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+typedef struct probe_job {
+    pthread_t caller;
+    long caller_us, worker_us;
+    _Atomic int64_t by_caller, by_workers, worker_started;
+} probe_job;
+
+static void probe_task(void *vctx, int64_t task) {
+    (void)task;
+    probe_job *j = vctx;
+    if (pthread_equal(pthread_self(), j->caller)) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        long us = 0;
+        /* busy, as a kernel is, at least until a worker took a task (at most 2 s) */
+        do {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            us = (t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000;
+        } while (us < j->caller_us ||
+                 (j->worker_us && !atomic_load(&j->worker_started) && us < 2000000));
+        atomic_fetch_add(&j->by_caller, 1);
+        return;
+    }
+    atomic_store(&j->worker_started, 1);
+    struct timespec ts = {j->worker_us / 1000000, (j->worker_us % 1000000) * 1000};
+    if (j->worker_us) nanosleep(&ts, NULL); /* a worker that lost its core for a while */
+    atomic_fetch_add(&j->by_workers, 1);
+}
+
+/* _pool_probe(ntasks, caller_us, worker_us) -> (tasks run by the caller, by workers): one
+ * job on the pool whose tasks keep the calling thread busy for caller_us and a worker asleep
+ * for worker_us (a worker that lost its core; then the caller's tasks also last until a
+ * worker took one, at most 2 s); for the tests of the pool's rules. */
+static PyObject *py_pool_probe(PyObject *self, PyObject *args) {
+    (void)self;
+    long ntasks, caller_us, worker_us;
+    if (!PyArg_ParseTuple(args, "lll", &ntasks, &caller_us, &worker_us)) return NULL;
+    if (ntasks < 0 || ntasks > 1000000 || caller_us < 0 || caller_us > 1000000 ||
+        worker_us < 0 || worker_us > 1000000)
+        return sv_raise("_pool_probe", "argument out of range",
+                        "0 <= ntasks <= 1e6, times 0 to 1e6 microseconds", "", "");
+    probe_job j = {.caller = pthread_self(), .caller_us = caller_us, .worker_us = worker_us};
+    Py_BEGIN_ALLOW_THREADS sv_parallel(ntasks, probe_task, &j);
+    Py_END_ALLOW_THREADS return Py_BuildValue("LL", (long long)atomic_load(&j.by_caller),
+                                              (long long)atomic_load(&j.by_workers));
+}
+
 static const char *const vmath_names[SV_VM_COUNT] = {
     "exp", "log", "tanh", "erf", "sigmoid", "sqrt", "gelu_tanh", "gelu_erf", "silu"};
 
@@ -118,4 +168,6 @@ PyMethodDef sv_misc_methods[] = {
     {"set_num_threads", py_set_num_threads, METH_O,
      "set_num_threads(n): threads of the pool, the caller included (0: the default)"},
     {"vmath", py_vmath, METH_VARARGS, "vmath(name, x) -> f(x) elementwise, float32"},
+    {"_pool_probe", py_pool_probe, METH_VARARGS,
+     "_pool_probe(ntasks, caller_us, worker_us) -> (by_caller, by_workers): for the tests"},
     {NULL, NULL, 0, NULL}};

@@ -120,11 +120,16 @@ int sv_set_isa(const char *name); /* 0 ok, -1 unknown, -2 not supported here */
 const char *sv_isa_note(void); /* why SHAPEVM_ISA was not followed, or "" */
 
 /* pool.c */
+#ifndef SV_PARALLEL_MIN_MACS
+#define SV_PARALLEL_MIN_MACS 262144.0 /* products smaller than this stay on the caller */
+#endif
 int sv_pool_threads(void);
 void sv_pool_set_threads(int n);
 void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx);
 typedef struct sv_pool_stats {
     int64_t parallel_calls, serial_calls, tasks_by_caller, tasks_by_workers;
+    int64_t late_jobs;        /* jobs whose caller waited long for a worker */
+    int64_t backed_off_calls; /* parallel calls run serially after a late job */
 } sv_pool_stats;
 sv_pool_stats sv_pool_get_stats(void);
 
