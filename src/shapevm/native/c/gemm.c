@@ -73,6 +73,7 @@ typedef struct dense_job {
     const sv_epilogue *ep;
     int64_t kc;              /* k chunk */
     int64_t ntiles;          /* row tiles of C; their sizes differ by at most one row */
+    int64_t tile_base, tile_extra; /* m / ntiles, m % ntiles */
     int64_t tiles_per_block; /* row tiles per row block (about MC rows) */
     int64_t row_blocks, panel_groups, panels_per_group;
     bool panel_major; /* loop order: panels outside k chunks (few rows) */
@@ -80,8 +81,7 @@ typedef struct dense_job {
 
 /* First row and row count of tile t: the first m % ntiles tiles have one row more. */
 static inline int64_t tile_start(const dense_job *j, int64_t t) {
-    int64_t base = j->m / j->ntiles, extra = j->m % j->ntiles;
-    return t * base + (t < extra ? t : extra);
+    return t * j->tile_base + (t < j->tile_extra ? t : j->tile_extra);
 }
 
 /* Row tiles [t0, t1) of panel p times the k chunk at k0. */
@@ -92,11 +92,11 @@ static inline void chunk_tiles(const dense_job *j, int64_t p, int64_t k0, int64_
     int64_t col = p * SV_NR;
     int nc = (int)(j->n - col < SV_NR ? j->n - col : SV_NR);
     const float *bp = j->bp + p * j->k * SV_NR + k0 * SV_NR;
-    for (int64_t t = t0; t < t1; t++) {
-        int64_t r = tile_start(j, t);
-        int rows = (int)(tile_start(j, t + 1) - r);
+    for (int64_t t = t0, r = tile_start(j, t0); t < t1; t++) {
+        int rows = (int)(j->tile_base + (t < j->tile_extra));
         j->isa->ukr(rows, nc, kc, j->a + r * j->lda + k0, j->lda, bp, j->c + r * j->ldc + col,
                     j->ldc, !first, last, j->ep, r, col);
+        r += rows;
     }
 }
 
@@ -118,12 +118,12 @@ static void dense_task(void *vctx, int64_t task) {
             for (int64_t p = p0; p < p1; p++) chunk_tiles(j, p, k0, t0, t1);
 }
 
-/* How many threads a product of this size is worth: below ~2^18 multiply-adds (a few
- * microseconds) a pool launch costs about what it saves. */
+/* How many threads a product of this size is worth: below SV_PARALLEL_MIN_MACS
+ * multiply-adds (a few microseconds) a pool launch costs about what it saves. */
 static int threads_for(int64_t m, int64_t n, int64_t k, int threads) {
     double work = (double)m * (double)n * (double)(k > 0 ? k : 1);
-    if (threads <= 1 || work < 262144.0) return 1;
-    int t = (int)(work / 131072.0);
+    if (threads <= 1 || work < SV_PARALLEL_MIN_MACS) return 1;
+    int t = (int)(work / (SV_PARALLEL_MIN_MACS / 2));
     return t < threads ? (t < 1 ? 1 : t) : threads;
 }
 
@@ -134,6 +134,8 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
     dense_job j = {.isa = isa, .m = m, .k = b->k, .n = b->n, .a = a, .lda = lda,
                    .bp = b->data, .c = c, .ldc = ldc, .ep = ep};
     j.ntiles = (m + isa->mr - 1) / isa->mr;
+    j.tile_base = m / j.ntiles;
+    j.tile_extra = m % j.ntiles;
     /* One row tile reads each chunk of B once: chunks of k would only break its stream. */
     j.kc = j.ntiles == 1 && b->k > 0 ? b->k : KC;
     j.tiles_per_block = MC / isa->mr > 0 ? MC / isa->mr : 1;

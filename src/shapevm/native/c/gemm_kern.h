@@ -169,7 +169,8 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int KS, const bool PF, int 
 #pragma GCC unroll 4
                 for (int j = 0; j < SV_NV; j++) SV_ACC(0, i, j) += SV_ACC(u, i, j);
     }
-    if (last && ep && (ep->act || ep->bias || ep->residual || ep->alpha != 1.0f)) {
+    if (last && ep && ep->act != SV_ACT_NONE && ep->act != SV_ACT_RELU) {
+        /* a long activation: out of line, over the whole tile at once */
         float tile[SV_MR * SV_NR];
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++)
@@ -178,11 +179,65 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int KS, const bool PF, int 
         SV_FN(epilogue_tile)(tile, MR, nc, c, ldc, accumulate, ep, row0, col0);
         return;
     }
+    /* scale, bias, relu and residual on the registers, then the store */
+    const sv_epilogue *e = last ? ep : NULL;
+    if (nc == SV_NR && !(e && e->residual)) {
+        /* the common case, without a branch per vector: a full tile */
+        const bool affine = e && (e->alpha != 1.0f || e->bias), relu = e && e->act;
+        vf mul = vsplat(affine ? e->alpha : 1.0f), add[SV_NV];
+#pragma GCC unroll 4
+        for (int j = 0; j < SV_NV; j++) /* -0.0: x + (-0.0) == x, signed zeros included */
+            add[j] = affine && e->bias ? vload(e->bias + col0 + SV_VW * j) : vsplat(-0.0f);
+        if (accumulate)
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++) SV_ACC(0, i, j) += vload(c + i * ldc + SV_VW * j);
+        if (!affine && !relu) {
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++) vstore(c + i * ldc + SV_VW * j, SV_ACC(0, i, j));
+        } else if (!relu) {
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++)
+                    vstore(c + i * ldc + SV_VW * j, vfma(SV_ACC(0, i, j), mul, add[j]));
+        } else {
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++)
+                    vstore(c + i * ldc + SV_VW * j, vrelu(vfma(SV_ACC(0, i, j), mul, add[j])));
+        }
+        return;
+    }
+    const bool scale = e && e->alpha != 1.0f, relu = e && e->act == SV_ACT_RELU;
+    const vf alpha = vsplat(e ? e->alpha : 1.0f);
+    const float *res = e && e->residual ? e->residual + row0 * e->ldr + col0 : NULL;
+    vf bias[SV_NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < SV_NV; j++)
+        bias[j] = e && e->bias ? ld_cols(e->bias + col0 + SV_VW * j, lanes_at(nc, j)) : vsplat(0);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < SV_NV; j++)
-            tile_store(SV_ACC(0, i, j), c + i * ldc + SV_VW * j, lanes_at(nc, j), accumulate);
+        for (int j = 0; j < SV_NV; j++) {
+            int lanes = lanes_at(nc, j);
+            if (lanes == 0) continue;
+            float *cp = c + i * ldc + SV_VW * j;
+            vf v = SV_ACC(0, i, j);
+            if (accumulate) v += ld_cols(cp, lanes);
+            if (scale) v *= alpha;
+            if (e && e->bias) v += bias[j];
+            if (relu) v = vrelu(v);
+            if (res) v += ld_cols(res + i * e->ldr + SV_VW * j, lanes);
+            if (lanes == SV_VW)
+                vstore(cp, v);
+            else
+                vstore_part(cp, v, lanes);
+        }
 }
 
 /* One function per row count, each with exactly the accumulators it uses: compiled
