@@ -12,8 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KC 256
-#define MC 96
+#ifndef KC
+#define KC 256 /* k chunk: 256 x 16 floats of a panel (16 KiB) stay in L1 across row tiles */
+#endif
+#ifndef MC
+#define MC 96 /* rows of A per block: MC x KC floats (96 KiB) stay in L2 across panels */
+#endif
 #ifndef PANEL_MAJOR_A_BYTES
 #define PANEL_MAJOR_A_BYTES (64 * 1024)
 #endif
@@ -77,6 +81,7 @@ typedef struct dense_job {
     int64_t tiles_per_block; /* row tiles per row block (about MC rows) */
     int64_t row_blocks, panel_groups, panels_per_group;
     bool panel_major; /* loop order: panels outside k chunks (few rows) */
+    int post_act;     /* a long activation applied per finished block of C, or 0 */
 } dense_job;
 
 /* First row and row count of tile t: the first m % ntiles tiles have one row more. */
@@ -116,6 +121,13 @@ static void dense_task(void *vctx, int64_t task) {
     else /* GotoBLAS: a k chunk of the row block in L2 across all panels */
         for (int64_t k0 = 0; k0 < kend; k0 += j->kc)
             for (int64_t p = p0; p < p1; p++) chunk_tiles(j, p, k0, t0, t1);
+    if (j->post_act && p1 > p0) { /* the task's block of C is finished (and in L2) */
+        int64_t r0 = tile_start(j, t0), r1 = tile_start(j, t1);
+        int64_t c1 = p1 * SV_NR < j->n ? p1 * SV_NR : j->n;
+        sv_epilogue post = {.alpha = 1.0f, .act = j->post_act};
+        j->isa->act_rows(j->c + r0 * j->ldc + p0 * SV_NR, r1 - r0, c1 - p0 * SV_NR, j->ldc,
+                         &post);
+    }
 }
 
 /* How many threads a product of this size is worth: below SV_PARALLEL_MIN_MACS
@@ -133,6 +145,16 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
     const sv_isa_table *isa = sv_isa();
     dense_job j = {.isa = isa, .m = m, .k = b->k, .n = b->n, .a = a, .lda = lda,
                    .bp = b->data, .c = c, .ldc = ldc, .ep = ep};
+    sv_epilogue inner;
+    if (ep && ep->act != SV_ACT_NONE && ep->act != SV_ACT_RELU && !ep->residual) {
+        /* A long activation (GELU...) runs over each task's finished block of C in one loop,
+         * not per tile: 12 vectors at a time are too few for its chains of dependent
+         * operations to overlap (2-3x slower). */
+        inner = *ep;
+        inner.act = SV_ACT_NONE;
+        j.ep = &inner;
+        j.post_act = ep->act;
+    }
     j.ntiles = (m + isa->mr - 1) / isa->mr;
     j.tile_base = m / j.ntiles;
     j.tile_extra = m % j.ntiles;

@@ -300,15 +300,49 @@ static void SV_FN(ukr)(int mr, int nc, int64_t kc, const float *a, int64_t lda,
     }
 }
 
-/* The epilogue alone, over rows of a matrix in place (bias + activation + residual). */
-static void SV_FN(act_rows)(float *x, int64_t rows, int64_t cols, int64_t ld,
+/* The epilogue alone, over rows of a matrix in place (scale, bias, activation, residual),
+ * for one activation: a loop whose vectors are independent, so that the long chains of an
+ * activation overlap; its other conditions are the same for every vector. */
+SV_INLINE void act_rows_for(const int ACT, float *x, int64_t rows, int64_t cols, int64_t ld,
                             const sv_epilogue *ep) {
+    const bool scale = ep->alpha != 1.0f;
+    const vf alpha = vsplat(ep->alpha);
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
-        for (int64_t c0 = 0; c0 < cols; c0 += SV_VW) {
-            int lanes = cols - c0 >= SV_VW ? SV_VW : (int)(cols - c0);
-            vf v = ld_cols(row + c0, lanes);
-            tile_epilogue_store(v, row + c0, lanes, false, true, ep, r, c0);
+        const float *res = ep->residual ? ep->residual + r * ep->ldr : NULL;
+        int64_t c0 = 0;
+        for (; c0 + SV_VW <= cols; c0 += SV_VW) {
+            vf v = vload(row + c0);
+            if (scale) v *= alpha;
+            if (ep->bias) v += vload(ep->bias + c0);
+            v = vact(v, ACT);
+            if (res) v += vload(res + c0);
+            vstore(row + c0, v);
         }
+        if (c0 < cols) {
+            int lanes = (int)(cols - c0);
+            vf v = ld_cols(row + c0, lanes);
+            if (scale) v *= alpha;
+            if (ep->bias) v += ld_cols(ep->bias + c0, lanes);
+            v = vact(v, ACT);
+            if (res) v += ld_cols(res + c0, lanes);
+            vstore_part(row + c0, v, lanes);
+        }
+    }
+}
+
+static void SV_FN(act_rows)(float *x, int64_t rows, int64_t cols, int64_t ld,
+                            const sv_epilogue *ep) {
+    switch (ep->act) {
+#define SV_ACT_CASE(A)                                                                     \
+    case A: act_rows_for(A, x, rows, cols, ld, ep); break;
+    SV_ACT_CASE(SV_ACT_RELU)
+    SV_ACT_CASE(SV_ACT_GELU_TANH)
+    SV_ACT_CASE(SV_ACT_GELU_ERF)
+    SV_ACT_CASE(SV_ACT_SILU)
+    SV_ACT_CASE(SV_ACT_SIGMOID)
+    SV_ACT_CASE(SV_ACT_TANH)
+#undef SV_ACT_CASE
+    default: act_rows_for(SV_ACT_NONE, x, rows, cols, ld, ep);
     }
 }
