@@ -74,6 +74,7 @@ def test_a_failing_or_wrong_system_is_reported_and_the_others_measured() -> None
     row = measure_case(KernelCase("t", "t", "6", broken, lambda: x + 1), 1, TINY)
     assert row.errors == {"shapevm": "ValueError: no kernel for this"}
     assert list(row.median_us) == ["numpy"] and row.calls == 2
+    assert list(row.cpu_median_us) == ["numpy"]  # one thread: the CPU time too
     wrong = measure_case(KernelCase("t", "t", "6", lambda: x + 2, lambda: x + 1), 1, TINY)
     assert wrong.max_rel_diff["shapevm"] == pytest.approx(1 / 6)
 
@@ -83,12 +84,16 @@ def test_table_ratios_and_summary() -> None:
         KernelCase("dense", "W1 fc1", "b=1"),
         KernelCase("conv", "conv", "—", missing=NOT_BUILT),
     ]
-    row = RowResult({"shapevm": 30.0, "onnxruntime": 40.0, "numpy": 60.0}, 21, 0.25)
+    row = RowResult({"shapevm": 30.0, "onnxruntime": 40.0, "numpy": 60.0}, {"shapevm": 20.0})
+    row.busy = 0.25
     table = render_table(cases, [{1: row}, {}], [1])
-    assert "| W1 fc1 | b=1 | 30.0 | 40.0 | 60.0 | 0.75 | 0.50 | 0.25 |" in table
+    assert "| W1 fc1 | b=1 | 30.0 | 40.0 | 60.0 | 0.75 | 0.50 | — | 0.25 |" in table
+    row.cpu_median_us["onnxruntime"] = 25.0
+    assert "| 0.50 | 0.80 | 0.25 |" in render_table(cases, [{1: row}, {}], [1])
     assert f"| conv | — | {NOT_BUILT} | — |" in table
     assert summarize(cases, [{1: row}, {}], [1]) == [
-        "- dense, 1 thread: shapevm ÷ ORT geometric mean 0.75 over 1 rows, worst 0.75 (W1 fc1 b=1)"
+        "- dense, 1 thread: shapevm ÷ ORT geometric mean 0.75 over 1 rows, worst 0.75 "
+        "(W1 fc1 b=1); CPU time: geometric mean 0.80 over 1 rows, worst 0.80 (W1 fc1 b=1)"
     ]
 
 

@@ -112,60 +112,78 @@ def _us(value: float | None) -> str:
     return f"{value:.1f}" if value < 999.95 else f"{value:,.0f}"
 
 
-def _ratio(row: RowResult, peer: str) -> str:
-    a, b = row.median_us.get("shapevm"), row.median_us.get(peer)
+def _ratio(times: dict[str, float], peer: str) -> str:
+    a, b = times.get("shapevm"), times.get(peer)
     return f"{a / b:.2f}" if a and b else "—"
 
 
-def _cells(row: RowResult | None) -> list[str]:
+def _cells(row: RowResult | None, threads: int) -> list[str]:
     if row is None:
-        return ["—"] * 5
+        return ["—"] * (6 if threads == 1 else 5)
     t = row.median_us
-    return [_us(t.get("shapevm")), _us(t.get("onnxruntime")), _us(t.get("numpy")),
-            _ratio(row, "onnxruntime"), _ratio(row, "numpy")]  # fmt: skip
+    cells = [_us(t.get("shapevm")), _us(t.get("onnxruntime")), _us(t.get("numpy")),
+             _ratio(t, "onnxruntime"), _ratio(t, "numpy")]  # fmt: skip
+    if threads == 1:
+        cells.append(_ratio(row.cpu_median_us, "onnxruntime"))
+    return cells
 
 
 def render_table(
     cases: Sequence[KernelCase], results: Sequence[dict[int, RowResult]], threads: Sequence[int]
 ) -> str:
     """The markdown table: per thread count, medians in µs and shapevm's time as a multiple
-    of ONNX Runtime's and NumPy's (below 1: shapevm is faster)."""
+    of ONNX Runtime's and NumPy's (below 1: shapevm is faster); with one thread also the
+    multiple of CPU times."""
     head = ["kernel", "shape"]
     for t in threads:
         head += [f"shapevm {t}T µs", f"ORT {t}T µs", f"NumPy {t}T µs", f"÷ORT {t}T", f"÷NumPy {t}T"]
+        head += ["÷ORT 1T CPU"] if t == 1 else []
     head.append("others' load")
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "--:|" * (len(head) - 2)]
     for case, per in zip(cases, results, strict=True):
         if case.missing:
             cells = [case.missing] + ["—"] * (len(head) - 3)
         else:
-            cells = [c for t in threads for c in _cells(per.get(t))]
+            cells = [c for t in threads for c in _cells(per.get(t), t)]
             busy = max((r.busy for r in per.values()), default=0.0)
             cells.append(f"{busy:.2f}")
         lines.append("| " + " | ".join([case.name, case.shape, *cells]) + " |")
     return "\n".join(lines)
 
 
+def _ratios(
+    cases: Sequence[KernelCase], results: Sequence[dict[int, RowResult]], group: str, t: int,
+    cpu: bool,
+) -> list[tuple[float, str]]:  # fmt: skip
+    pts = []
+    for case, per in zip(cases, results, strict=True):
+        row = per.get(t)
+        times = (row.cpu_median_us if cpu else row.median_us) if row else {}
+        if case.group == group and "shapevm" in times and "onnxruntime" in times:
+            pts.append((times["shapevm"] / times["onnxruntime"], f"{case.name} {case.shape}"))
+    return pts
+
+
+def _geo(pts: list[tuple[float, str]]) -> str:
+    geo = math.exp(sum(math.log(p) for p, _ in pts) / len(pts))
+    worst = max(pts)
+    return f"geometric mean {geo:.2f} over {len(pts)} rows, worst {worst[0]:.2f} ({worst[1]})"
+
+
 def summarize(
     cases: Sequence[KernelCase], results: Sequence[dict[int, RowResult]], threads: Sequence[int]
 ) -> list[str]:
-    """Per group and thread count: geometric mean of shapevm ÷ ORT, and the worst row."""
+    """Per group and thread count: geometric mean of shapevm ÷ ORT, and the worst row (with
+    one thread, of the CPU times too)."""
     lines = []
     for group in dict.fromkeys(c.group for c in cases):
         for t in threads:
-            pts = [
-                (r.median_us["shapevm"] / r.median_us["onnxruntime"], f"{c.name} {c.shape}")
-                for c, per in zip(cases, results, strict=True)
-                if c.group == group and (r := per.get(t)) is not None
-                and "shapevm" in r.median_us and "onnxruntime" in r.median_us
-            ]  # fmt: skip
-            if pts:
-                geo = math.exp(sum(math.log(p) for p, _ in pts) / len(pts))
-                worst = max(pts)
-                lines.append(
-                    f"- {group}, {t} thread{'s' * (t > 1)}: shapevm ÷ ORT geometric mean "
-                    f"{geo:.2f} over {len(pts)} rows, worst {worst[0]:.2f} ({worst[1]})"
-                )
+            pts = _ratios(cases, results, group, t, cpu=False)
+            if not pts:
+                continue
+            line = f"- {group}, {t} thread{'s' * (t > 1)}: shapevm ÷ ORT {_geo(pts)}"
+            cpu = _ratios(cases, results, group, t, cpu=True) if t == 1 else []
+            lines.append(line + (f"; CPU time: {_geo(cpu)}" if cpu else ""))
     return lines
 
 
@@ -252,7 +270,8 @@ def header(config: KernelConfig, load: tuple[float, float], overhead: float | No
         f"{config.block} back-to-back calls, the systems interleaved round by round, each block "
         f"after this process's other threads went idle), after {config.warmup} warm-up calls",
         "- ÷ORT, ÷NumPy: shapevm's time divided by the peer's in the same run (below 1: "
-        "shapevm is faster)",
+        "shapevm is faster); ÷ORT 1T CPU: the same for the calling thread's CPU time with one "
+        "thread (every system computes on it then), which leaves out the waits for a core",
     ]
     if overhead is not None:
         lines.append(

@@ -82,9 +82,12 @@ class KernelConfig:
 
 @dataclass
 class RowResult:
-    """The measurement of one case at one thread count."""
+    """The measurement of one case at one thread count: wall-time medians, and with one
+    thread the medians of the calling thread's CPU time too (every system computes on it
+    then; CPU time leaves out the waits for a core that a busy machine adds)."""
 
     median_us: dict[str, float] = field(default_factory=dict)
+    cpu_median_us: dict[str, float] = field(default_factory=dict)
     calls: int = 0
     busy: float = 0.0
     errors: dict[str, str] = field(default_factory=dict)
@@ -221,27 +224,36 @@ def _rel_diff(y: Any, ref: Any) -> float:
     return float(np.max(np.abs(y64 - r64))) / (scale or 1.0) if r64.size else 0.0
 
 
-def _timed_block(call: Callable[[], Any], block: int, clock: Callable[[], int]) -> list[int]:
-    times = []
+def _timed_block(
+    call: Callable[[], Any], block: int, wall: list[int], cpu: list[int] | None
+) -> None:
+    clock, thread_clock = time.perf_counter_ns, time.thread_time_ns
     for _ in range(block):
+        c0 = thread_clock() if cpu is not None else 0
         t0 = clock()
         call()
-        times.append(clock() - t0)
-    return times
+        t1 = clock()
+        if cpu is not None:
+            cpu.append(thread_clock() - c0)
+        wall.append(t1 - t0)
 
 
-def _one_attempt(calls: dict[str, Callable[[], Any]], config: KernelConfig, row: RowResult) -> None:
+def _one_attempt(
+    calls: dict[str, Callable[[], Any]], config: KernelConfig, row: RowResult, threads: int
+) -> None:
     names = list(calls)
-    samples: dict[str, list[int]] = {name: [] for name in names}
+    wall: dict[str, list[int]] = {name: [] for name in names}
+    cpu: dict[str, list[int]] = {name: [] for name in names}
     meter = BusyMeter()
     for r in range(config.rounds):
         for i in range(len(names)):
             name = names[(r + i) % len(names)]
             settle()
-            samples[name] += _timed_block(calls[name], config.block, time.perf_counter_ns)
+            _timed_block(calls[name], config.block, wall[name], cpu[name] if threads == 1 else None)
     row.busy = meter.cores()
     row.calls = config.rounds * config.block
-    row.median_us = {n: statistics.median(s) / 1e3 for n, s in samples.items()}
+    row.median_us = {n: statistics.median(s) / 1e3 for n, s in wall.items()}
+    row.cpu_median_us = {n: statistics.median(s) / 1e3 for n, s in cpu.items() if s}
 
 
 def measure_case(case: KernelCase, threads: int, config: KernelConfig) -> RowResult:
@@ -272,7 +284,7 @@ def measure_case(case: KernelCase, threads: int, config: KernelConfig) -> RowRes
         best: RowResult | None = None
         for _ in range(1 + max(0, config.retries)):
             attempt = RowResult(errors=row.errors, max_rel_diff=row.max_rel_diff)
-            _one_attempt(calls, config, attempt)
+            _one_attempt(calls, config, attempt, threads)
             if best is None or attempt.busy < best.busy:
                 best = attempt
             if attempt.busy <= config.retry_busy:
