@@ -57,7 +57,14 @@ if sys.platform == "win32":  # pragma: no cover - the library needs a GCC-compat
 
 
 class BuildNative(build_ext):
-    """build_ext that says what is missing when the C compiler or Python.h is absent."""
+    """build_ext that compiles the sources in parallel (one job per CPU: the three
+    instruction-set files take most of the time) and says what is missing when the C
+    compiler or Python.h is absent."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
 
     def run(self) -> None:
         try:
