@@ -251,6 +251,21 @@ class JittedExported:
     def jit_info(self) -> list[dict[str, Any]]:
         return self.engine.info()
 
+    def jit_stats(self) -> dict[str, Any]:
+        """This function's counters (as `shapevm.Jitted.jit_stats`): calls, compiled_calls,
+        compiles, failures, evictions...
+
+        >>> import numpy as np, shapevm as sv
+        >>> b, = sv.symbolic_shape("b")
+        >>> exp = sv.export(sv.jit(lambda x: x + 1.0))(sv.ShapeDtypeStruct((b, 4), np.float32))
+        >>> fast = exp.jit(background=False, hot_threshold=1)
+        >>> for _ in range(3):
+        ...     y = fast(np.ones((2, 4), np.float32))
+        >>> fast.jit_stats()["calls"], fast.jit_stats()["compiled_calls"]
+        (3, 2)
+        """
+        return self.engine.counters.as_dict()
+
     def wait(self, timeout: float | None = None) -> bool:
         return self.engine.wait(timeout)
 

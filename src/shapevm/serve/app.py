@@ -102,8 +102,9 @@ class ModelServer:
         if stats.fallback:
             m.fallbacks.labels(name, stats.fallback).inc()
             return
-        m.batch_requests.labels(name).observe(stats.requests)
-        m.batch_rows.labels(name).observe(stats.rows)
+        series = m.model(name)
+        series.batch_requests.observe(stats.requests)
+        series.batch_rows.observe(stats.rows)
 
 
 def create_app(
@@ -225,7 +226,7 @@ class _Handlers:
         try:
             model = self._model(request)
             name = model.name
-            metrics.requests.labels(name).inc()
+            metrics.model(name).requests.inc()
             body = _decoded(
                 await self._body(request), request.headers.get("content-encoding"), self.limit
             )
@@ -250,7 +251,7 @@ class _Handlers:
         tensors = [(n, outs[i], binary) for i, n, binary in prepared.outputs]
         payload, headers = encode_infer_response(model.name, model.version, req.id, tensors)
         payload = _encoded(payload, headers, request.headers.get("accept-encoding", ""))
-        metrics.latency.labels(name).observe(time.perf_counter() - t0)
+        metrics.model(name).latency.observe(time.perf_counter() - t0)
         return Response(payload, headers=headers)
 
     async def _body(self, request: Request) -> bytes:
@@ -290,7 +291,7 @@ class _Handlers:
             watch.cancel()
         if pending.future.cancelled():
             raise ClientDisconnect()
-        self.server.metrics.queue_time.labels(model.name).observe(
+        self.server.metrics.model(model.name).queue_time.observe(
             max(0.0, pending.started - pending.enqueued)
         )
         error = pending.future.exception()

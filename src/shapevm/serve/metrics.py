@@ -28,6 +28,7 @@ shapevm_inference_requests_total{model="mlp"} 1.0
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -38,6 +39,17 @@ _LATENCY_BUCKETS = (
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
 )  # fmt: skip
 _SIZE_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024)
+
+
+@dataclass(frozen=True)
+class ModelMetrics:
+    """One model's children of the metrics that every request touches."""
+
+    requests: Counter
+    latency: Histogram
+    queue_time: Histogram
+    batch_requests: Histogram
+    batch_rows: Histogram
 
 
 class ServerMetrics:
@@ -89,6 +101,20 @@ class ServerMetrics:
             ["model", "reason"],
             registry=r,
         )
+        self._models: dict[str, ModelMetrics] = {}
+
+    def model(self, name: str) -> ModelMetrics:
+        """The per-model series of the hot path, looked up once per model."""
+        found = self._models.get(name)
+        if found is None:
+            found = self._models[name] = ModelMetrics(
+                self.requests.labels(name),
+                self.latency.labels(name),
+                self.queue_time.labels(name),
+                self.batch_requests.labels(name),
+                self.batch_rows.labels(name),
+            )
+        return found
 
     def watch(self, depths: Callable[[], Mapping[str, int]]) -> None:
         """Report queue depths (``{model: depth}``) and the JIT's counters at each scrape."""

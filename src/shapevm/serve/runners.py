@@ -105,6 +105,9 @@ class ShapevmRunner(Runner):
         self.exp = exp
         self.jit = jit
         self.jit_options = dict(jit_options or {})
+        # Joined calls make many row counts: room for their variants, so that they are not
+        # evicted and recompiled over and over (the JIT's default keeps 32).
+        self.jit_options.setdefault("max_variants", 256)
         self._fast = exp.jit(**self.jit_options) if jit else None
         self.inputs = _shapevm_inputs(exp)
         self.outputs = tuple(
@@ -208,15 +211,11 @@ class ShapevmRunner(Runner):
 
 
 def _run_counting_hits(fast: Any, args: list[Any]) -> tuple[Outputs, str]:
-    """Run a jitted call; it took the compiled path when a variant's hit count rose (the
-    caller is the only thread calling ``fast``)."""
-    before = _hits(fast)
+    """Run a jitted call; it took the compiled path when the function's count of compiled
+    calls rose (the caller is the only thread calling ``fast``)."""
+    before = fast.jit_stats()["compiled_calls"]
     outs = _flat(fast(*args))
-    return outs, "compiled" if _hits(fast) > before else "interpreted"
-
-
-def _hits(fast: Any) -> int:
-    return sum(int(row["hits"]) for row in fast.jit_info())
+    return outs, "compiled" if fast.jit_stats()["compiled_calls"] > before else "interpreted"
 
 
 def _flat(result: Any) -> Outputs:
