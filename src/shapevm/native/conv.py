@@ -5,9 +5,9 @@ once with their stride, padding, dilation and groups (`pack_conv2d`); `conv2d` t
 ``act(conv(x, w) + bias) + residual`` in one pass over any batch and image size. Inside,
 16 channels of a pixel are kept together (NCHW16c) and every block of 16 output channels
 is an indirect matrix product on the library's micro-kernel; a 1x1 convolution is a plain
-one. `conv2d_blocked` takes and returns that blocked layout itself
-(``[N, ceil(C/16), H, W, 16]``, channels past C zero), so that consecutive convolutions
-need no reorder between them; `to_blocked` and `from_blocked` convert at the edges.
+one. `conv2d_blocked` returns that blocked layout itself (``[N, ceil(C/16), H, W, 16]``,
+channels past C zero) and both take it as input, so that consecutive convolutions need no
+reorder between them; `to_blocked` and `from_blocked` convert elsewhere.
 
 >>> import numpy as np
 >>> from shapevm import native
@@ -115,8 +115,8 @@ def conv2d(
     out: Array | None = None,
     threads: int = 0,
 ) -> Array:
-    """``act(conv(x, w) + bias) + residual`` for ``x: f32[N, cin, H, W]`` (C-contiguous),
-    giving ``f32[N, cout, OH, OW]``.
+    """``act(conv(x, w) + bias) + residual`` for ``x: f32[N, cin, H, W]`` (C-contiguous;
+    or blocked, ``[N, ceil(cin/16), H, W, 16]``), giving ``f32[N, cout, OH, OW]``.
 
     ``activation`` is one of `shapevm.native.ACTIVATIONS`; ``residual`` has the output's
     shape and may be ``out`` itself; ``out`` receives the result when given. ``threads``:
@@ -134,15 +134,18 @@ def conv2d_blocked(
     out: Array | None = None,
     threads: int = 0,
 ) -> Array:
-    """`conv2d` on the blocked layout: ``x: f32[N, ceil(cin/16), H, W, 16]`` gives
-    ``f32[N, ceil(cout/16), OH, OW, 16]`` (``residual`` and ``out`` too), so that the next
-    convolution reads it as it is.
+    """`conv2d` giving the blocked layout ``f32[N, ceil(cout/16), OH, OW, 16]`` (as are
+    ``residual`` and ``out``), so that the next convolution reads it as it is; ``x`` is
+    NCHW (an image starting a chain) or blocked.
 
     >>> x = np.random.default_rng(0).standard_normal((1, 3, 5, 5)).astype(np.float32)
     >>> p = pack_conv2d(np.ones((20, 3, 3, 3), np.float32), padding=1)
-    >>> y = conv2d_blocked(to_blocked(x), p)
+    >>> y = conv2d_blocked(x, p)
     >>> y.shape, bool(np.allclose(from_blocked(y, 20), conv2d(x, p), atol=1e-5))
     ((1, 2, 5, 5, 16), True)
+    >>> q = pack_conv2d(np.ones((4, 20, 1, 1), np.float32))
+    >>> conv2d(y, q).shape                                   # blocked in, NCHW out
+    (1, 4, 5, 5)
     """
     return _native.conv2d_blocked(x, packed, out, residual, activation, threads)
 

@@ -149,7 +149,7 @@ static void *thread_scratch(size_t bytes) {
 typedef struct conv_job {
     const sv_packed_conv *p;
     const sv_conv_kern *k;
-    int mr, act, blocked, direct, tight;
+    int mr, act, in_blocked, out_blocked, direct, tight;
     int64_t n, h, w, oh, ow;
     const float *x, *res;
     float *y;
@@ -189,7 +189,7 @@ static void fill_slab(const conv_job *j, int64_t img, int64_t iy0, int64_t rows,
             memset(dst, 0, (size_t)(pl * cs) * sizeof(float));
             memset(dst + (pl + w) * cs, 0, (size_t)((j->wp - pl - w) * cs) * sizeof(float));
             dst += pl * cs;
-            if (j->blocked) {
+            if (j->in_blocked) {
                 memcpy(dst, j->x + ((img * p->cbin + ib) * h + iy) * w * SV_CB,
                        (size_t)(w * SV_CB) * sizeof(float));
                 continue;
@@ -220,7 +220,7 @@ static void conv_task(void *vctx, int64_t task) {
     int64_t oy0 = rt * j->rows_per_task, oy1 = min64(oy0 + j->rows_per_task, j->oh);
     int64_t npix = (oy1 - oy0) * j->ow;
     size_t slab_f = j->direct ? 0 : (size_t)((j->tight ? 1 : p->cbin) * j->bs);
-    size_t out_f = j->blocked ? 0 : (size_t)(p->cbout * npix * SV_CB);
+    size_t out_f = j->out_blocked ? 0 : (size_t)(p->cbout * npix * SV_CB);
     size_t ptr_bytes = (size_t)npix * sizeof(float *);
     char *mem = thread_scratch((slab_f + out_f) * sizeof(float) + ptr_bytes);
     if (!mem) {
@@ -249,7 +249,7 @@ static void conv_task(void *vctx, int64_t task) {
         int nc = (int)min64(SV_CB, s->cout - SV_CB * b);
         sv_epilogue ep = {.bias = p->bias + SV_CB * b, .act = j->act, .alpha = 1.0f};
         float *c;
-        if (j->blocked) {
+        if (j->out_blocked) {
             int64_t off = ((img * p->cbout + b) * plane + oy0 * j->ow) * SV_CB;
             c = j->y + off;
             if (j->res) ep.residual = j->res + off, ep.ldr = SV_CB;
@@ -267,7 +267,7 @@ static void conv_task(void *vctx, int64_t task) {
                 j->k->ukr(m, nseg, j->kc, pix + q, so, wb, c + q * SV_CB, SV_CB, &ep, q, nc);
         }
     }
-    if (!j->blocked) store_nchw(j, img, oy0 * j->ow, npix, oslab);
+    if (!j->out_blocked) store_nchw(j, img, oy0 * j->ow, npix, oslab);
 }
 
 /* Threads worth using for this many multiply-adds: a pool launch costs a few
@@ -294,21 +294,38 @@ static int64_t task_rows(const conv_job *j, int t) {
     }
 }
 
-static int conv_run(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
-                    float *y, const float *residual, int act, int threads, int blocked) {
+/* The slab's geometry and the segment offsets, once the rows per task are known. */
+static void plan_segments(conv_job *j) {
+    const sv_packed_conv *p = j->p;
+    const sv_conv_shape *s = &p->s;
+    j->slab_rows = j->direct ? j->h : (j->rows_per_task - 1) * s->sh + (s->kh - 1) * s->dh + 1;
+    j->bs = j->slab_rows * j->rs;
+    for (int64_t ib = 0; ib < p->cbin; ib++)
+        for (int64_t sg = 0; sg < j->segs; sg++) {
+            int64_t kh = sg / (j->segs / s->kh), kw = j->segs == s->kh ? 0 : sg % s->kw;
+            j->segoff[ib * j->segs + sg] = ib * j->bs + kh * s->dh * j->rs + kw * s->dw * j->cs;
+        }
+}
+
+int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+              int x_layout, float *y, int y_layout, const float *residual, int act,
+              int threads) {
     const sv_conv_shape *s = &p->s;
     int64_t oh, ow;
     if (n <= 0 || p->cbout == 0 || sv_conv_out_hw(s, h, w, &oh, &ow) != 0 || oh * ow == 0)
         return 0;
-    int tight = !blocked && s->cin < SV_CB && !p->depthwise;
+    int in_blocked = x_layout == SV_LAYOUT_BLOCKED;
+    int tight = !in_blocked && s->cin < SV_CB && !p->depthwise;
     int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
     conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));
     if (!j) return -1;
     const sv_isa_table *isa = sv_isa();
-    *j = (conv_job){.p = p, .k = isa->conv, .mr = isa->mr, .act = act, .blocked = blocked,
-                    .tight = tight, .n = n, .h = h, .w = w, .oh = oh, .ow = ow, .x = x,
-                    .res = residual, .y = y, .segs = segs};
-    j->direct = blocked && !(s->pt | s->pb | s->pl | s->pr);
+    j->p = p, j->k = isa->conv, j->mr = isa->mr, j->act = act;
+    j->n = n, j->h = h, j->w = w, j->oh = oh, j->ow = ow;
+    j->x = x, j->y = y, j->res = residual;
+    j->in_blocked = in_blocked, j->out_blocked = y_layout == SV_LAYOUT_BLOCKED;
+    j->tight = tight, j->segs = segs;
+    j->direct = in_blocked && !(s->pt | s->pb | s->pl | s->pr);
     j->cs = tight ? s->cin : SV_CB;
     j->wp = j->direct ? w : w + s->pl + s->pr;
     j->rs = j->wp * j->cs;
@@ -318,13 +335,7 @@ static int conv_run(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, co
     int t = conv_threads(macs, threads);
     j->rows_per_task = task_rows(j, t);
     j->tasks_per_image = cdiv(oh, j->rows_per_task);
-    j->slab_rows = j->direct ? h : (j->rows_per_task - 1) * s->sh + (s->kh - 1) * s->dh + 1;
-    j->bs = j->slab_rows * j->rs;
-    for (int64_t ib = 0; ib < p->cbin; ib++)
-        for (int64_t sg = 0; sg < segs; sg++) {
-            int64_t kh = sg / (segs / s->kh), kw = segs == s->kh ? 0 : sg % s->kw;
-            j->segoff[ib * segs + sg] = ib * j->bs + kh * s->dh * j->rs + kw * s->dw * j->cs;
-        }
+    plan_segments(j);
     int64_t ntasks = n * j->tasks_per_image;
     if (t <= 1)
         for (int64_t task = 0; task < ntasks; task++) conv_task(j, task);
@@ -333,16 +344,6 @@ static int conv_run(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, co
     int failed = atomic_load(&j->failed);
     free(j);
     return failed ? -1 : 0;
-}
-
-int sv_conv2d_nchw(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
-                   float *y, const float *residual, int act, int threads) {
-    return conv_run(p, n, h, w, x, y, residual, act, threads, 0);
-}
-
-int sv_conv2d_blocked(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w,
-                      const float *x, float *y, const float *residual, int act, int threads) {
-    return conv_run(p, n, h, w, x, y, residual, act, threads, 1);
 }
 
 /* ---- reorders between NCHW and blocked ---- */

@@ -251,12 +251,13 @@ static PackedConv *packed_arg(const char *kernel, PyObject *obj) {
     return NULL;
 }
 
-/* conv2d(x, packed, out, residual, activation, threads) and conv2d_blocked(...) */
-static PyObject *conv_entry(PyObject *args, PyObject *kw, int blocked) {
+/* conv2d(x, packed, out, residual, activation, threads) -> NCHW, conv2d_blocked(...) ->
+ * blocked; x is NCHW (rank 4) or blocked (rank 5) */
+static PyObject *conv_entry(PyObject *args, PyObject *kw, int out_blocked) {
     static char *names[] = {"x", "packed", "out", "residual", "activation", "threads", NULL};
     PyObject *xobj, *pobj, *oobj = Py_None, *robj = Py_None, *aobj = Py_None;
     int threads = 0;
-    const char *k = blocked ? "conv2d_blocked" : "conv2d";
+    const char *k = out_blocked ? "conv2d_blocked" : "conv2d";
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOi", names, &xobj, &pobj, &oobj, &robj,
                                      &aobj, &threads))
         return NULL;
@@ -265,21 +266,17 @@ static PyObject *conv_entry(PyObject *args, PyObject *kw, int blocked) {
     const sv_packed_conv *p = &pc->p;
     const sv_conv_shape *s = &p->s;
     char expected[200], found[256];
-    if (blocked)
-        snprintf(expected, sizeof expected, "x: f32[N, %lld, H, W, 16] C-contiguous (blocked)",
-                 (long long)p->cbin);
-    else
-        snprintf(expected, sizeof expected, "x: f32[N, %lld, H, W] C-contiguous (NCHW)",
-                 (long long)s->cin);
-    int nd = blocked ? 5 : 4;
-    PyArrayObject *x = sv_arg_f32(k, "x", xobj, nd, nd, SV_ARG_CONTIG, expected);
+    snprintf(expected, sizeof expected,
+             "x: f32[N, %lld, H, W] (NCHW) or f32[N, %lld, H, W, 16] (blocked), C-contiguous",
+             (long long)s->cin, (long long)p->cbin);
+    PyArrayObject *x = sv_arg_f32(k, "x", xobj, 4, 5, SV_ARG_CONTIG, expected);
     if (!x) return NULL;
+    int in_blocked = PyArray_NDIM(x) == 5;
     sv_describe(xobj, found, sizeof found);
-    if (PyArray_DIM(x, 1) != (blocked ? p->cbin : s->cin) ||
-        (blocked && PyArray_DIM(x, 4) != SV_CB))
+    if (PyArray_DIM(x, 1) != (in_blocked ? p->cbin : s->cin) ||
+        (in_blocked && PyArray_DIM(x, 4) != SV_CB))
         return sv_raise(k, "x does not match the packed weights' input channels", expected,
-                        found, blocked ? "convert NCHW input with to_blocked(x)"
-                                       : "the weights were packed for this many channels");
+                        found, "the weights were packed for this many input channels");
     int64_t n = PyArray_DIM(x, 0), h = PyArray_DIM(x, 2), w = PyArray_DIM(x, 3), oh, ow;
     if (sv_conv_out_hw(s, h, w, &oh, &ow) != 0) {
         snprintf(expected, sizeof expected,
@@ -292,8 +289,8 @@ static PyObject *conv_entry(PyObject *args, PyObject *kw, int blocked) {
     }
     int act = sv_act_code(k, aobj);
     if (act < 0) return NULL;
-    npy_intp dims[5] = {n, blocked ? p->cbout : s->cout, oh, ow, SV_CB};
-    PyArrayObject *out = output_arg(k, oobj, nd, dims, x), *res;
+    npy_intp dims[5] = {n, out_blocked ? p->cbout : s->cout, oh, ow, SV_CB};
+    PyArrayObject *out = output_arg(k, oobj, out_blocked ? 5 : 4, dims, x), *res;
     if (!out) return NULL;
     if (residual_arg(k, robj, out, &res) < 0) {
         Py_DECREF(out);
@@ -301,10 +298,9 @@ static PyObject *conv_entry(PyObject *args, PyObject *kw, int blocked) {
     }
     const float *xd = PyArray_DATA(x), *rd = res ? PyArray_DATA(res) : NULL;
     float *yd = PyArray_DATA(out);
-    int rc;
-    Py_BEGIN_ALLOW_THREADS if (blocked) rc = sv_conv2d_blocked(p, n, h, w, xd, yd, rd, act,
-                                                                threads);
-    else rc = sv_conv2d_nchw(p, n, h, w, xd, yd, rd, act, threads);
+    int xl = in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW;
+    int yl = out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, rc;
+    Py_BEGIN_ALLOW_THREADS rc = sv_conv2d(p, n, h, w, xd, xl, yd, yl, rd, act, threads);
     Py_END_ALLOW_THREADS if (rc != 0) {
         Py_DECREF(out);
         return PyErr_NoMemory();
@@ -501,9 +497,10 @@ PyMethodDef sv_conv_methods[] = {
      "pack_conv2d(w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), "
      "groups=1) -> PackedConv"},
     {"conv2d", SV_KW(py_conv2d),
-     "conv2d(x, packed, out=None, residual=None, activation='none', threads=0): NCHW"},
+     "conv2d(x, packed, out=None, residual=None, activation='none', threads=0) -> NCHW"},
     {"conv2d_blocked", SV_KW(py_conv2d_blocked),
-     "conv2d_blocked(x, packed, out=None, residual=None, activation='none', threads=0)"},
+     "conv2d_blocked(x, packed, out=None, residual=None, activation='none', threads=0) -> "
+     "blocked"},
     {"to_blocked", SV_KW(py_to_blocked), "to_blocked(x, out=None, threads=0)"},
     {"from_blocked", SV_KW(py_from_blocked), "from_blocked(x, channels, out=None, threads=0)"},
     {"pool2d", SV_KW(py_pool2d),

@@ -54,16 +54,20 @@ void sv_packed_conv_free(sv_packed_conv *p);
  * the padded input along an axis, else 0. */
 int sv_conv_out_hw(const sv_conv_shape *s, int64_t h, int64_t w, int64_t *oh, int64_t *ow);
 
-/* y = act(conv(x, w) + bias) + residual on n images of h x w, for act an enum sv_act.
- * sv_conv2d_nchw: x[n][cin][h][w], y and residual [n][cout][oh][ow].
- * sv_conv2d_blocked: x[n][cbin][h][w][16], y and residual [n][cbout][oh][ow][16].
+enum sv_layout {
+    SV_LAYOUT_NCHW = 0,   /* x[n][c][h][w] */
+    SV_LAYOUT_BLOCKED = 1 /* x[n][ceil(c/16)][h][w][16] */
+};
+
+/* y = act(conv(x, w) + bias) + residual on n images of h x w, for act an enum sv_act; x
+ * in x_layout, y and residual in y_layout (enum sv_layout: an NCHW image in and blocked
+ * out starts a chain of blocked convolutions, blocked in and NCHW out ends one).
  * residual may be NULL, or equal to y (accumulate in place); y must not overlap x.
  * threads: at most this many (0: the pool's size); small convolutions run on the
  * calling thread. */
-int sv_conv2d_nchw(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
-                   float *y, const float *residual, int act, int threads);
-int sv_conv2d_blocked(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w,
-                      const float *x, float *y, const float *residual, int act, int threads);
+int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+              int x_layout, float *y, int y_layout, const float *residual, int act,
+              int threads);
 
 /* Reorders between NCHW (x[n][c][h][w]) and blocked (y[n][ceil(c/16)][h][w][16]). */
 void sv_nchw_to_blocked(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
