@@ -212,6 +212,33 @@ static void store_nchw(const conv_job *j, int64_t img, int64_t p0, int64_t npix,
     }
 }
 
+/* Prefetching (for writing) the NCHW output rows of a task while its tiles compute, a few
+ * cache lines after each tile, so that the transposed stores at its end find them in
+ * cache (the stores otherwise wait for memory: 1/10 of 32 -> 64 channels at 112 x 112).
+ * Prefetching the next task's input rows the same way measured no faster. */
+typedef struct out_prefetch {
+    float *base;
+    int64_t plane, channels, lines, per_tile, c, line;
+} out_prefetch;
+
+static out_prefetch output_rows(const conv_job *j, int64_t img, int64_t p0, int64_t npix) {
+    out_prefetch pf = {.channels = 0};
+    if (j->out_blocked) return pf;
+    const sv_conv_shape *s = &j->p->s;
+    int64_t plane = j->oh * j->ow, tiles = j->p->cbout * cdiv(npix, j->mr);
+    pf.base = j->y + img * s->cout * plane + p0;
+    pf.plane = plane, pf.channels = s->cout, pf.lines = cdiv(npix, 16) + 1;
+    pf.per_tile = cdiv(pf.channels * pf.lines, tiles);
+    return pf;
+}
+
+static void prefetch_some(out_prefetch *pf) {
+    for (int64_t i = 0; i < pf->per_tile && pf->c < pf->channels; i++) {
+        __builtin_prefetch(pf->base + pf->c * pf->plane + pf->line * 16, 1, 3);
+        if (++pf->line == pf->lines) pf->line = 0, pf->c++;
+    }
+}
+
 static void conv_task(void *vctx, int64_t task) {
     conv_job *j = vctx;
     const sv_packed_conv *p = j->p;
@@ -245,6 +272,7 @@ static void conv_task(void *vctx, int64_t task) {
         if (++ox == j->ow) ox = 0, oy++;
     }
     int64_t plane = j->oh * j->ow, taps = s->kh * s->kw;
+    out_prefetch pf = output_rows(j, img, oy0 * j->ow, npix);
     for (int64_t b = 0; b < p->cbout; b++) {
         int nc = (int)min64(SV_CB, s->cout - SV_CB * b);
         sv_epilogue ep = {.bias = p->bias + SV_CB * b, .act = j->act, .alpha = 1.0f};
@@ -265,6 +293,7 @@ static void conv_task(void *vctx, int64_t task) {
                 j->k->dw(m, taps, pix + q, so, wb, c + q * SV_CB, SV_CB, &ep, q, nc);
             else
                 j->k->ukr(m, nseg, j->kc, pix + q, so, wb, c + q * SV_CB, SV_CB, &ep, q, nc);
+            prefetch_some(&pf);
         }
     }
     if (!j->out_blocked) store_nchw(j, img, oy0 * j->ow, npix, oslab);
