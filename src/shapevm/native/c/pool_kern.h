@@ -28,25 +28,45 @@ static void SV_FN(pool_vertical)(int kind, const float *const *rows, int nrows, 
     }
 }
 
+#if SV_VW == 4
+#define SV_EVEN_LANES 0, 2, 4, 6
+#elif SV_VW == 8
+#define SV_EVEN_LANES 0, 2, 4, 6, 8, 10, 12, 14
+#else
+#define SV_EVEN_LANES 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#endif
+
+/* t[0], t[2], ..., t[2 SV_VW - 2] */
+SV_INLINE vf load_even(const float *t) {
+    return __builtin_shufflevector(vload(t), vload(t + SV_VW), SV_EVEN_LANES);
+}
+#undef SV_EVEN_LANES
+
 static void SV_FN(pool_row)(const sv_pool_shape *s, const float *const *rows, int nrows,
                             int64_t w, float *tmp, float *y, int64_t ow, float scale,
                             const float *colscale) {
     int kind = s->kind;
     float border = kind == SV_POOL_MAX ? -__builtin_inff() : 0.0f;
+    int64_t kw = s->kw, sw = s->sw, ox = 0, len = s->pl + w + s->pr;
     for (int64_t x = 0; x < s->pl; x++) tmp[x] = border;
-    for (int64_t x = 0; x < s->pr; x++) tmp[s->pl + w + x] = border;
+    for (int64_t x = s->pl + w; x < len + SV_POOL_SLACK; x++) tmp[x] = border;
     SV_FN(pool_vertical)(kind, rows, nrows, w, tmp + s->pl);
-    int64_t kw = s->kw, sw = s->sw, ox = 0;
-    if (sw == 1) {
-        for (; ox + SV_VW <= ow; ox += SV_VW) {
-            vf v = vload(tmp + ox);
-            for (int64_t k = 1; k < kw; k++) v = pool_comb(kind, v, vload(tmp + ox + k));
+    if (sw <= 2) { /* vectors along the row (the slack past len absorbs the last one) */
+        for (; ox < ow; ox += SV_VW) {
+            const float *t = tmp + sw * ox;
+            vf v = sw == 1 ? vload(t) : load_even(t);
+            for (int64_t k = 1; k < kw; k++)
+                v = pool_comb(kind, v, sw == 1 ? vload(t + k) : load_even(t + k));
             if (kind != SV_POOL_MAX) {
                 v *= vsplat(scale);
                 if (colscale) v *= vload(colscale + ox);
             }
-            vstore(y + ox, v);
+            if (ox + SV_VW <= ow)
+                vstore(y + ox, v);
+            else
+                vstore_part(y + ox, v, (int)(ow - ox));
         }
+        return;
     }
     for (; ox < ow; ox++) {
         const float *t = tmp + ox * sw;

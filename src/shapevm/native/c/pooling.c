@@ -47,7 +47,7 @@ static void pool_task(void *vctx, int64_t task) {
     int64_t per_plane = cdiv(j->oh, j->rows);
     int64_t plane = task / per_plane, oy0 = task % per_plane * j->rows;
     int64_t oy1 = min64(oy0 + j->rows, j->oh);
-    float *tmp = malloc((size_t)(s->pl + j->w + s->pr) * sizeof(float));
+    float *tmp = malloc((size_t)(s->pl + j->w + s->pr + SV_POOL_SLACK) * sizeof(float));
     const float **rows = malloc((size_t)s->kh * sizeof(float *));
     if (!tmp || !rows) {
         atomic_store(&j->failed, 1);
@@ -82,7 +82,7 @@ int sv_pool2d_nchw(const sv_pool_shape *s, int64_t planes, int64_t h, int64_t w,
     if (planes <= 0 || sv_pool_out_hw(s, h, w, &oh, &ow) != 0 || oh * ow == 0) return 0;
     float *colscale = NULL;
     if (s->kind == SV_POOL_AVG_EXCL_PAD) {
-        colscale = malloc((size_t)ow * sizeof(float));
+        colscale = calloc((size_t)(ow + SV_POOL_SLACK), sizeof(float));
         if (!colscale) return -1;
         for (int64_t ox = 0; ox < ow; ox++) {
             int64_t x0 = ox * s->sw - s->pl;

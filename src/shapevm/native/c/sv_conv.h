@@ -81,6 +81,8 @@ enum sv_pool_kind {
     SV_POOL_AVG = 1,         /* divided by the whole window, padding included */
     SV_POOL_AVG_EXCL_PAD = 2 /* divided by the window's elements inside the input */
 };
+#define SV_POOL_SLACK 48 /* floats of scratch past a pooled row (whole vectors at its end) */
+
 typedef struct sv_pool_shape {
     int kind; /* enum sv_pool_kind */
     int64_t kh, kw, sh, sw;
@@ -113,9 +115,10 @@ typedef struct sv_conv_kern {
                const float *wt, float *c, int64_t ldc, const sv_epilogue *ep, int64_t row0,
                int nc);
     /* Pooling, one output row of one plane: the nrows input rows of its windows (clipped
-     * to the input, w floats each) are combined into tmp[pl + x] (tmp holds pl + w + pr
-     * floats; its borders are set here), then y[ox] combines tmp[ox * sw + kx] for kx <
-     * kw; averages multiply by scale, times colscale[ox] when colscale is not NULL. */
+     * to the input, w floats each) are combined into tmp[pl + x] (tmp holds pl + w + pr +
+     * SV_POOL_SLACK floats; its borders are set here), then y[ox] combines tmp[ox * sw +
+     * kx] for kx < kw; averages multiply by scale, times colscale[ox] when colscale is not
+     * NULL (colscale holds ow + SV_POOL_SLACK floats). */
     void (*pool_row)(const sv_pool_shape *s, const float *const *rows, int nrows, int64_t w,
                      float *tmp, float *y, int64_t ow, float scale, const float *colscale);
     /* The sum of x[0..n). */
