@@ -113,6 +113,34 @@ def test_conv2d_matches_the_op_table(
         assert rel_err(y, reference(x, w, b, np.float32, **attrs)) < 1e-5
 
 
+@pytest.mark.parametrize(
+    ("cin", "kernel", "stride", "padding", "dilation"),
+    [(3, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), (1, (5, 5), (2, 1), (2, 0, 1, 3), (1, 2)),
+     (2, (3, 1), (1, 1), (0, 2, 0, 0), (2, 1)), (4, (2, 4), (3, 1), (1, 0, 3, 1), (1, 1))],
+)  # fmt: skip
+def test_few_inputs_per_output_nchw(
+    isa: str,
+    cin: int,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, ...],
+    dilation: tuple[int, int],
+) -> None:
+    """An image's first layer (at most 32 multiply-adds per output, stride 1 along the
+    width) runs on the GEMM micro-kernel between NCHW arrays: every epilogue, ragged rows
+    of output channels, rows of pixels not a multiple of 16, the pool and one thread."""
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation}
+    w, b = _data(30, 37, cin, *kernel) / 3, _data(31, 37)
+    x = _data(32, 2, cin, 23, 45)
+    packed = native.pack_conv2d(w, b, **attrs)
+    h64 = reference(x, w, b, np.float64, **attrs)
+    for act in ("relu", "gelu_erf"):
+        r = _data(33, *h64.shape)
+        one = native.conv2d(x, packed, activation=act, residual=r, threads=1)
+        assert rel_err(one, act64(act, h64) + r) < 1e-5
+        np.testing.assert_array_equal(native.conv2d(x, packed, activation=act, residual=r), one)
+
+
 def test_w2_chain_stays_blocked(isa: str) -> None:
     """W2's three convolutions: the image in, the blocked layout between them, the pool at
     the end."""
@@ -127,7 +155,7 @@ def test_w2_chain_stays_blocked(isa: str) -> None:
         yb = native.conv2d_blocked(yb, p, activation="relu")
         y = native.conv2d(y, p, activation="relu")
     assert yb.shape == (2, 4, 10, 12, 16)
-    np.testing.assert_allclose(native.from_blocked(yb, 64), y, rtol=1e-6, atol=1e-6)
+    assert rel_err(native.from_blocked(yb, 64), y) < 1e-5
     pooled = native.global_avg_pool_blocked(yb, 64)
     assert rel_err(pooled, y.astype(np.float64).mean((2, 3))) < 1e-5
 
@@ -140,7 +168,9 @@ def test_threads_do_not_change_the_result(isa: str) -> None:
     np.testing.assert_array_equal(one, pool)
     xb = native.to_blocked(x)
     blocked = native.conv2d_blocked(xb, packed, activation="silu", threads=0)
-    np.testing.assert_array_equal(native.from_blocked(blocked, 48), one)
+    one_blocked = native.conv2d_blocked(xb, packed, activation="silu", threads=1)
+    np.testing.assert_array_equal(blocked, one_blocked)
+    assert rel_err(native.from_blocked(blocked, 48), one) < 1e-5
 
 
 def test_blocked_padding_channels_stay_zero(isa: str) -> None:

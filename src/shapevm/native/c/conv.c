@@ -94,6 +94,11 @@ int sv_pack_conv(sv_packed_conv *p, const sv_conv_shape *s, const float *w,
         p->has_bias = 1;
         for (int64_t co = 0; co < s->cout; co++) p->bias[co] = bias[co * bstride];
     }
+    if (s->groups == 1 && s->sw == 1 && s->cin * s->kh * s->kw <= SV_ROWS_MAX_K &&
+        sv_pack_conv_rows(p, w, ws, bias, bstride) != 0) {
+        sv_packed_conv_free(p);
+        return -1;
+    }
     return 0;
 }
 
@@ -101,8 +106,9 @@ void sv_packed_conv_free(sv_packed_conv *p) {
     free(p->blk0);
     sv_free(p->w);
     sv_free(p->bias);
+    sv_free(p->rows);
     p->blk0 = p->nblk = p->woff = NULL;
-    p->w = p->bias = NULL;
+    p->w = p->bias = p->rows = NULL;
 }
 
 /* ---- per-thread scratch, kept between calls (freed when the thread ends) ---- */
@@ -124,7 +130,7 @@ static void scratch_free(void *v) {
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
 
 /* At least `bytes` of 64-byte aligned memory for this thread, or NULL. */
-static void *thread_scratch(size_t bytes) {
+void *sv_conv_scratch(size_t bytes) {
     pthread_once(&scratch_once, scratch_init);
     scratch *s = pthread_getspecific(scratch_key);
     if (!s) {
@@ -249,7 +255,7 @@ static void conv_task(void *vctx, int64_t task) {
     size_t slab_f = j->direct ? 0 : (size_t)((j->tight ? 1 : p->cbin) * j->bs);
     size_t out_f = j->out_blocked ? 0 : (size_t)(p->cbout * npix * SV_CB);
     size_t ptr_bytes = (size_t)npix * sizeof(float *);
-    char *mem = thread_scratch((slab_f + out_f) * sizeof(float) + ptr_bytes);
+    char *mem = sv_conv_scratch((slab_f + out_f) * sizeof(float) + ptr_bytes);
     if (!mem) {
         atomic_store(&j->failed, 1);
         return;
@@ -301,7 +307,7 @@ static void conv_task(void *vctx, int64_t task) {
 
 /* Threads worth using for this many multiply-adds: a pool launch costs a few
  * microseconds, as much as ~2^20 multiply-adds of the micro-kernel. */
-static int conv_threads(double macs, int threads) {
+int sv_conv_threads(double macs, int threads) {
     if (threads <= 0) threads = sv_pool_threads();
     if (threads <= 1 || macs < 1048576.0) return 1;
     int t = (int)(macs / 524288.0);
@@ -344,6 +350,8 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     if (n <= 0 || p->cbout == 0 || sv_conv_out_hw(s, h, w, &oh, &ow) != 0 || oh * ow == 0)
         return 0;
     int in_blocked = x_layout == SV_LAYOUT_BLOCKED;
+    if (!in_blocked && y_layout == SV_LAYOUT_NCHW && p->rows)
+        return sv_conv2d_rows(p, n, h, w, x, y, residual, act, threads, oh, ow);
     int tight = !in_blocked && s->cin < SV_CB && !p->depthwise;
     int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
     conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));
@@ -361,7 +369,7 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     j->kc = tight && s->dw == 1 ? s->kw * s->cin : p->kc;
     double macs = (double)n * (double)(oh * ow) * (double)s->cout * (double)(s->kh * s->kw) *
                   (double)(p->depthwise ? 1 : s->cin / s->groups);
-    int t = conv_threads(macs, threads);
+    int t = sv_conv_threads(macs, threads);
     j->rows_per_task = task_rows(j, t);
     j->tasks_per_image = cdiv(oh, j->rows_per_task);
     plan_segments(j);

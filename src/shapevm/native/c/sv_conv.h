@@ -40,6 +40,7 @@ typedef struct sv_packed_conv {
     int64_t cbin, cbout; /* channel blocks of the input and of the output */
     int64_t *blk0, *nblk, *woff; /* per output block: first input block, count, weights */
     float *w;          /* 64-byte aligned */
+    float *rows;       /* NULL, or W[cout][cin * kh * kw + 1] with the bias last (below) */
     float *bias;       /* cbout * 16 floats, zeros past cout (and without a bias) */
     int has_bias;
 } sv_packed_conv;
@@ -99,6 +100,21 @@ void sv_global_avg_pool_nchw(int64_t planes, int64_t hw, const float *x, float *
 /* y[n][c] = mean over the pixels of the blocked x[n][ceil(c/16)][hw][16]. */
 void sv_global_avg_pool_blocked(int64_t n, int64_t c, int64_t hw, const float *x, float *y,
                                 int threads);
+
+/* Shared by conv.c and conv_gemm.c.  NCHW to NCHW on the GEMM micro-kernel (conv_gemm.c),
+ * which sv_conv2d picks for what it is faster at: without groups, stride 1 along the width
+ * and at most SV_ROWS_MAX_K multiply-adds per output (an image's first layer: 3x3 over 3
+ * channels took 0.8-0.9x the time of the blocked kernel there; 8 channels 1.25x, stride 2
+ * 1.1-1.3x); packing its weight rows; the threads a convolution is worth; each thread's
+ * scratch memory (kept between calls, freed when the thread ends). */
+#define SV_ROWS_MAX_K 32
+int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+                   float *y, const float *residual, int act, int threads, int64_t oh,
+                   int64_t ow);
+int sv_pack_conv_rows(sv_packed_conv *p, const float *w, const int64_t ws[4],
+                      const float *bias, int64_t bstride);
+int sv_conv_threads(double macs, int threads);
+void *sv_conv_scratch(size_t bytes);
 
 /* The kernels of one instruction set (conv_kern.h, pool_kern.h), in sv_isa_table.conv. */
 typedef struct sv_conv_kern {
