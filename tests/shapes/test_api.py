@@ -13,9 +13,7 @@ import shapevm as sv
 def test_placeholders_with_like():
     assert sv.symbolic_shape("b, _, ...", like=(5, 6, 7))[1:] == (6, 7)
     assert sv.symbolic_shape(None, like=(2, 3)) == (2, 3)
-    assert sv.symbolic_shape("(a, b)") == sv.symbolic_shape("a, b")[:0] + tuple(
-        sv.symbolic_shape("(a, b)")
-    )
+    assert [str(d) for d in sv.symbolic_shape("(a, b)")] == ["a", "b"]
     assert len(sv.symbolic_shape("a,")) == 1 and sv.symbolic_shape("") == ()
     with pytest.raises(ValueError, match="no like= shape"):
         sv.symbolic_shape("b, _")

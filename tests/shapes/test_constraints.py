@@ -127,3 +127,63 @@ def test_check_reports_violated_constraint():
         scope.check({"a": 8, "b": 20})
     with pytest.raises(sv.ShapeError, match="no value for dimension variable"):
         scope.check({"a": 16})
+
+
+def test_linear_constraints_are_combined():
+    chain = ["a1 >= a2", "a2 >= a3", "a3 >= a4", "a4 >= a5"]
+    a1, a5 = sv.symbolic_shape("a1, a5", constraints=chain)
+    assert a1 - a5 >= 0
+    a, b = sv.symbolic_shape("a, b", constraints=["a + b >= 6", "b >= a"])
+    assert b >= 3 and sv.bounds(b) == (3, math.inf)
+    assert sv.bounds(a) == (1, math.inf)
+
+
+def test_max_and_min_in_constraints_are_split_into_cases():
+    (a,) = sv.symbolic_shape("a", constraints=["a >= 4", "max(a, 2) >= 6"])
+    assert a >= 6 and sv.bounds(a) == (6, math.inf)
+    a, b = sv.symbolic_shape("a, b", constraints=["a + b >= 3"])
+    assert sv.max_dim(a, b) >= 2
+    a, b = sv.symbolic_shape("a, b", constraints=["a + b <= 6"])
+    assert sv.bounds(sv.min_dim(a, b) ** 2) == (1, 9)
+
+
+def test_equality_uses_divisibility_constraints():
+    (b,) = sv.symbolic_shape("b", constraints=["mod(b, 4) == 0"])
+    assert b == 4 * (b // 4)
+    assert hash(b) == hash(4 * (b // 4))
+    assert 8 * (b // 4) == 2 * b and b // 4 * 4 + 1 == b + 1
+
+
+@pytest.mark.parametrize("constraints", [["a <= 0"], ["a - 3 <= -5"], ["a + b <= 1"]])
+def test_unsatisfiable_constraints_raise_when_the_scope_is_made(constraints):
+    for _ in range(2):  # every time, not only the first
+        with pytest.raises(UnsatisfiableConstraintsError, match="cannot all be satisfied"):
+            sv.SymbolicScope(constraints)
+
+
+def test_nonlinear_contradictions_are_found_through_the_products_planes():
+    # a*b >= a + b - 1 for a, b >= 1: with a*b <= 1, a + b <= 2
+    with pytest.raises(UnsatisfiableConstraintsError):
+        sv.SymbolicScope(["a*b <= 1", "a + b >= 3"])
+
+
+def test_a_contradiction_found_by_a_query_is_raised_by_every_later_query():
+    # a^2 - 3*a + 3 > 0 for every a, which only the exact quadratic method sees: the scope
+    # is made, and its first query that looks at the quadratic finds the contradiction.
+    (a,) = sv.symbolic_shape("a", constraints=["a*a <= 3*a - 3"])
+    assert sv.bounds(a) == (2, math.inf)
+    for _ in range(3):
+        with pytest.raises(UnsatisfiableConstraintsError, match=r"would have to lie in \[1, 0\]"):
+            sv.bounds(a * a - 3 * a + 3)
+    for query in (lambda: sv.bounds(a), lambda: a >= 1, lambda: a * 2 >= a):
+        with pytest.raises(UnsatisfiableConstraintsError):
+            query()
+
+
+def test_dimensions_of_different_scopes_differ():
+    (a1,) = sv.symbolic_shape("a")
+    (a2,) = sv.symbolic_shape("a", constraints=("a >= 8",))
+    assert a1 != a2 and not (a1 == a2)
+    assert len({a1, a2}) == 2
+    (a3,) = sv.symbolic_shape("a", scope=a1.scope)
+    assert a1 == a3 and hash(a1) == hash(a3)

@@ -165,3 +165,45 @@ def test_inconclusive_message_offers_both_constraints():
     with pytest.raises(sv.InconclusiveDimensionOperation) as info:
         _ = b < 16
     assert "constraints=['b < 16'] or constraints=['b >= 16']" in str(info.value)
+
+
+def test_max_is_at_least_min(ab):
+    a, b = ab
+    assert sv.max_dim(a, b) >= sv.min_dim(a, b)
+    assert sv.bounds(sv.max_dim(a, b) - sv.max_dim(a, 2)) == (-1, math.inf)
+    assert sv.bounds(b % a - sv.max_dim(a, b)) == (-math.inf, -1)
+
+
+@pytest.mark.parametrize(
+    ("make", "divisor"),
+    [
+        (lambda a, b: a // (a - 3), "a - 3"),
+        (lambda a, b: a // (b - 1), "b - 1"),
+        (lambda a, b: a % (b - 1), "b - 1"),
+        (lambda a, b: (b - 1) // (b - 1), "b - 1"),
+    ],
+)
+def test_a_divisor_that_may_be_zero_is_refused_at_the_operation(ab, make, divisor):
+    a, b = ab
+    with pytest.raises(sv.InconclusiveDimensionOperation) as info:
+        make(a, b)
+    message = str(info.value)
+    assert message.startswith(f"Possible division by 0 in division by {divisor} (in ")
+    assert f"constraints=['{divisor} >= 1']" in message
+    assert f"shapevm.max_dim({divisor}, 1)" in message
+
+
+def test_a_divisor_proven_non_zero_is_accepted():
+    a, b = sv.symbolic_shape("a, b", constraints=["b >= 2", "a >= 4"])
+    assert sv.bounds(a // (b - 1)) == (0, math.inf)
+    assert sv.bounds(a % (a - 3)) == (0, math.inf)
+    (c,) = sv.symbolic_shape("c", constraints=["c >= 3", "c <= 3"])
+    with pytest.raises(ZeroDivisionError, match="is 0 for every value"):
+        _ = c // (c - 3)
+
+
+def test_a_divisor_in_a_constraint_is_checked_under_all_constraints():
+    a, b = sv.symbolic_shape("a, b", constraints=["floordiv(a, b - 1) >= 2", "b >= 2"])
+    assert a // (b - 1) >= 2
+    with pytest.raises(sv.InconclusiveDimensionOperation, match="division by b - 1"):
+        sv.SymbolicScope(["floordiv(a, b - 1) >= 2"])

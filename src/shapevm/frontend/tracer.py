@@ -47,7 +47,7 @@ from shapevm.ops import (
     get_op,
 )
 from shapevm.shapes import DimExpr, InconclusiveDimensionOperation, SymbolicScope
-from shapevm.shapes import expr as E
+from shapevm.shapes.compare import TraceHooks, trace_hooks
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _local = threading.local()
@@ -206,7 +206,7 @@ def tracing(ctx: TraceContext) -> Iterator[TraceContext]:
     _local.stack = stack
     stack.append(ctx)
     try:
-        with E.trace_hooks(_HOOKS):
+        with trace_hooks(_HOOKS):
             yield ctx
     finally:
         stack.pop()
@@ -229,7 +229,7 @@ def _dim_inconclusive(lhs: DimExpr, op: str, rhs: Any, error: Exception) -> Any:
     return DimPredicate(lhs, op, rhs, error)
 
 
-_HOOKS = E.TraceHooks(_dim_nonint_operand, _dim_inconclusive)
+_HOOKS = TraceHooks(_dim_nonint_operand, _dim_inconclusive)
 
 
 # ---------------------------------------------------------------------------------------

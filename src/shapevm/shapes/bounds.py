@@ -7,20 +7,22 @@ give a sound interval; the answer is their intersection:
 1. interval arithmetic over the factors' ranges (with exact rules for even powers);
 2. shifting each factor to its lower bound (``a = 1 + y``, ``y >= 0``) and expanding, which
    proves facts such as ``a*b >= a`` and ``a*a >= a`` that term-wise intervals miss;
-3. substituting a factor that occurs linearly by one of its symbolic bounds, e.g.
+3. the exact extremes of a quadratic in one factor;
+4. substituting a factor that occurs linearly by one of its symbolic bounds, e.g.
    ``mod(a, b) <= a``, ``floordiv(a, 3) >= (a - 2)/3``, ``relu(z) >= z``;
-4. subtracting non-negative multiples of the constraints ``G >= 0`` (chained a few deep).
+5. the linear facts of the query and of the constraints, eliminated exactly
+   (`shapevm.shapes.facts`, `shapevm.shapes.linear`), with max/min split into their cases.
 
-``max``/``min`` are first rewritten with ``relu(z) = max(z, 0)`` at a canonical sign of
-``z`` (``max(x, y) = x + relu(y - x)``), so that equal combinations cancel, e.g.
-``max(a, b) - a - max(b - a, 0)`` becomes ``0``. Variable ranges are tightened once per
-scope by propagating the linear constraints to a fixed point.
+``max``/``min`` are rewritten with ``relu(z) = max(z, 0)`` at a canonical sign of ``z``
+(``max(x, y) = x + relu(y - x)``) for methods 1-4, so that equal combinations cancel, e.g.
+``max(a, b) - a - max(b - a, 0)`` becomes ``0``; method 5 keeps them as factors. The range
+of each factor is its own interval narrowed by method 5 when constraints bear on it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +36,10 @@ from shapevm.shapes.expr import (
     poly_add,
     poly_mul,
 )
+from shapevm.shapes.facts import Facts, System, atom_facts
 
 if TYPE_CHECKING:
+    from shapevm.shapes.errors import UnsatisfiableConstraintsError
     from shapevm.shapes.scope import SymbolicScope
 
 Num = int | Fraction | float
@@ -45,8 +49,6 @@ QPoly = dict[Mono, Any]
 INF = math.inf
 _SHIFT_LIMIT = 400  # expanded terms; beyond this the shift method is skipped
 _SUBST_DEPTH = 1
-_CONSTRAINT_DEPTH = 3
-_PROPAGATION_LIMIT = 2**62
 
 
 def _mul(a: Num, b: Num) -> Num:
@@ -83,22 +85,29 @@ class Engine:
     def __init__(self, scope: SymbolicScope) -> None:
         self.scope = scope
         self.prepared = False
-        self.propagating = False
-        self.prop: dict[Atom, list[Num]] = {}
-        self.ineqs: list[QPoly] = []
+        self.ineqs: list[QPoly] = []  # the constraints G >= 0, max/min kept as factors
+        self.mentions: list[tuple[QPoly, frozenset[Atom]]] = []  # with all their factors
+        self.mentioned: frozenset[Atom] = frozenset()  # every factor of every constraint
+        self.var_bounds: dict[Atom, Interval] = {}  # from constraints on one variable
         self.cache: dict[DimExpr, tuple[Num, Num]] = {}
         self.range_cache: dict[Atom, Interval] = {}
+        self.local_cache: dict[Atom, Interval] = {}
         self.lin_cache: dict[DimExpr, QPoly] = {}
         self.kept_cache: dict[DimExpr, QPoly] = {}
         self.sym_cache: dict[Atom, tuple[list[QPoly], list[QPoly]]] = {}
+        self.fact_cache: dict[Atom, Facts] = {}
         self.active: set[DimExpr] = set()
+        self.refining: set[Atom] = set()
         self.multiple_of: dict[Atom, int] = {}
-        self.verdicts: dict[tuple[DimExpr, str], bool] = {}
+        self.verdicts: dict[tuple[DimExpr, str, int], bool] = {}
         self.fallbacks = 0
+        self.unsat: UnsatisfiableConstraintsError | None = None
 
     # -- public ----------------------------------------------------------------------------
     def bounds(self, e: DimSize, goal: Goal | None = None) -> tuple[Num, Num]:
         """Sound bounds of ``e``; with ``goal``, stop as soon as ``goal(lo, hi)`` holds."""
+        if self.unsat is not None:
+            raise self.unsat
         if isinstance(e, int):
             return e, e
         cached = self.cache.get(e)
@@ -121,14 +130,20 @@ class Engine:
         lo = lo if lo == -INF else math.ceil(lo)
         hi = hi if hi == INF else math.floor(hi)
         if lo > hi:
-            raise self.scope.unsatisfiable(f"'{e}' would have to lie in [{lo}, {hi}]")
+            raise self.contradiction(f"'{e}' would have to lie in [{lo}, {hi}]")
         complete = goal is None or not goal(lo, hi)
-        if not self.propagating and fallbacks == self.fallbacks and complete:
+        if fallbacks == self.fallbacks and complete:
             self.cache[e] = (lo, hi)
         return lo, hi
 
+    def contradiction(self, detail: str) -> UnsatisfiableConstraintsError:
+        """The scope's constraints are unsatisfiable: so says every later query too."""
+        if self.unsat is None:
+            self.unsat = self.scope.unsatisfiable(detail)
+        return self.unsat
+
     def search(self, e: DimExpr, p: QPoly, goal: Goal | None) -> Interval:
-        lo, hi = self.poly_bounds(p, _SUBST_DEPTH)
+        lo, hi = self.poly_bounds(p, _SUBST_DEPTH, goal)
         if goal is not None and goal(lo, hi):
             return lo, hi
         kept = self.lin(e, keep=True)
@@ -137,9 +152,46 @@ class Engine:
             lo, hi = max(lo, kl), min(hi, kh)
             if goal is not None and goal(lo, hi):
                 return lo, hi
-        if not self.propagating and self.ineqs and (lo == -INF or hi == INF or len(p) > 1):
-            lo, hi = self.with_constraints(p, lo, hi, _CONSTRAINT_DEPTH, (), goal)
+        if self.worth_solving(kept):
+            ll, lh = self.linear(kept)
+            lo, hi = max(lo, ll), min(hi, lh)
         return lo, hi
+
+    def worth_solving(self, p: QPoly) -> bool:
+        """Whether the linear facts can say more than the factors' ranges (method 5)."""
+        monos = [m for m in p if m]
+        if self.constrained(a for m in monos for a, _ in m):
+            return len(monos) > 1 or (len(monos) == 1 and (len(monos[0]) > 1 or monos[0][0][1] > 1))
+        return len(monos) > 1 and any(a.op != "var" for m in monos for a, _ in m)
+
+    def constrained(self, atoms: Iterable[Atom]) -> bool:
+        """Whether a constraint mentions one of ``atoms`` or a factor inside them."""
+        if not self.mentioned:
+            return False
+        for atom in atoms:
+            if atom in self.mentioned:
+                return True
+            if atom.op != "var" and any(
+                a in self.mentioned for arg in atom.args for a in all_atoms(arg)
+            ):
+                return True
+        return False
+
+    def linear(self, p: QPoly) -> Interval:
+        """Bounds of ``p`` from its linear facts and the constraints bearing on them."""
+        system = System(self)
+        system.include(p)
+        system.add_constraints(self.mentions)
+        answer = system.solve(p, {a for m in p for a, _ in m})
+        if answer is None:
+            raise self.contradiction(f"no value satisfies them where '{_show(p)}' is defined")
+        return answer
+
+    def facts_of(self, atom: Atom) -> Facts:
+        facts = self.fact_cache.get(atom)
+        if facts is None:
+            facts = self.fact_cache[atom] = atom_facts(self, atom)
+        return facts
 
     # -- decision form ---------------------------------------------------------------------
     def lin(self, x: DimSize, keep: bool = False) -> QPoly:
@@ -149,13 +201,15 @@ class Engine:
         """
         if isinstance(x, int):
             return {(): x} if x else {}
-        if keep and not any(a.op in ("max", "min") for m, _ in x._terms for a, _ in m):
-            keep = False  # the same polynomial either way
         cache = self.kept_cache if keep else self.lin_cache
         cached = cache.get(x)
         if cached is not None:
             return cached
-        out: QPoly = {}
+        if not any(a.op in ("max", "min") for m, _ in x._terms for a, _ in m):
+            out: QPoly = dict(x._terms)  # every factor is its own (never mutated)
+            self.lin_cache[x] = self.kept_cache[x] = out
+            return out
+        out = {}
         for mono, coeff in x._terms:
             term: QPoly = {(): coeff}
             for atom, exp in mono:
@@ -184,19 +238,46 @@ class Engine:
 
     # -- factor ranges -----------------------------------------------------------------------
     def atom_range(self, atom: Atom) -> Interval:
+        """The factor's own range, narrowed by the constraints that bear on it."""
         cached = self.range_cache.get(atom)
+        if cached is not None:
+            return cached
+        fallbacks = self.fallbacks
+        lo, hi = self.local_range(atom)
+        if atom not in self.refining and self.constrained((atom,)):
+            self.refining.add(atom)
+            try:
+                system = System(self)
+                me: QPoly = {((atom, 1),): 1}
+                system.include(me)
+                system.add_constraints(self.mentions)
+                if system.constraints:
+                    answer = system.solve(me, {atom})
+                    if answer is None:
+                        raise self.contradiction(
+                            "no values of the dimension variables (each >= 1) satisfy them together"
+                        )
+                    lo, hi = max(lo, answer[0]), min(hi, answer[1])
+            finally:
+                self.refining.discard(atom)
+        elif atom in self.refining:
+            self.fallbacks += 1  # re-entered: the range without constraints, not cached
+        if lo > hi:
+            raise self.contradiction(f"'{atom}' would have to lie in [{lo}, {hi}]")
+        if fallbacks == self.fallbacks:
+            self.range_cache[atom] = (lo, hi)
+        return lo, hi
+
+    def local_range(self, atom: Atom) -> Interval:
+        """The factor's range from its operands' bounds alone (variables: ``>= 1``)."""
+        cached = self.local_cache.get(atom)
         if cached is not None:
             return cached
         fallbacks = self.fallbacks
         lo: Num
         hi: Num
-        if atom.op == "var":
-            lo, hi = 1, INF
-            step = self.multiple_of.get(atom)
-            if step is not None:  # mod(v, step) == 0
-                known = self.prop.get(atom, [lo, hi])
-                lo = -(-max(lo, known[0]) // step) * step
-                hi = hi if known[1] == INF else known[1] // step * step
+        if atom.op == "var":  # >= 1 (a multiple: >= step), and one-variable constraints
+            lo, hi = self.var_bounds.get(atom, (self.multiple_of.get(atom, 1), INF))
         elif atom.op == "relu":
             zl, zh = self.bounds(atom.args[0])
             lo, hi = max(zl, 0), max(zh, 0)
@@ -208,11 +289,8 @@ class Engine:
             xr = self.bounds(atom.args[0])
             yr = self.bounds(atom.args[1])
             lo, hi = (_floordiv_range if atom.op == "floordiv" else _mod_range)(xr, yr)
-        extra = self.prop.get(atom)
-        if extra is not None:
-            lo, hi = max(lo, extra[0]), min(hi, extra[1])
-        if not self.propagating and fallbacks == self.fallbacks:
-            self.range_cache[atom] = (lo, hi)
+        if fallbacks == self.fallbacks:
+            self.local_cache[atom] = (lo, hi)
         return lo, hi
 
     def sym_bounds(self, atom: Atom) -> tuple[list[QPoly], list[QPoly]]:
@@ -249,7 +327,7 @@ class Engine:
             elif atom.op == "mod" and yh <= -1 and not isinstance(y, int):
                 lowers.append(poly_add(self.lin(y), {(): 1}))
         result = (lowers, uppers)
-        if not self.propagating and fallbacks == self.fallbacks:
+        if fallbacks == self.fallbacks:
             self.sym_cache[atom] = result
         return result
 
@@ -258,16 +336,26 @@ class Engine:
         lo: Num = 0
         hi: Num = 0
         for mono, coeff in p.items():
-            iv: Interval = (1, 1)
-            for atom, exp in mono:
-                iv = _imul(iv, _ipow(rng(atom), exp))
+            if len(mono) == 1 and mono[0][1] == 1:
+                iv = rng(mono[0][0])
+            else:
+                iv = (1, 1)
+                for atom, exp in mono:
+                    iv = _imul(iv, _ipow(rng(atom), exp))
             tl, th = _scale(coeff, iv)
             lo += tl
             hi += th
         return lo, hi
 
-    def poly_bounds(self, p: QPoly, depth: int) -> Interval:
+    def poly_bounds(self, p: QPoly, depth: int, goal: Goal | None = None) -> Interval:
+        if any(type(c) is not int for c in p.values()):
+            # Bound the polynomial scaled to integer coefficients: Fractions are slow.
+            scale = math.lcm(*(Fraction(c).denominator for c in p.values()))
+            lo, hi = self.poly_bounds({m: int(c * scale) for m, c in p.items()}, depth)
+            return _div(lo, scale), _div(hi, scale)
         lo, hi = self.interval(p, self.atom_range)
+        if goal is not None and goal(lo, hi):
+            return lo, hi
         if any(len(m) > 1 or (m and m[0][1] > 1) for m in p):
             sl, sh = self.shifted(p)
             lo, hi = max(lo, sl), min(hi, sh)
@@ -370,113 +458,60 @@ class Engine:
                 hi = min(hi, max(c[1] for c in cases))
         return lo, hi
 
-    def with_constraints(
-        self,
-        p: QPoly,
-        lo: Num,
-        hi: Num,
-        depth: int,
-        used: tuple[int, ...],
-        goal: Goal | None = None,
-    ) -> Interval:
-        """Tighten bounds of ``p`` with ``p = p' + k*G`` for constraints ``G >= 0``."""
-        for i, g in enumerate(self.ineqs):
-            if i in used:
-                continue
-            for mono, gc in g.items():
-                pc = p.get(mono)
-                if not mono or pc is None:
-                    continue
-                k = Fraction(pc) / Fraction(gc) if not isinstance(pc, float) else pc / gc
-                if isinstance(k, Fraction) and k.denominator == 1:
-                    k = k.numerator
-                rest: QPoly = poly_add(p, {m: -_mul(k, c) for m, c in g.items()})
-                rl, rh = self.poly_bounds(rest, _SUBST_DEPTH)
-                if depth > 1 and rest and (rl == -INF or rh == INF):
-                    rl, rh = self.with_constraints(rest, rl, rh, depth - 1, (*used, i))
-                if k > 0:  # p = rest + k*G >= rest
-                    lo = max(lo, rl)
-                else:  # p = rest - |k|*G <= rest
-                    hi = min(hi, rh)
-                if goal is not None and goal(lo, hi):
-                    return lo, hi
-        return lo, hi
-
     # -- constraints -----------------------------------------------------------------------
     def prepare(self) -> None:
-        """Collect the constraints ``G >= 0`` and propagate them into factor ranges."""
+        """Collect the constraints ``G >= 0`` and check that some value satisfies them."""
         self.prepared = True
-        self.propagating = True
-        try:
-            ineqs = [self.lin(g) for g in self.scope._ineq_exprs]
-            for g in ineqs:
-                if not g or (len(g) == 1 and () in g):
-                    const = g.get((), 0)
-                    if const < 0:
-                        raise self.scope.unsatisfiable(f"a constraint reduces to {const} >= 0")
-            self.ineqs = [g for g in ineqs if any(g)]
-            for mono, rhs in self.scope._rules:
-                atom = mono[0][0]
-                x, y = atom.args if atom.op == "mod" else (None, None)
-                if len(mono) == 1 and not rhs and isinstance(y, int) and y > 0:
-                    if isinstance(x, DimExpr) and len(x._terms) == 1 and x._terms[0][1] == 1:
-                        (var, exp), *more = x._terms[0][0]
-                        if var.op == "var" and exp == 1 and not more:
-                            old = self.multiple_of.get(var, 1)
-                            self.multiple_of[var] = old * y // math.gcd(old, y)
-            self.propagate()
-            self.check_pairs()
-        finally:
-            self.propagating = False
-            self.range_cache.clear()
-            self.sym_cache.clear()
-            self.cache.clear()
+        for g in self.scope._ineq_exprs:
+            if isinstance(g, int) and g < 0:
+                raise self.contradiction(f"a constraint reduces to {g} >= 0")
+        for mono, rhs in self.scope._rules:
+            atom = mono[0][0]
+            x, y = atom.args if atom.op == "mod" else (None, None)
+            if len(mono) == 1 and not rhs and isinstance(y, int) and y > 0:
+                if isinstance(x, DimExpr) and len(x._terms) == 1 and x._terms[0][1] == 1:
+                    (var, exp), *more = x._terms[0][0]
+                    if var.op == "var" and exp == 1 and not more:
+                        old = self.multiple_of.get(var, 1)
+                        self.multiple_of[var] = old * y // math.gcd(old, y)
+        exprs = [g for g in self.scope._ineq_exprs if isinstance(g, DimExpr)]
+        for g in exprs:
+            p = self.lin(g, keep=True)
+            if not self.bound_variable(p):
+                self.ineqs.append(p)
+                self.mentions.append((p, frozenset(all_atoms(g))))
+        self.mentioned = frozenset().union(*(m for _, m in self.mentions))
+        for var, (lo, hi) in self.var_bounds.items():
+            if lo > hi:
+                raise self.contradiction(f"'{var}' would have to lie in [{lo}, {hi}]")
+        # Each constrained variable's range, once for every later query. Its system holds
+        # every constraint connected to it, so together they find any contradiction.
+        for atom in sorted(self.mentioned, key=lambda a: a.key):
+            if atom.op == "var":
+                self.atom_range(atom)
 
-    def propagate(self) -> None:
-        for _ in range(32):
-            changed = False
-            for g in self.ineqs:
-                for mono, c in g.items():
-                    if len(mono) != 1 or mono[0][1] != 1:
-                        continue
-                    atom = mono[0][0]
-                    rest = {m: v for m, v in g.items() if m != mono}
-                    rest_hi: Num = self.interval(rest, self.atom_range)[1]
-                    if rest_hi == INF or not -_PROPAGATION_LIMIT < rest_hi < _PROPAGATION_LIMIT:
-                        continue  # no bound, or bounds creeping without end in a cycle
-                    cur: list[Num] = self.prop.setdefault(atom, list(self.atom_range(atom)))
-                    if c > 0:
-                        new_lo = (
-                            -(rest_hi // c)
-                            if isinstance(rest_hi, int)
-                            else math.ceil(Fraction(-rest_hi) / c)
-                        )
-                        if new_lo > cur[0]:
-                            cur[0], changed = new_lo, True
-                    else:
-                        new_hi = (
-                            rest_hi // -c
-                            if isinstance(rest_hi, int) and isinstance(c, int)
-                            else math.floor(Fraction(rest_hi) / -c)
-                        )
-                        if new_hi < cur[1]:
-                            cur[1], changed = new_hi, True
-                    if cur[0] > cur[1]:
-                        raise self.scope.unsatisfiable(f"'{atom}' would have to lie in {cur}")
-            if not changed:
-                return
+    def bound_variable(self, p: QPoly) -> bool:
+        """A constraint ``c*v + k >= 0`` on one variable becomes part of its range."""
+        monos = [m for m in p if m]
+        if len(monos) != 1 or len(monos[0]) != 1 or monos[0][0][1] != 1:
+            return False
+        var = monos[0][0][0]
+        if var.op != "var":
+            return False
+        c, k = p[monos[0]], p.get((), 0)
+        step = self.multiple_of.get(var, 1)
+        lo, hi = self.var_bounds.get(var, (max(1, step), INF))
+        if c > 0:  # v >= ceil(-k / c), rounded up to a multiple
+            least = -(k // c)
+            lo = max(lo, -(-least // step) * step)
+        else:  # v <= floor(k / -c), rounded down to a multiple
+            hi = min(hi, k // -c // step * step)
+        self.var_bounds[var] = (lo, hi)
+        return True
 
-    def check_pairs(self) -> None:
-        for i, g1 in enumerate(self.ineqs):
-            for g2 in self.ineqs[i + 1 :]:
-                for mono, c1 in g1.items():
-                    c2 = g2.get(mono)
-                    if not mono or c2 is None or (c1 > 0) == (c2 > 0):
-                        continue
-                    k = Fraction(c1) / Fraction(-c2)
-                    total = poly_add(g1, {m: _mul(k, c) for m, c in g2.items()})
-                    if list(total) in ([], [()]) and total.get((), 0) < 0:
-                        raise self.scope.unsatisfiable("two constraints contradict each other")
+
+def _div(x: Num, k: int) -> Num:
+    return x if x in (INF, -INF) else Fraction(x) / k
 
 
 def _split(p: QPoly, target: Mono) -> tuple[QPoly, QPoly] | None:
@@ -530,3 +565,21 @@ def _mod_range(x: Interval, y: Interval) -> Interval:
         return lo, 0
     big = max(-yl, yh)
     return -big + 1, big - 1
+
+
+def _show(p: QPoly) -> str:
+    return " + ".join(f"{c}*{m}" if m else str(c) for m, c in p.items()) or "0"
+
+
+def all_atoms(x: DimSize) -> list[Atom]:
+    """Every factor of ``x``, those inside other factors' operands included."""
+    out: list[Atom] = []
+    if isinstance(x, int):
+        return out
+    for mono, _ in x._terms:
+        for atom, _ in mono:
+            out.append(atom)
+            if atom.op != "var":
+                for arg in atom.args:
+                    out += all_atoms(arg)
+    return out

@@ -18,16 +18,16 @@ expressions. Expressions are kept in a canonical form:
 
 Equality (``==``) is structural on the canonical form: total, hashable, and True only when
 the two expressions are provably equal. Ordered comparisons are decided by
-:mod:`shapevm.shapes.bounds`.
+:mod:`shapevm.shapes.compare` with the bounds of :mod:`shapevm.shapes.bounds`.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Union
 
 from shapevm.shapes.errors import InconclusiveDimensionOperation, ScopeMixError
 
@@ -43,24 +43,34 @@ _OPS = ("floordiv", "mod", "max", "min")
 
 
 class Atom:
-    """A factor: a dimension variable (``op == "var"``) or an operation on expressions."""
+    """A factor: a dimension variable (``op == "var"``) or an operation on expressions.
 
-    __slots__ = ("_hash", "args", "key", "op")
+    Atoms are interned: one object per factor (per scope, for operations), so that equality
+    is identity and hashing is the default one, cheap where monomials are dictionary keys.
+    """
 
-    def __init__(self, op: str, args: tuple[Any, ...]) -> None:
-        self.op = op
-        self.args = args
+    __slots__ = ("__weakref__", "args", "key", "op")
+    op: str
+    args: tuple[Any, ...]
+    key: tuple[Any, ...]
+
+    def __new__(cls, op: str, args: tuple[Any, ...]) -> Atom:
         if op == "var":
-            self.key: tuple[Any, ...] = (0, args[0])
+            key: tuple[Any, ...] = (0, args[0])
+            ident: tuple[Any, ...] = key
         else:
-            self.key = (1, op, *(_key_of(a) for a in args))
-        self._hash = hash(self.key)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Atom) and self._hash == other._hash and self.key == other.key
+            key = (1, op, *(_key_of(a) for a in args))
+            scope = next((a._scope._id for a in args if isinstance(a, DimExpr)), 0)
+            ident = (key, scope)
+        atom = _ATOMS.get(ident)
+        if atom is None:
+            with _ATOMS_LOCK:
+                atom = _ATOMS.get(ident)
+                if atom is None:
+                    atom = object.__new__(cls)
+                    atom.op, atom.args, atom.key = op, args, key
+                    _ATOMS[ident] = atom
+        return atom
 
     def __repr__(self) -> str:
         return _atom_str(self)
@@ -78,6 +88,10 @@ class Atom:
                 raise ZeroDivisionError(f"division by zero when evaluating {self}")
             return x // y if self.op == "floordiv" else x % y
         return max(x, y) if self.op == "max" else min(x, y)
+
+
+_ATOMS: weakref.WeakValueDictionary[tuple[Any, ...], Atom] = weakref.WeakValueDictionary()
+_ATOMS_LOCK = threading.Lock()
 
 
 def _key_of(x: DimSize) -> tuple[Any, ...]:
@@ -127,7 +141,7 @@ class DimExpr:
         self._terms = terms
         self._scope = scope
         self._key: tuple[Any, ...] = tuple((_mono_key(m), c) for m, c in terms)
-        self._hash = hash(self._key)
+        self._hash = hash((self._key, scope._id))  # dimensions of two scopes differ
         self._str: str | None = None
 
     # -- identity ------------------------------------------------------------------------
@@ -141,7 +155,11 @@ class DimExpr:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, DimExpr):
-            return self._hash == other._hash and self._key == other._key
+            return (
+                self._hash == other._hash
+                and self._key == other._key
+                and self._scope is other._scope
+            )
         if isinstance(other, int):
             return False  # a DimExpr is never a constant
         return NotImplemented
@@ -230,23 +248,23 @@ class DimExpr:
         return self
 
     def __truediv__(self, other: Any) -> Any:
-        return _nonint_operand(self, other, "__truediv__")
+        return _compare.nonint_operand(self, other, "__truediv__")
 
     def __rtruediv__(self, other: Any) -> Any:
-        return _nonint_operand(self, other, "__rtruediv__")
+        return _compare.nonint_operand(self, other, "__rtruediv__")
 
     # -- comparisons ---------------------------------------------------------------------
     def __ge__(self, other: Any) -> bool:
-        return compare(self, other, ">=")
+        return _compare.compare(self, other, ">=")
 
     def __gt__(self, other: Any) -> bool:
-        return compare(self, other, ">")
+        return _compare.compare(self, other, ">")
 
     def __le__(self, other: Any) -> bool:
-        return compare(self, other, "<=")
+        return _compare.compare(self, other, "<=")
 
     def __lt__(self, other: Any) -> bool:
-        return compare(self, other, "<")
+        return _compare.compare(self, other, "<")
 
     def __bool__(self) -> bool:
         lo, hi = self._scope.bounds(self)
@@ -278,40 +296,6 @@ def _not_constant(e: DimExpr) -> InconclusiveDimensionOperation:
     )
 
 
-class TraceHooks(NamedTuple):
-    """What a tracing frontend does where the engine alone has no answer.
-
-    ``nonint_operand(dim, other, method)`` handles an operand that is neither int nor
-    dimension (a float, an array); ``inconclusive_comparison(lhs, op, rhs, error)`` handles a
-    comparison that cannot be decided (e.g. by returning a deferred predicate). Installed for
-    one thread with `trace_hooks`; without them, Python's TypeError and the error are raised.
-    """
-
-    nonint_operand: Callable[[DimExpr, Any, str], Any]
-    inconclusive_comparison: Callable[[DimExpr, str, Any, Exception], Any]
-
-
-# Per thread (and per asyncio task): two traces in two threads never see each other's hooks.
-_HOOKS: ContextVar[TraceHooks | None] = ContextVar("shapevm_trace_hooks", default=None)
-
-
-@contextmanager
-def trace_hooks(hooks: TraceHooks) -> Iterator[None]:
-    """Install ``hooks`` in the current thread for the duration of the block."""
-    token = _HOOKS.set(hooks)
-    try:
-        yield
-    finally:
-        _HOOKS.reset(token)
-
-
-def _nonint_operand(e: DimExpr, other: Any, method: str) -> Any:
-    hooks = _HOOKS.get()
-    if hooks is not None:
-        return hooks.nonint_operand(e, other, method)
-    return NotImplemented
-
-
 def _binop(
     x: Any, y: Any, fn: Callable[[DimSize, DimSize], DimSize], method: str, me: Any = None
 ) -> Any:
@@ -320,7 +304,7 @@ def _binop(
             try:
                 operator.index(v)
             except TypeError:
-                return _nonint_operand(me if me is not None else x, v, method)
+                return _compare.nonint_operand(me if me is not None else x, v, method)
     return fn(_as_dim(x), _as_dim(y))
 
 
@@ -403,6 +387,8 @@ def make(p: Poly, scope: SymbolicScope | None) -> DimSize:
     if len(p) == 1 and () in p:
         return p[()]
     assert scope is not None, "a non-constant polynomial needs a scope"
+    if scope._remainders:
+        p = _exact_quotients(p, scope._remainders)
     if scope._rules:
         p = scope._apply_rules(p)
         if not p or (len(p) == 1 and () in p):
@@ -412,6 +398,24 @@ def make(p: Poly, scope: SymbolicScope | None) -> DimSize:
         if not p or (len(p) == 1 and () in p):
             return p.get((), 0)
     return DimExpr(tuple(sorted(p.items(), key=_term_order)), scope)
+
+
+def _exact_quotients(p: Poly, remainders: Mapping[Atom, Poly]) -> Poly:
+    """Rewrite ``k*c*floordiv(x, c)`` to ``k*(x - r)`` where a rule says ``mod(x, c) == r``
+    (``4*floordiv(b, 4)`` is ``b`` under ``mod(b, 4) == 0``)."""
+    for mono, coeff in list(p.items()):
+        for i, (atom, exp) in enumerate(mono):
+            if atom.op != "floordiv" or exp != 1 or not isinstance(atom.args[1], int):
+                continue
+            x, c = atom.args
+            r = remainders.get(Atom("mod", (x, c)))
+            if r is None or coeff % c:
+                continue
+            rest: Poly = {mono[:i] + mono[i + 1 :]: coeff // c}
+            p = poly_add(p, {mono: coeff}, -1)
+            p = poly_add(p, poly_mul(rest, poly_add(as_poly(x), r, -1)))
+            break
+    return p
 
 
 def _recombine_mod(p: Poly, scope: SymbolicScope) -> Poly:
@@ -442,26 +446,43 @@ def _recombine_mod(p: Poly, scope: SymbolicScope) -> Poly:
 
 
 def add(x: DimSize, y: DimSize) -> DimSize:
-    if isinstance(x, int) and isinstance(y, int):
-        return x + y
+    if isinstance(x, int):
+        return x + y if isinstance(y, int) else _plus_constant(y, x)
+    if isinstance(y, int):
+        return _plus_constant(x, y)
     return make(poly_add(as_poly(x), as_poly(y)), scope_of(x, y))
 
 
 def sub(x: DimSize, y: DimSize) -> DimSize:
     if isinstance(x, int) and isinstance(y, int):
         return x - y
+    if isinstance(y, int):
+        return _plus_constant(x, -y)  # type: ignore[arg-type]
     return make(poly_add(as_poly(x), as_poly(y), -1), scope_of(x, y))
+
+
+def _plus_constant(x: DimExpr, k: int) -> DimExpr:
+    """``x + k``: only the constant term changes, and it stays last in canonical order."""
+    terms = x._terms
+    if terms[-1][0] == ():
+        k += terms[-1][1]
+        terms = terms[:-1]
+    return DimExpr((*terms, ((), k)) if k else terms, x._scope)
 
 
 def mul(x: DimSize, y: DimSize) -> DimSize:
     if isinstance(x, int) and isinstance(y, int):
         return x * y
-    scope = scope_of(x, y)
-    if isinstance(y, int):
-        return make({m: c * y for m, c in as_poly(x).items()}, scope)
     if isinstance(x, int):
-        return make({m: c * x for m, c in as_poly(y).items()}, scope)
-    return make(poly_mul(as_poly(x), as_poly(y)), scope)
+        x, y = y, x
+    if isinstance(y, int):
+        assert isinstance(x, DimExpr)
+        if y == 0:
+            return 0
+        if not x._scope._remainders:  # scaling keeps the canonical form and its order
+            return DimExpr(tuple((m, c * y) for m, c in x._terms), x._scope)
+        return make({m: c * y for m, c in x._terms}, x._scope)
+    return make(poly_mul(as_poly(x), as_poly(y)), scope_of(x, y))
 
 
 def power(x: DimSize, k: int) -> DimSize:
@@ -496,6 +517,8 @@ def floordiv(x: DimSize, y: DimSize) -> DimSize:
             return make(poly_add(quot, {(): rem.get((), 0) // y}), scope)
         rem_e = make(rem, scope)
         return make(poly_add(quot, {((Atom("floordiv", (rem_e, y)), 1),): 1}), scope)
+    assert scope is not None and isinstance(y, DimExpr)
+    scope.check_divisor("floordiv", x, y)
     exact = _exact_division(as_poly(x), as_poly(y))
     if exact is not None:
         return make(exact, scope)
@@ -515,6 +538,8 @@ def mod(x: DimSize, y: DimSize) -> DimSize:
         if not rem or list(rem) == [()]:
             return rem.get((), 0) % y
         return make({((Atom("mod", (make(rem, scope), y)), 1),): 1}, scope)
+    assert scope is not None and isinstance(y, DimExpr)
+    scope.check_divisor("mod", x, y)
     if _exact_division(as_poly(x), as_poly(y)) is not None:
         return 0
     return make({((Atom("mod", (x, y)), 1),): 1}, scope)
@@ -595,50 +620,6 @@ def _collect_vars(x: DimSize, out: set[str]) -> None:
                     _collect_vars(a, out)
 
 
-# When the bounds (lo, hi) of ``x - other`` already decide each comparison.
-_GOALS: dict[str, Callable[[Any, Any], bool]] = {
-    ">=": lambda lo, hi: lo >= 0 or hi < 0,
-    ">": lambda lo, hi: lo > 0 or hi <= 0,
-    "<=": lambda lo, hi: hi <= 0 or lo > 0,
-    "<": lambda lo, hi: hi < 0 or lo >= 0,
-}
-
-
-def compare(x: DimExpr, other: Any, op: str) -> bool:
-    """Decide ``x op other`` for every valuation allowed by the scope, or raise."""
-    if not isinstance(other, (int, DimExpr)):
-        try:
-            other = operator.index(other)
-        except TypeError:
-            return _nonint_operand(x, other, {">=": "__ge__", ">": "__gt__"}.get(op, op))  # type: ignore[no-any-return]
-    diff = sub(x, other)  # raises on scope mixing
-    if isinstance(diff, int):
-        lo = hi = diff
-    else:
-        verdicts = x._scope._engine.verdicts
-        verdict_key = (diff, op)
-        if verdict_key in verdicts:
-            return verdicts[verdict_key]
-        lo, hi = x._scope._engine.bounds(diff, _GOALS[op])  # type: ignore[assignment]
-    if op == ">=":
-        verdict = True if lo >= 0 else False if hi < 0 else None
-    elif op == ">":
-        verdict = True if lo > 0 else False if hi <= 0 else None
-    elif op == "<=":
-        verdict = True if hi <= 0 else False if lo > 0 else None
-    else:
-        verdict = True if hi < 0 else False if lo >= 0 else None
-    if verdict is None:
-        error = x._scope.inconclusive(x, op, other, diff, lo, hi)
-        hooks = _HOOKS.get()
-        if hooks is not None:
-            return hooks.inconclusive_comparison(x, op, other, error)  # type: ignore[no-any-return]
-        raise error
-    if not isinstance(diff, int):
-        x._scope._engine.verdicts[(diff, op)] = verdict
-    return verdict
-
-
 # ---------------------------------------------------------------------------------------
 # Printing
 
@@ -666,3 +647,7 @@ def _poly_str(terms: Iterable[tuple[Mono, int]]) -> str:
         else:
             parts.append(f"+ {text}" if coeff > 0 else f"- {text}")
     return " ".join(parts)
+
+
+# Comparisons decide with the bounds engine, which builds on this module: imported last.
+from shapevm.shapes import compare as _compare  # noqa: E402

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shapevm.shapes import expr as E
-from shapevm.shapes.bounds import Engine
+from shapevm.shapes.bounds import Engine, all_atoms
 from shapevm.shapes.errors import (
     InconclusiveDimensionOperation,
     ShapeError,
@@ -61,11 +61,20 @@ class SymbolicScope:
         self._created_at = _caller_location()
         self._vars: dict[str, E.DimExpr] = {}
         self._rules: list[tuple[E.Mono, E.Poly]] = []
+        # mod(x, y) -> r from the rules: y*floordiv(x, y) is then x - r exactly
+        self._remainders: dict[E.Atom, E.Poly] = {}
         self._ineq_exprs: list[E.DimSize] = []
         self._checks: list[tuple[E.DimSize, str, E.DimSize, str]] = []
         self._engine = Engine(self)
+        self._parsing = False
         if self.constraints:
-            self._parse_constraints()
+            self._parsing = True
+            try:
+                self._parse_constraints()
+            finally:
+                self._parsing = False
+            self._engine.prepare()  # unsatisfiable constraints raise here, at once
+            self._check_divisors()
 
     # -- construction ----------------------------------------------------------------------
     def var(self, name: str) -> E.DimSize:
@@ -95,6 +104,9 @@ class SymbolicScope:
                 rest.append(text)
         rules.sort(key=lambda r: E._mono_key(r[0]))
         self._rules = rules
+        self._remainders = {
+            mono[0][0]: rhs for mono, rhs in rules if len(mono) == 1 and mono[0][0].op == "mod"
+        }
         ineqs: list[E.DimSize] = []
         for text in rest:
             lhs, op, rhs = parse_constraint(text, self)  # again, now with the rewrite rules
@@ -112,9 +124,40 @@ class SymbolicScope:
                 ineqs.append(E.sub(E.make(rhs_poly, self), 1))  # the variable is >= 1
         self._ineq_exprs = sorted(ineqs, key=E._key_of)
         self._engine = Engine(self)  # forget what was learnt without the constraints
-        for g in self._ineq_exprs:
-            if isinstance(g, int) and g < 0:
-                raise self.unsatisfiable(f"a constraint reduces to {g} >= 0")
+
+    def _check_divisors(self) -> None:
+        """Divisions inside the constraints, checked now that all constraints are known."""
+        for lhs, _, rhs, _ in self._checks:
+            for x in (lhs, rhs):
+                for atom in all_atoms(x):
+                    if atom.op in ("floordiv", "mod") and isinstance(atom.args[1], E.DimExpr):
+                        self.check_divisor(atom.op, atom.args[0], atom.args[1])
+
+    def check_divisor(self, op: str, x: E.DimSize, y: E.DimExpr) -> None:
+        """Raise unless the divisor ``y`` of ``op(x, y)`` is non-zero for every allowed value."""
+        if self._parsing:
+            return  # checked by _check_divisors once every constraint is known
+        lo, hi = self.bounds(y)
+        if lo > 0 or hi < 0:
+            return
+        if lo == hi == 0:
+            raise ZeroDivisionError(
+                f"Division by 0 in {op}({x}, {y}): '{y}' is 0 for every value the "
+                f"constraints allow ({self._constraint_text()})"
+            )
+        lo_s = "-inf" if lo == -math.inf else str(lo)
+        hi_s = "inf" if hi == math.inf else str(hi)
+        raise InconclusiveDimensionOperation(
+            f"Possible division by 0 in division by {y} (in {op}({x}, {y})): as far as can be "
+            f"proven, '{y}' lies in [{lo_s}, {hi_s}].\n"
+            f"  constraints in force: every dimension variable >= 1; explicit: "
+            f"{self._constraint_text()}\n"
+            f"  fix: add a constraint that keeps the divisor positive, constraints=['{y} >= 1'], "
+            f"or divide by shapevm.max_dim({y}, 1)"
+        )
+
+    def _constraint_text(self) -> str:
+        return "; ".join(repr(c) for c in self.constraints) or "none"
 
     def _apply_rules(self, p: E.Poly) -> E.Poly:
         for _ in range(_MAX_REWRITES):
@@ -181,7 +224,7 @@ class SymbolicScope:
     ) -> InconclusiveDimensionOperation:
         comparison = f"{lhs} {op} {rhs}"
         negation = f"{lhs} {_NEGATION[op]} {rhs}"
-        cons = "; ".join(repr(c) for c in self.constraints) or "none"
+        cons = self._constraint_text()
         lo_s = "-inf" if lo == -math.inf else str(lo)
         hi_s = "inf" if hi == math.inf else str(hi)
         return InconclusiveDimensionOperation(
