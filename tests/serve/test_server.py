@@ -43,7 +43,7 @@ def server() -> Iterator[tuple[str, ModelServer]]:
         load_model(exp, name, jit if name == "mlp" else interpreted)
         for name, exp in EXPORTS.items()
     ]
-    model_server = ModelServer(models, ServeOptions(max_body_mb=1))
+    model_server = ModelServer(models, ServeOptions(max_body_mb=2))
     with helpers.live_server(create_app(model_server)) as url:
         yield url, model_server
 
@@ -200,11 +200,11 @@ def test_malformed_and_oversized_bodies(server: tuple[str, ModelServer]) -> None
     status, headers, body = _raw(url, "POST", "/v2/models/ew/infer", b"{not json")
     assert status == 400 and headers["content-type"] == "application/json"
     assert json.loads(body)["error"].startswith("the request body is not valid JSON")
-    big = b" " * (2**20 + 1)
+    big = b" " * (2**21 + 1)
     status, _, body = _raw(url, "POST", "/v2/models/ew/infer", big)
     assert status == 400
     message = json.loads(body)["error"]
-    assert "the request body is too large\n  expected: at most 1048576 bytes" in message
+    assert "the request body is too large\n  expected: at most 2097152 bytes" in message
     status, _, body = _raw(url, "POST", "/v2/models/ew/infer", b"x", {"Content-Encoding": "br"})
     assert status == 400 and "unsupported Content-Encoding" in json.loads(body)["error"]
     status, _, body = _raw(url, "GET", "/v2/nothing")
@@ -212,6 +212,12 @@ def test_malformed_and_oversized_bodies(server: tuple[str, ModelServer]) -> None
     status, _, body = _raw(url, "GET", "/v2/models/ew/infer")
     assert status == 405
     assert json.loads(body) == {"error": "GET is not allowed on /v2/models/ew/infer"}
+
+
+def test_megabytes_are_decoded_and_encoded_off_the_event_loop(client: Any) -> None:
+    x = np.random.default_rng(4).standard_normal((80_000, 4)).astype(np.float32)  # 1.2 MiB
+    result = client.infer("ew", [_input("x", x)])
+    assert result.as_numpy("output_0").tobytes() == (x * np.float32(2) + np.float32(1)).tobytes()
 
 
 @pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
@@ -229,7 +235,7 @@ def test_compressed_requests_and_responses(client: Any, algorithm: str) -> None:
 def test_a_zip_bomb_is_refused(server: tuple[str, ModelServer]) -> None:
     import gzip
 
-    bomb = gzip.compress(b"[" + b"0," * 2**20 + b"0]")
+    bomb = gzip.compress(b"[" + b"0," * 2**21 + b"0]")  # 4 MiB of JSON from 4 KiB
     headers = {"Content-Encoding": "gzip"}
     status, _, body = _raw(server[0], "POST", "/v2/models/ew/infer", bomb, headers)
     assert status == 400 and "the request body is too large" in json.loads(body)["error"]

@@ -23,10 +23,11 @@ import contextlib
 import json
 import time
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -38,11 +39,19 @@ from shapevm.runtime.interpreter import RuntimeOpError
 from shapevm.serve.batcher import BatcherStats, Overloaded, Pending
 from shapevm.serve.metrics import CONTENT_TYPE, ServerMetrics
 from shapevm.serve.model import Prepared, ServedModel, ServeOptions, load_model
-from shapevm.serve.protocol import V2Error, bad_request, encode_infer_response, parse_infer_request
+from shapevm.serve.protocol import (
+    InferRequest,
+    V2Error,
+    bad_request,
+    encode_infer_response,
+    parse_infer_request,
+)
 from shapevm.serve.runners import Outputs
 from shapevm.shapes import ShapeError
 
 EXTENSIONS = ["binary_tensor_data"]
+_OFF_LOOP_BYTES = 1 << 20
+_T = TypeVar("_T")
 # What a model raises on an input it cannot run (a data-dependent check, a shape): a 400.
 _INPUT_ERRORS = (ShapeError, RuntimeOpError)
 
@@ -114,7 +123,17 @@ def create_app(
     """The ASGI application serving ``models``: paths of ``.svbc``/``.onnx`` files,
     `Exported` functions or `ServedModel`s (a mapping gives their names), or a
     `ModelServer`. Serve it with any ASGI server, e.g. ``uvicorn.run(app)``; its lifespan
-    starts and stops the models' workers."""
+    starts and stops the models' workers.
+
+    >>> import numpy as np, shapevm as sv
+    >>> b, = sv.symbolic_shape("b")
+    >>> exp = sv.export(sv.jit(lambda x: x * 2.0))(sv.ShapeDtypeStruct((b, 8), np.float32))
+    >>> app = create_app({"double": exp}, ServeOptions(jit=False))
+    >>> [route.path for route in app.routes][:5]
+    ['/v2', '/v2/health/live', '/v2/health/ready', '/metrics', '/v2/models/{name}']
+    >>> app.state.server.models["double"].plan
+    BatchPlan(variable='b', max_rows=32, reason='')
+    """
     server = models if isinstance(models, ModelServer) else build_server(models, options)
     handlers = _Handlers(server)
     routes = [
@@ -227,11 +246,8 @@ class _Handlers:
             model = self._model(request)
             name = model.name
             metrics.model(name).requests.inc()
-            body = _decoded(
-                await self._body(request), request.headers.get("content-encoding"), self.limit
-            )
-            req = parse_infer_request(body, request.headers.get("inference-header-content-length"))
-            prepared = model.prepare(req)
+            raw = await self._body(request)
+            req, prepared = await _off_loop(len(raw), self._decode, raw, request, model)
             outs = await self._run(model, prepared, request)
         except V2Error as err:
             reason = "overloaded" if err.status == 503 else "bad_request"
@@ -249,10 +265,18 @@ class _Handlers:
             what = str(exc) if isinstance(exc, _ModelFailure) else f"{type(exc).__name__}: {exc}"
             return _error(V2Error(f"model {name!r} failed: {what}", 500))
         tensors = [(n, outs[i], binary) for i, n, binary in prepared.outputs]
-        payload, headers = encode_infer_response(model.name, model.version, req.id, tensors)
-        payload = _encoded(payload, headers, request.headers.get("accept-encoding", ""))
+        size = sum(outs[i].nbytes for i, _, _ in prepared.outputs)
+        accept = request.headers.get("accept-encoding", "")
+        payload, headers = await _off_loop(size, _response, model, req.id, tensors, accept)
         metrics.model(name).latency.observe(time.perf_counter() - t0)
         return Response(payload, headers=headers)
+
+    def _decode(
+        self, raw: bytes, request: Request, model: ServedModel
+    ) -> tuple[InferRequest, Prepared]:
+        body = _decoded(raw, request.headers.get("content-encoding"), self.limit)
+        req = parse_infer_request(body, request.headers.get("inference-header-content-length"))
+        return req, model.prepare(req)
 
     async def _body(self, request: Request) -> bytes:
         length = request.headers.get("content-length", "")
@@ -298,6 +322,24 @@ class _Handlers:
         if error is not None and not isinstance(error, _INPUT_ERRORS):
             raise _ModelFailure(error)
         return pending.future.result()
+
+
+async def _off_loop(size: int, fun: Callable[..., _T], *args: Any) -> _T:
+    """``fun(*args)``, in a worker thread when ``size`` bytes make it long enough to hold
+    up the other requests (decoding or encoding megabytes of JSON)."""
+    if size < _OFF_LOOP_BYTES:
+        return fun(*args)
+    return await run_in_threadpool(fun, *args)
+
+
+def _response(
+    model: ServedModel,
+    request_id: str | None,
+    tensors: list[tuple[str, Any, bool]],
+    accept: str,
+) -> tuple[bytes, dict[str, str]]:
+    payload, headers = encode_infer_response(model.name, model.version, request_id, tensors)
+    return _encoded(payload, headers, accept), headers
 
 
 def _too_large(size: int, limit: int) -> V2Error:

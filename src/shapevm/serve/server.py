@@ -41,7 +41,12 @@ def serve(
     log_level: str = "warning",
     announce: TextIO | None = None,
 ) -> None:
-    """Serve ``models`` (paths, `Exported`s or `ServedModel`s) until SIGINT/SIGTERM."""
+    """Serve ``models`` (paths, `Exported`s or `ServedModel`s) until SIGINT/SIGTERM, as
+    ``shapevm serve`` does (``port=0``: any free port; the address is printed)::
+
+        from shapevm.serve import ServeOptions, serve
+        serve(["mlp.svbc"], port=8000, options=ServeOptions(max_batch_size=64))
+    """
     import uvicorn
 
     from shapevm.serve.app import ModelServer, build_server, create_app
