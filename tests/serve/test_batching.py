@@ -233,3 +233,31 @@ def test_full_queue_is_refused_at_once_and_close_drains_it() -> None:
             batcher.submit(pendings[3])
     finally:
         loop.close()
+
+
+def test_a_failure_outside_the_model_leaves_results_and_the_worker_alone() -> None:
+    runner = FakeRunner()
+    calls: list[int] = []
+
+    def hook(stats: BatcherStats) -> None:
+        calls.append(stats.rows)
+        if len(calls) == 1:
+            raise RuntimeError("metrics are broken")
+
+    batcher = Batcher(runner, plan_batching(runner, 1), None, on_call=hook)
+
+    async def main() -> list:
+        loop = asyncio.get_running_loop()
+        out = []
+        for _ in range(2):
+            p = Pending([np.ones((1, 2), F32)], 1, None, loop, loop.create_future())
+            batcher.submit(p)
+            out.append(await asyncio.wait_for(asyncio.gather(p.future), 10))
+        return out
+
+    try:
+        (first,), (second,) = asyncio.run(main())
+    finally:
+        batcher.close(10)
+    assert first[0].tolist() == second[0].tolist() == [[10.0, 10.0]]
+    assert calls == [1, 1]

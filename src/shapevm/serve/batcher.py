@@ -131,7 +131,11 @@ class Batcher:
             group = self._next_group()
             if group is None:
                 return
-            self._execute(group)
+            try:
+                self._execute(group)
+            except Exception as exc:  # never leave a request waiting, nor the worker dead
+                for p in group:
+                    p.deliver(exc)
 
     def _next_group(self) -> list[Pending] | None:
         with self._cond:
@@ -190,8 +194,8 @@ class Batcher:
                 result: Outputs | BaseException = self.runner.run(p.arrays)
             except Exception as exc:
                 result = exc
-            self._report(1, p.rows, t0, joined=False)
             p.deliver(result)
+            self._report(1, p.rows, t0, joined=False)
 
     def _run_joined(self, group: list[Pending]) -> bool:
         """Run the group as one call; False when its requests must run alone instead."""
@@ -210,11 +214,11 @@ class Batcher:
             self._cooldown = _COOLDOWN_CALLS
             self._report(len(group), rows, t0, joined=True, fallback=f"{took} path")
             return False
-        self._report(len(group), rows, t0, joined=True)
         offset = 0
         for p in group:
             p.deliver([o[offset : offset + p.rows] for o in outs])
             offset += p.rows
+        self._report(len(group), rows, t0, joined=True)
         return True
 
     def _report(
