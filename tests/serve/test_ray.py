@@ -83,3 +83,31 @@ def test_the_builder_for_ray_config_files(tmp_path) -> None:
         build({"models": str(path), "colour": "red"})
     with pytest.raises(FileNotFoundError, match="no model file"):
         build({"models": str(tmp_path / "nope.svbc")})
+
+
+@pytest.mark.slow
+def test_the_command_line_form(tmp_path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    path = tmp_path / "ew.svbc"
+    helpers.elementwise().save(path)
+    port = _free_port()
+    cmd = [sys.executable, "-m", "shapevm", "serve", str(path), "--ray", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("shapevm serve --ray: http://"):
+                break
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # Ray's logs
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
+        x = np.arange(8, dtype=np.float32).reshape(2, 4)
+        y = client.infer("ew", [_input(x)]).as_numpy("output_0")
+        assert y.tolist() == (x * 2 + 1).tolist()
+        client.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0

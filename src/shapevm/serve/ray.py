@@ -147,7 +147,11 @@ def run_cli(
     given = [n for n in names if n]
     try:
         app = deployment(
-            list(paths), names=given or None, num_replicas=args.num_replicas, options=options
+            list(paths),
+            names=given or None,
+            num_replicas=args.num_replicas,
+            options=options,
+            logging_config={"log_level": args.log_level.upper()},  # no access log by default
         )
     except (OSError, ValueError) as exc:
         print(f"shapevm serve --ray: {exc}", file=errors)
