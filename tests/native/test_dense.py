@@ -62,6 +62,37 @@ def test_dense_matches_float64(
     assert rel_err(y, ref) < 1e-5
 
 
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    n=sizes,
+    k=st.one_of(st.integers(1, 40), st.integers(41, 700)),
+    act=st.sampled_from(native.ACTIVATIONS),
+    bias=st.booleans(),
+    residual=st.booleans(),
+    threads=st.sampled_from([0, 1]),
+    alpha=st.sampled_from([1.0, 0.125]),
+)
+def test_dense_row_is_the_same_bits_for_any_row_count(
+    isa: str, n: int, k: int, act: str, bias: bool, residual: bool, threads: int, alpha: float
+) -> None:
+    """A row's result does not depend on the other rows of the call (tile heights, panels per
+    call, k chunks, threads): the server joins requests along the rows on this promise."""
+    w = _data(1, k, n) / np.float32(np.sqrt(k))
+    packed = native.pack_dense(w, _data(2, n) if bias else None)
+    x, r = _data(3, 40, k), _data(4, 40, n)
+
+    def call(rows: slice) -> Array:
+        res = r[rows] if residual else None
+        return native.dense(
+            x[rows], packed, activation=act, residual=res, alpha=alpha, threads=threads
+        )
+
+    alone = np.concatenate([call(slice(i, i + 1)) for i in range(40)])
+    for m in (2, 3, 5, 7, 12, 13, 25, 40):
+        np.testing.assert_array_equal(call(slice(0, m)), alone[:m], err_msg=f"{m} rows")
+    np.testing.assert_array_equal(call(slice(17, 40)), alone[17:])
+
+
 def test_dense_keeps_leading_dims_and_strided_rows(isa: str) -> None:
     w = _data(5, 64, 48)
     packed = native.pack_dense(w)

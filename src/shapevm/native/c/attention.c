@@ -39,13 +39,14 @@ static void scores(const att_job *j, const att_head *h, int64_t r0, int rows, in
                    int64_t cols) {
     const sv_attention *a = j->a;
     int mr = j->isa->mr;
-    for (int64_t c = 0; c < cols; c += SV_NR) {
-        int nc = (int)(cols - c < SV_NR ? cols - c : SV_NR);
+    int64_t w = SV_NR * sv_ukr_panels(j->isa->vw, rows % mr ? rows % mr : mr);
+    for (int64_t c = 0; c < cols; c += w) {
+        int nc = (int)(cols - c < w ? cols - c : w);
         const float *bp = h->kt.data + ((kb0 + c) / SV_NR) * a->d * SV_NR;
         for (int r = 0; r < rows; r += mr) {
             int rr = rows - r < mr ? rows - r : mr;
-            j->isa->ukr(rr, nc, a->d, h->q + (r0 + r) * a->srq, a->srq, bp, h->s + r * KB + c,
-                        KB, false, false, NULL, 0, 0);
+            j->isa->ukr(rr, nc, a->d, h->q + (r0 + r) * a->srq, a->srq, bp, h->kt.k * SV_NR,
+                        h->s + r * KB + c, KB, false, false, NULL, 0, 0);
         }
     }
 }
@@ -55,13 +56,14 @@ static void weighted(const att_job *j, const att_head *h, int64_t r0, int rows, 
                      int64_t cols, bool accumulate) {
     const sv_attention *a = j->a;
     int mr = j->isa->mr;
-    for (int64_t c = 0; c < a->dv; c += SV_NR) {
-        int nc = (int)(a->dv - c < SV_NR ? a->dv - c : SV_NR);
+    int64_t w = SV_NR * sv_ukr_panels(j->isa->vw, rows % mr ? rows % mr : mr);
+    for (int64_t c = 0; c < a->dv; c += w) {
+        int nc = (int)(a->dv - c < w ? a->dv - c : w);
         const float *bp = h->v.data + (c / SV_NR) * a->sk * SV_NR + kb0 * SV_NR;
         for (int r = 0; r < rows; r += mr) {
             int rr = rows - r < mr ? rows - r : mr;
-            j->isa->ukr(rr, nc, cols, h->s + r * KB, KB, bp, h->o + (r0 + r) * a->sro + c,
-                        a->sro, accumulate, false, NULL, 0, 0);
+            j->isa->ukr(rr, nc, cols, h->s + r * KB, KB, bp, h->v.k * SV_NR,
+                        h->o + (r0 + r) * a->sro + c, a->sro, accumulate, false, NULL, 0, 0);
         }
     }
 }

@@ -81,6 +81,7 @@ typedef struct dense_job {
     int64_t tiles_per_block; /* row tiles per row block (about MC rows) */
     int64_t row_blocks, panel_groups, panels_per_group;
     bool panel_major; /* loop order: panels outside k chunks (few rows) */
+    int64_t panels_per_call; /* panels per micro-kernel call: several for few rows */
     int post_act;     /* a long activation applied per finished block of C, or 0 */
 } dense_job;
 
@@ -89,18 +90,18 @@ static inline int64_t tile_start(const dense_job *j, int64_t t) {
     return t * j->tile_base + (t < j->tile_extra ? t : j->tile_extra);
 }
 
-/* Row tiles [t0, t1) of panel p times the k chunk at k0. */
-static inline void chunk_tiles(const dense_job *j, int64_t p, int64_t k0, int64_t t0,
-                               int64_t t1) {
+/* Row tiles [t0, t1) of panels [p, p + np) times the k chunk at k0. */
+static inline void chunk_tiles(const dense_job *j, int64_t p, int64_t np, int64_t k0,
+                               int64_t t0, int64_t t1) {
     int64_t kc = j->k - k0 < j->kc ? j->k - k0 : j->kc;
     bool first = k0 == 0, last = k0 + j->kc >= j->k;
     int64_t col = p * SV_NR;
-    int nc = (int)(j->n - col < SV_NR ? j->n - col : SV_NR);
+    int nc = (int)(j->n - col < np * SV_NR ? j->n - col : np * SV_NR);
     const float *bp = j->bp + p * j->k * SV_NR + k0 * SV_NR;
     for (int64_t t = t0, r = tile_start(j, t0); t < t1; t++) {
         int rows = (int)(j->tile_base + (t < j->tile_extra));
-        j->isa->ukr(rows, nc, kc, j->a + r * j->lda + k0, j->lda, bp, j->c + r * j->ldc + col,
-                    j->ldc, !first, last, j->ep, r, col);
+        j->isa->ukr(rows, nc, kc, j->a + r * j->lda + k0, j->lda, bp, j->k * SV_NR,
+                    j->c + r * j->ldc + col, j->ldc, !first, last, j->ep, r, col);
         r += rows;
     }
 }
@@ -114,13 +115,15 @@ static void dense_task(void *vctx, int64_t task) {
     int64_t p1 = p0 + j->panels_per_group;
     int64_t npanels = (j->n + SV_NR - 1) / SV_NR;
     if (p1 > npanels) p1 = npanels;
-    int64_t kend = j->k > 0 ? j->k : 1;
+    int64_t kend = j->k > 0 ? j->k : 1, w = j->panels_per_call;
     if (j->panel_major) /* B read once, in memory order; the rows of A stay in L2 */
-        for (int64_t p = p0; p < p1; p++)
-            for (int64_t k0 = 0; k0 < kend; k0 += j->kc) chunk_tiles(j, p, k0, t0, t1);
+        for (int64_t p = p0; p < p1; p += w)
+            for (int64_t k0 = 0; k0 < kend; k0 += j->kc)
+                chunk_tiles(j, p, p1 - p < w ? p1 - p : w, k0, t0, t1);
     else /* GotoBLAS: a k chunk of the row block in L2 across all panels */
         for (int64_t k0 = 0; k0 < kend; k0 += j->kc)
-            for (int64_t p = p0; p < p1; p++) chunk_tiles(j, p, k0, t0, t1);
+            for (int64_t p = p0; p < p1; p += w)
+                chunk_tiles(j, p, p1 - p < w ? p1 - p : w, k0, t0, t1);
     if (j->post_act && p1 > p0) { /* the task's block of C is finished (and in L2) */
         int64_t r0 = tile_start(j, t0), r1 = tile_start(j, t1);
         int64_t c1 = p1 * SV_NR < j->n ? p1 * SV_NR : j->n;
@@ -158,6 +161,7 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
     j.ntiles = (m + isa->mr - 1) / isa->mr;
     j.tile_base = m / j.ntiles;
     j.tile_extra = m % j.ntiles;
+    j.panels_per_call = sv_ukr_panels(isa->vw, (int)j.tile_base);
     /* One row tile reads each chunk of B once: chunks of k would only break its stream. */
     j.kc = j.ntiles == 1 && b->k > 0 ? b->k : KC;
     j.tiles_per_block = MC / isa->mr > 0 ? MC / isa->mr : 1;
@@ -172,6 +176,9 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
     if (groups > npanels) groups = npanels;
     if (groups < 1) groups = 1;
     j.panels_per_group = (npanels + groups - 1) / groups;
+    /* whole micro-kernel calls per task: a task's last call of fewer panels is slower */
+    j.panels_per_group = (j.panels_per_group + j.panels_per_call - 1) / j.panels_per_call *
+                         j.panels_per_call;
     j.panel_groups = (npanels + j.panels_per_group - 1) / j.panels_per_group;
     int64_t ntasks = j.row_blocks * j.panel_groups;
     if (t <= 1)

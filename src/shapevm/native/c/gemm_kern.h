@@ -2,15 +2,20 @@
  *
  * A tile is MR rows x 16 columns of C held in MR * 16/SV_VW vector accumulators for the whole
  * k loop: each step loads 16 floats of the packed panel and broadcasts MR scalars of A (rows
- * lda apart).  One row (matrix-vector) keeps four accumulator sets over k instead, so that
+ * lda apart).  Few rows (one row: matrix-vector) take several panels at once instead, so that
  * the loop is not bound by the latency of one chain of FMAs.  The epilogue runs on the
  * accumulators before the store.
+ *
+ * Every element of C is one chain of FMAs over k in order, started from 0 (or from what C
+ * holds, for the k chunks after the first), whatever the tile's row count, the number of
+ * panels per call or the k chunk: a row's result does not depend on how many rows the call
+ * has (a server may join requests along the rows and give each its bits back).
  */
 #include "vmath.h"
 
 #define SV_NV (SV_NR / SV_VW)
-/* Partial sums over k for a tile of R rows: enough for 8 independent chains of FMAs. */
-#define SV_KS(R) ((R) * SV_NV >= 8 ? 1 : (8 + (R) * SV_NV - 1) / ((R) * SV_NV))
+/* Panels per step for a tile of R rows: enough for 8 independent chains of FMAs. */
+#define SV_WP(R) SV_UKR_PANELS(R, SV_NV)
 #define SV_ACC(u, i, j) acc[((u) * MR + (i)) * SV_NV + (j)]
 #ifndef SV_PF_K
 #define SV_PF_K 32 /* prefetch distance in k steps (64 bytes each) for rows that stream B */
@@ -26,49 +31,23 @@ SV_INLINE vf ld_cols(const float *p, int lanes) {
     return lanes == SV_VW ? vload(p) : vload_part(p, lanes, 0.0f);
 }
 
-SV_INLINE void tile_epilogue_store(vf v, float *c, int lanes, bool accumulate, bool last,
-                                   const sv_epilogue *ep, int64_t row, int64_t col) {
-    if (lanes == 0) return;
-    if (accumulate) v += ld_cols(c, lanes);
-    if (last && ep) {
-        if (ep->alpha != 1.0f) v *= vsplat(ep->alpha);
-        if (ep->bias) v += ld_cols(ep->bias + col, lanes);
-        if (ep->act) v = vact(v, ep->act);
-        if (ep->residual) v += ld_cols(ep->residual + row * ep->ldr + col, lanes);
-    }
-    if (lanes == SV_VW)
-        vstore(c, v);
-    else
-        vstore_part(c, v, lanes);
-}
-
-SV_INLINE void tile_store(vf v, float *c, int lanes, bool accumulate) {
-    if (lanes == 0) return;
-    if (accumulate) v += ld_cols(c, lanes);
-    if (lanes == SV_VW)
-        vstore(c, v);
-    else
-        vstore_part(c, v, lanes);
-}
-
 /* The epilogue over a finished tile (a copy the caller may overwrite) for one activation, a
- * constant after inlining.  Three passes: scale, bias and what C held; the activation over
+ * constant after inlining.  Three passes: scale and bias; the activation over
  * the whole tile in one tight loop (its vectors are independent, so their long chains of
  * dependent operations overlap: within the row loop they did not); residual and store. */
 SV_INLINE void epilogue_rows(const int ACT, float *tile, int mr, int nc, float *c,
-                             int64_t ldc, bool accumulate, const sv_epilogue *ep,
-                             int64_t row0, int64_t col0) {
+                             int64_t ldc, const sv_epilogue *ep, int64_t row0,
+                             int64_t col0) {
     vf bias[SV_NV];
     const bool has_bias = ep->bias != NULL, scale = ep->alpha != 1.0f;
     const vf alpha = vsplat(ep->alpha);
     for (int j = 0; j < SV_NV; j++)
         bias[j] = has_bias ? ld_cols(ep->bias + col0 + SV_VW * j, lanes_at(nc, j)) : vsplat(0);
-    if (accumulate || scale || has_bias)
+    if (scale || has_bias)
         for (int i = 0; i < mr; i++)
             for (int j = 0; j < SV_NV; j++) {
                 float *tp = tile + i * SV_NR + SV_VW * j;
                 vf v = vload(tp);
-                if (accumulate) v += ld_cols(c + i * ldc + SV_VW * j, lanes_at(nc, j));
                 if (scale) v *= alpha;
                 if (has_bias) v += bias[j];
                 vstore(tp, v);
@@ -90,85 +69,30 @@ SV_INLINE void epilogue_rows(const int ACT, float *tile, int mr, int nc, float *
         }
 }
 
-/* A finished tile (rows of 16 floats, overwritten) through the epilogue into C (or only
- * stored, when ep is NULL); out of line, so that the k loops stay small. */
+/* A finished tile (rows of 16 floats, overwritten) through the epilogue into C; out of
+ * line, so that the k loops stay small. */
 __attribute__((noinline)) static void SV_FN(epilogue_tile)(float *tile, int mr, int nc,
                                                           float *c, int64_t ldc,
-                                                          bool accumulate,
                                                           const sv_epilogue *ep, int64_t row0,
                                                           int64_t col0) {
-    if (!ep) {
-        for (int i = 0; i < mr; i++)
-            for (int j = 0; j < SV_NV; j++)
-                tile_store(vload(tile + i * SV_NR + SV_VW * j), c + i * ldc + SV_VW * j,
-                           lanes_at(nc, j), accumulate);
-        return;
-    }
     switch (ep->act) {
 #define SV_EPI_CASE(A)                                                                     \
-    case A: epilogue_rows(A, tile, mr, nc, c, ldc, accumulate, ep, row0, col0); break;
+    case A: epilogue_rows(A, tile, mr, nc, c, ldc, ep, row0, col0); break;
     SV_EPI_CASE(SV_ACT_RELU)
     SV_EPI_CASE(SV_ACT_GELU_TANH)
     SV_EPI_CASE(SV_ACT_GELU_ERF)
     SV_EPI_CASE(SV_ACT_SILU)
     SV_EPI_CASE(SV_ACT_SIGMOID)
     SV_EPI_CASE(SV_ACT_TANH)
-    default: epilogue_rows(SV_ACT_NONE, tile, mr, nc, c, ldc, accumulate, ep, row0, col0);
+    default: epilogue_rows(SV_ACT_NONE, tile, mr, nc, c, ldc, ep, row0, col0);
 #undef SV_EPI_CASE
     }
 }
 
-/* MR rows, KS partial sums over k (k mod KS) added at the end: with few rows, MR * 16/SV_VW
- * accumulators are too few to hide the latency of the FMAs, so KS sets of them take turns
- * (KS * MR * SV_NV >= 8 chains).  PF: prefetch the panel a few cache lines ahead (few
- * rows read each panel once, from L3 or memory: the loop is bound by that stream). */
-SV_INLINE void ukr_rows(vf *acc, const int MR, const int KS, const bool PF, int nc, int64_t kc,
-                        const float *a, int64_t lda, const float *bp, float *c, int64_t ldc,
-                        bool accumulate, bool last, const sv_epilogue *ep, int64_t row0,
-                        int64_t col0) {
-#pragma GCC unroll 8
-    for (int u = 0; u < KS; u++)
-#pragma GCC unroll 16
-        for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
-            for (int j = 0; j < SV_NV; j++) SV_ACC(u, i, j) = vsplat(0.0f);
-    /* pointers stepped per iteration: index arithmetic (with -fwrapv, which Python's
-     * build flags add) cost the 12-accumulator loop registers */
-    const float *ak = a, *bk = bp;
-    for (int64_t n = kc / KS; n > 0; n--, ak += KS, bk += KS * SV_NR) {
-#pragma GCC unroll 8
-        for (int u = 0; u < KS; u++) {
-            if (PF) __builtin_prefetch(bk + SV_NR * (u + SV_PF_K), 0, 3);
-            vf b[SV_NV];
-#pragma GCC unroll 4
-            for (int j = 0; j < SV_NV; j++) b[j] = vload(bk + SV_NR * u + SV_VW * j);
-#pragma GCC unroll 16
-            for (int i = 0; i < MR; i++) {
-                vf av = vsplat(ak[i * lda + u]);
-#pragma GCC unroll 4
-                for (int j = 0; j < SV_NV; j++) SV_ACC(u, i, j) = vfma(av, b[j], SV_ACC(u, i, j));
-            }
-        }
-    }
-    if (KS > 1) { /* (without code for one set: it costs the 12 x 16 loop its registers) */
-        for (int64_t n = kc % KS; n > 0; n--, ak++, bk += SV_NR) {
-            vf b[SV_NV];
-#pragma GCC unroll 4
-            for (int j = 0; j < SV_NV; j++) b[j] = vload(bk + SV_VW * j);
-#pragma GCC unroll 16
-            for (int i = 0; i < MR; i++) {
-                vf av = vsplat(ak[i * lda]);
-#pragma GCC unroll 4
-                for (int j = 0; j < SV_NV; j++) SV_ACC(0, i, j) = vfma(av, b[j], SV_ACC(0, i, j));
-            }
-        }
-#pragma GCC unroll 8
-        for (int u = 1; u < KS; u++)
-#pragma GCC unroll 16
-            for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
-                for (int j = 0; j < SV_NV; j++) SV_ACC(0, i, j) += SV_ACC(u, i, j);
-    }
+/* One panel's finished accumulators (C's k chunks before included) into C: scale, bias,
+ * relu and residual on the registers, a long activation out of line. */
+SV_INLINE void tile_finish(const vf *acc, const int MR, int nc, float *c, int64_t ldc,
+                           bool last, const sv_epilogue *ep, int64_t row0, int64_t col0) {
     if (last && ep && ep->act != SV_ACT_NONE && ep->act != SV_ACT_RELU) {
         /* a long activation: out of line, over the whole tile at once */
         float tile[SV_MR * SV_NR];
@@ -176,7 +100,7 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int KS, const bool PF, int 
         for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
             for (int j = 0; j < SV_NV; j++) vstore(tile + i * SV_NR + SV_VW * j, SV_ACC(0, i, j));
-        SV_FN(epilogue_tile)(tile, MR, nc, c, ldc, accumulate, ep, row0, col0);
+        SV_FN(epilogue_tile)(tile, MR, nc, c, ldc, ep, row0, col0);
         return;
     }
     /* scale, bias, relu and residual on the registers, then the store */
@@ -188,11 +112,6 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int KS, const bool PF, int 
 #pragma GCC unroll 4
         for (int j = 0; j < SV_NV; j++) /* -0.0: x + (-0.0) == x, signed zeros included */
             add[j] = affine && e->bias ? vload(e->bias + col0 + SV_VW * j) : vsplat(-0.0f);
-        if (accumulate)
-#pragma GCC unroll 16
-            for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
-                for (int j = 0; j < SV_NV; j++) SV_ACC(0, i, j) += vload(c + i * ldc + SV_VW * j);
         if (!affine && !relu) {
 #pragma GCC unroll 16
             for (int i = 0; i < MR; i++)
@@ -228,7 +147,6 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int KS, const bool PF, int 
             if (lanes == 0) continue;
             float *cp = c + i * ldc + SV_VW * j;
             vf v = SV_ACC(0, i, j);
-            if (accumulate) v += ld_cols(cp, lanes);
             if (scale) v *= alpha;
             if (e && e->bias) v += bias[j];
             if (relu) v = vrelu(v);
@@ -240,17 +158,97 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int KS, const bool PF, int 
         }
 }
 
-/* One function per row count, each with exactly the accumulators it uses: compiled
- * together in one function, the register allocator spilled those of the larger tiles. */
-#define SV_UKR_ROWS(R)                                                                     \
-    __attribute__((noinline)) static void SV_CAT(ukr_rows##R, SV_ISA_NAME)(                \
-        int nc, int64_t kc, const float *a, int64_t lda, const float *bp, float *c,        \
-        int64_t ldc, bool accumulate, bool last, const sv_epilogue *ep, int64_t row0,      \
-        int64_t col0) {                                                                    \
-        vf acc[SV_KS(R) * (R) * SV_NV];                                                    \
-        ukr_rows(acc, R, SV_KS(R), (R) <= 3, nc, kc, a, lda, bp, c, ldc, accumulate, last, \
-                 ep, row0, col0);                                                          \
+
+/* MR rows x P panels (pstride floats apart; nc <= 16 P columns, only the last panel partial).
+ * P panels at a time: with few rows, MR * 16/SV_VW accumulators are too few to hide the
+ * latency of the FMAs (P * MR * SV_NV >= 8 chains), and more panels keep each element one
+ * chain over k.  accumulate: C holds the sum of the k chunks before (the chains go on from
+ * it).  PF: prefetch the panels a few cache lines ahead (few rows read each panel once,
+ * from L3 or memory: the loop is bound by that stream). */
+SV_INLINE void ukr_rows(vf *acc, const int MR, const int P, const bool PF, int nc, int64_t kc,
+                        const float *a, int64_t lda, const float *bp, int64_t pstride,
+                        float *c, int64_t ldc, bool accumulate, bool last,
+                        const sv_epilogue *ep, int64_t row0, int64_t col0) {
+#pragma GCC unroll 8
+    for (int u = 0; u < P; u++)
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < SV_NV; j++) SV_ACC(u, i, j) = vsplat(0.0f);
+    if (accumulate)
+#pragma GCC unroll 8
+        for (int u = 0; u < P; u++)
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++)
+                    SV_ACC(u, i, j) = ld_cols(c + i * ldc + SV_NR * u + SV_VW * j,
+                                              lanes_at(nc - SV_NR * u, j));
+    /* pointers stepped per iteration: index arithmetic (with -fwrapv, which Python's
+     * build flags add) cost the 12-accumulator loop registers */
+    const float *ak = a, *bk = bp;
+    for (int64_t n = kc; n > 0; n--, ak++, bk += SV_NR) {
+#pragma GCC unroll 8
+        for (int u = 0; u < P; u++) {
+            const float *bu = bk + u * pstride;
+            if (PF) __builtin_prefetch(bu + SV_NR * SV_PF_K, 0, 3);
+            vf b[SV_NV];
+#pragma GCC unroll 4
+            for (int j = 0; j < SV_NV; j++) b[j] = vload(bu + SV_VW * j);
+            /* one broadcast of A live at a time: the 12-accumulator tile has no register
+             * left for more */
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; i++) {
+                vf av = vsplat(ak[i * lda]);
+#pragma GCC unroll 4
+                for (int j = 0; j < SV_NV; j++) SV_ACC(u, i, j) = vfma(av, b[j], SV_ACC(u, i, j));
+            }
+        }
     }
+#pragma GCC unroll 8
+    for (int u = 0; u < P; u++) {
+        int ncu = nc - SV_NR * u < SV_NR ? nc - SV_NR * u : SV_NR;
+        tile_finish(acc + u * MR * SV_NV, MR, ncu, c + SV_NR * u, ldc, last, ep, row0,
+                    col0 + SV_NR * u);
+    }
+}
+
+/* One function per row count (and panel count), each with exactly the accumulators it uses:
+ * compiled together in one function, the register allocator spilled those of the larger
+ * tiles.  ukr_rowsR takes any number of panels: SV_WP(R) at a time, the rest one by one. */
+#define SV_UKR_ROWS_P(R, P, NAME)                                                          \
+    __attribute__((noinline)) static void SV_CAT(NAME, SV_ISA_NAME)(                       \
+        int nc, int64_t kc, const float *a, int64_t lda, const float *bp, int64_t pstride, \
+        float *c, int64_t ldc, bool accumulate, bool last, const sv_epilogue *ep,          \
+        int64_t row0, int64_t col0) {                                                      \
+        vf acc[(P) * (R) * SV_NV];                                                         \
+        ukr_rows(acc, R, P, (R) <= 3, nc, kc, a, lda, bp, pstride, c, ldc, accumulate,     \
+                 last, ep, row0, col0);                                                    \
+    }
+#define SV_UKR_ROWS(R)                                                                     \
+    SV_UKR_ROWS_P(R, SV_WP(R), ukr_wide##R)                                                \
+    SV_UKR_ROWS_P(R, 1, ukr_one##R)                                                        \
+    static void SV_CAT(ukr_rows##R, SV_ISA_NAME)(                                          \
+        int nc, int64_t kc, const float *a, int64_t lda, const float *bp, int64_t pstride, \
+        float *c, int64_t ldc, bool accumulate, bool last, const sv_epilogue *ep,          \
+        int64_t row0, int64_t col0) {                                                      \
+        int np = (nc + SV_NR - 1) / SV_NR, q = 0;                                          \
+        if (SV_WP(R) > 1)                                                                  \
+            for (; q + SV_WP(R) <= np; q += SV_WP(R)) {                                    \
+                int left = nc - SV_NR * q;                                                 \
+                SV_CAT(ukr_wide##R, SV_ISA_NAME)(                                          \
+                    left < SV_NR * SV_WP(R) ? left : SV_NR * SV_WP(R), kc, a, lda,         \
+                    bp + q * pstride, pstride, c + SV_NR * q, ldc, accumulate, last, ep,   \
+                    row0, col0 + SV_NR * q);                                               \
+            }                                                                              \
+        for (; q < np; q++) {                                                              \
+            int left = nc - SV_NR * q;                                                     \
+            SV_CAT(ukr_one##R, SV_ISA_NAME)(left < SV_NR ? left : SV_NR, kc, a, lda,       \
+                                            bp + q * pstride, pstride, c + SV_NR * q, ldc, \
+                                            accumulate, last, ep, row0, col0 + SV_NR * q); \
+        }                                                                                  \
+    }
+
 SV_UKR_ROWS(1)
 SV_UKR_ROWS(2)
 SV_UKR_ROWS(3)
@@ -268,16 +266,19 @@ SV_UKR_ROWS(11)
 SV_UKR_ROWS(12)
 #endif
 #undef SV_UKR_ROWS
+#undef SV_UKR_ROWS_P
 
 static void SV_FN(ukr)(int mr, int nc, int64_t kc, const float *a, int64_t lda,
-                       const float *bp, float *c, int64_t ldc, bool accumulate, bool last,
-                       const sv_epilogue *ep, int64_t row0, int64_t col0) {
-    SV_ASSERT(mr >= 1 && mr <= SV_MR && nc >= 1 && nc <= SV_NR && kc >= 0);
+                       const float *bp, int64_t pstride, float *c, int64_t ldc,
+                       bool accumulate, bool last, const sv_epilogue *ep, int64_t row0,
+                       int64_t col0) {
+    SV_ASSERT(mr >= 1 && mr <= SV_MR && nc >= 1 && kc >= 0);
+    SV_ASSERT(nc <= SV_NR || pstride >= kc * SV_NR);
     switch (mr) {
 #define SV_UKR_CASE(R)                                                                     \
     case R:                                                                                \
-        SV_CAT(ukr_rows##R, SV_ISA_NAME)(nc, kc, a, lda, bp, c, ldc, accumulate, last, ep, \
-                                          row0, col0);                                     \
+        SV_CAT(ukr_rows##R, SV_ISA_NAME)(nc, kc, a, lda, bp, pstride, c, ldc, accumulate,  \
+                                          last, ep, row0, col0);                           \
         break;
     SV_UKR_CASE(1)
     SV_UKR_CASE(2)

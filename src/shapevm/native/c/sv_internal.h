@@ -32,12 +32,23 @@
 #define SV_ASSERT(c) ((void)0)
 #endif
 
-/* One micro-kernel call: C[mr, 16] (+)= A[mr, kc] @ Bp[kc, 16], then the epilogue when
- * `last`.  A rows are lda apart (unit stride along k); C rows ldc apart; only the first
- * `nc` (<= 16) columns of C are written. */
+/* One micro-kernel call: C[mr, nc] (+)= A[mr, kc] @ Bp[kc, nc], then the epilogue when
+ * `last`.  A rows are lda apart (unit stride along k); C rows ldc apart; the columns are
+ * ceil(nc / 16) packed panels of kc x 16 floats, pstride floats apart (unused for nc <= 16);
+ * only the first `nc` columns of C are written.  accumulate: C holds the sum over the k
+ * chunks before and each element's chain of FMAs goes on from it, so a row's result is the
+ * same for any row count, panel count or k chunk (see gemm_kern.h). */
 typedef void (*sv_ukr_fn)(int mr, int nc, int64_t kc, const float *a, int64_t lda,
-                          const float *bp, float *c, int64_t ldc, bool accumulate, bool last,
-                          const sv_epilogue *ep, int64_t row0, int64_t col0);
+                          const float *bp, int64_t pstride, float *c, int64_t ldc,
+                          bool accumulate, bool last, const sv_epilogue *ep, int64_t row0,
+                          int64_t col0);
+
+/* Panels a micro-kernel call of R rows takes at a time (vectors of 16 / NV floats): enough
+ * for 8 independent chains of FMAs.  Callers give it that many panels per call. */
+#define SV_UKR_PANELS(R, NV) ((R) * (NV) >= 8 ? 1 : (8 + (R) * (NV) - 1) / ((R) * (NV)))
+static inline int sv_ukr_panels(int vw, int rows) {
+    return SV_UKR_PANELS(rows, SV_NR / vw);
+}
 
 /* Element-wise vector math over n floats (dst may equal src). */
 typedef void (*sv_vmath_fn)(float *dst, const float *src, int64_t n);
