@@ -116,7 +116,7 @@ static void rows_task(void *vctx, int64_t task) {
                 int64_t kc = min64(KCHUNK, k1 - k0);
                 for (int64_t co = 0; co < s->cout; co += mr)
                     j->isa->ukr((int)min64(mr, s->cout - co), nc, kc, p->rows + co * k1 + k0,
-                                k1, panel + k0 * SV_NR, j->y + at + co * plane + ox0, plane,
+                                k1, panel + k0 * SV_NR, 0, j->y + at + co * plane + ox0, plane,
                                 k0 > 0, k0 + kc >= k1, &ep, co, ox0);
             }
         }
