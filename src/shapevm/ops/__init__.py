@@ -7,8 +7,11 @@
 """
 
 from shapevm.ops import table as _table  # noqa: F401  (registers the rows)
+from shapevm.ops import table_index as _table_index  # noqa: F401
 from shapevm.ops import table_layout as _table_layout  # noqa: F401
+from shapevm.ops import table_math as _table_math  # noqa: F401
 from shapevm.ops import table_nn as _table_nn  # noqa: F401
+from shapevm.ops import table_window as _table_window  # noqa: F401
 from shapevm.ops.core import (
     REQUIRED,
     AttrKind,

@@ -174,3 +174,32 @@ def int_or_float_attr_dtype(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
             fix='use dtype="i64" or "i32"',
         )
     return (out,)
+
+
+def _int_indices(dtypes: DTypes, operand: int) -> None:
+    d = dtypes[operand]
+    if d is None or not d.is_int:
+        raise ShapeRuleError(
+            "indices must be an integer tensor",
+            expected=f"{{{operand}}}: i32 or i64 (any int dtype)",
+            found=_fmt_dtypes(dtypes),
+            fix="cast the indices to i64 first (op cast)",
+        )
+
+
+def gather_dtype(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
+    """``op(x, indices)``: the result has x's dtype; indices are an int tensor."""
+    _int_indices(dtypes, 1)
+    return same_dtype(dtypes[:1], attrs)
+
+
+def scatter_dtype(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
+    """``op(data, indices, updates)``: updates have data's dtype, indices are ints."""
+    _int_indices(dtypes, 1)
+    return same_dtype([dtypes[0], dtypes[2]], attrs)
+
+
+def numeric_index_dtype(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
+    """A numeric operand, an i64 result (positions of elements, e.g. ``max_pool_indices``)."""
+    numeric_dtype(dtypes, attrs)
+    return (DType.I64,)

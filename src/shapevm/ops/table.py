@@ -112,6 +112,26 @@ def _mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return np.asarray(out).astype(arr.dtype if arr.dtype.kind == "f" else np.float32)
 
 
+def _extremum(fn: Callable[..., Any], lowest: bool) -> Callable[..., Any]:
+    """``np.max``/``np.min`` that give the identity over no elements (``-inf`` for a max of
+    floats, the smallest int for ints, False for bools) instead of raising."""
+
+    def reduce(x: Any, **kw: Any) -> Any:
+        arr = np.asarray(x)
+        if arr.size:
+            return fn(arr, **kw)
+        if arr.dtype.kind == "f":
+            start: Any = -np.inf if lowest else np.inf
+        elif arr.dtype.kind == "b":
+            start = not lowest
+        else:
+            info = np.iinfo(arr.dtype)
+            start = info.min if lowest else info.max
+        return fn(arr, initial=start, **kw)
+
+    return reduce
+
+
 def _index_of(fn: Callable[..., Any]) -> Callable[..., Any]:
     def index(x: Any, **kw: Any) -> Any:
         return np.asarray(fn(x, **kw)).astype(np.int64)
@@ -260,8 +280,8 @@ _KEEP = AttrSpec("keepdims", AttrKind.BOOL, False, "keep reduced axes with size 
 _RED = OpFlag.REDUCTION | OpFlag.FUSIBLE
 _REDUCTIONS: list[tuple[str, Callable[..., Any], DTypeRule, str]] = [
     ("sum", _accumulate(np.sum), sum_dtype, "sum over axes"),
-    ("max", np.max, same_dtype, "max over axes"),
-    ("min", np.min, same_dtype, "min over axes"),
+    ("max", _extremum(np.max, True), same_dtype, "max over axes (-inf or the lowest int if none)"),
+    ("min", _extremum(np.min, False), same_dtype, "min over axes (inf or the highest int if none)"),
     ("prod", _accumulate(np.prod), sum_dtype, "product over axes"),
     ("mean", _mean, mean_dtype, "mean over axes (f32 for ints and bool)"),
 ]

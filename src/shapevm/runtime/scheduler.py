@@ -119,6 +119,8 @@ def _probe_dtypes(info: OpInfo) -> frozenset[DType]:
         patterns = [[d] * n]
         if n > 1:  # a bool condition or mask beside the values (where, mask_select)
             patterns += [[DType.BOOL] + [d] * (n - 1), [d] + [DType.BOOL] * (n - 1)]
+            # integer indices after the values (take, gather_nd, scatter_nd)
+            patterns.append([d, DType.I64] + [d] * (n - 2))
         for operands in patterns:
             try:
                 info.dtype_rule(operands, attrs)
