@@ -60,7 +60,11 @@ def current_trace() -> TraceContext | None:
 
 
 def user_location() -> str | None:
-    """``file:line`` of the innermost frame outside the shapevm package."""
+    """``file:line`` of the innermost frame outside the shapevm package, or the source the
+    active trace names (`TraceContext.source`, e.g. the ONNX node being imported)."""
+    ctx = current_trace()
+    if ctx is not None and ctx.source is not None:
+        return ctx.source
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
@@ -118,6 +122,8 @@ class TraceContext:
         self._const_regs: dict[int, Tracer] = {}
         self._keepalive: list[Any] = []
         self.dim_regs: dict[str, Reg] = {}
+        # where the instructions being emitted come from, when not from Python source
+        self.source: str | None = None
 
     # -- registers and blocks ---------------------------------------------------------------
     def new_tensor(self) -> Reg:
@@ -365,9 +371,17 @@ def _condition_error(
     )
 
 
-def bind_op(name: str, operands: Sequence[Any], attrs: Mapping[str, Any] | None = None) -> Any:
+def bind_op(
+    name: str,
+    operands: Sequence[Any],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    lazy: bool = False,
+) -> Any:
     """Apply op ``name``: traced when an operand is a `Tracer`, eager otherwise.
 
+    ``lazy=True`` traces it in the active trace even when every operand is concrete (a
+    large tensor made from constants is then computed when the program runs, not stored).
     Returns one result, or a tuple for ops with several outputs.
     """
     info = get_op(name)
@@ -379,7 +393,7 @@ def bind_op(name: str, operands: Sequence[Any], attrs: Mapping[str, Any] | None 
             ctx = x.ctx
             break
     if ctx is None:
-        if any(_is_symbolic(v) for v in attrs.values()):
+        if lazy or any(_is_symbolic(v) for v in attrs.values()):
             ctx = current_trace()
         if ctx is None:
             return _eager(info, operands, attrs)
