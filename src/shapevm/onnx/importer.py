@@ -9,6 +9,7 @@ interpreter or the JIT.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import keyword
 import re
@@ -64,7 +65,8 @@ def load(
     """
     proto, base, label = read_model(model)
     if len(proto.functions):
-        proto = onnx_module().inliner.inline_local_functions(proto)
+        onnx_module()
+        proto = importlib.import_module("onnx.inliner").inline_local_functions(proto)
     frozen = {k: np.asarray(v) for k, v in (constants or {}).items()}
     _check_constants(proto.graph, frozen, label)
     problems = check_model(proto, frozen)

@@ -8,7 +8,7 @@ to pass fails the suite (unexpected success), so the list cannot hide a passing 
 Regenerate the list and the tables of ``docs/onnx.md`` after changing the importer or
 upgrading onnx (runs the whole suite, about a minute)::
 
-    python -m tests.onnx.conformance --write
+    python -m tests.onnx_import.conformance --write
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from tests.onnx import conformance
+from tests.onnx_import import conformance
 
 EXPECTED = conformance.read_list()
 CASES = conformance.backend_test(EXPECTED).test_cases  # read once: each read re-marks

@@ -1,0 +1,186 @@
+"""`shapevm.onnx.load`: symbolic inputs, folded shape subgraphs, the Exported it returns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto as T  # noqa: E402
+from onnx import helper  # noqa: E402
+
+import shapevm as sv  # noqa: E402
+import shapevm.onnx as so  # noqa: E402
+from shapevm.runtime.scd import analyze  # noqa: E402
+from tests.onnx_import import builder as B  # noqa: E402
+
+
+def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: Any = (),
+           opset: int = 17) -> Any:  # fmt: skip
+    graph = helper.make_graph(nodes, "m", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _vi(name: str, dims: Any, dtype: int = T.FLOAT) -> Any:
+    return helper.make_tensor_value_info(name, dtype, dims)
+
+
+def _relu(dims: Any) -> Any:
+    return _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", dims)], [_vi("y", dims)])
+
+
+def test_dim_params_become_dimensions_with_valid_names() -> None:
+    exp = so.load(_relu(["batch size", "2d", None, 4]))
+    names = [str(d) for d in exp.in_avals[0].shape]
+    assert names == ["batch_size", "d_2d", "x_d2", "4"]
+    assert [str(d) for d in exp.out_avals[0].shape] == names
+    out = exp.call(np.full((2, 3, 5, 4), -1.0, np.float32))[0]
+    assert out.shape == (2, 3, 5, 4) and not out.any()
+
+
+def test_dims_override_and_constraints_are_enforced() -> None:
+    exp = so.load(_relu(["N", 3, "H", "W"]), dims={"x": "b, 3, 2*h, w"}, constraints=["h >= 4"])
+    assert [str(d) for d in exp.in_avals[0].shape] == ["b", "3", "2*h", "w"]
+    assert exp.constraints == ("h >= 4",)
+    exp.call(np.ones((1, 3, 8, 5), np.float32))
+    with pytest.raises(sv.ShapeError, match="h >= 4"):
+        exp.call(np.ones((1, 3, 6, 5), np.float32))
+    with pytest.raises(ValueError, match=r"dims= names \['y'\], which are not graph inputs"):
+        so.load(_relu(["N"]), dims={"y": "b"})
+
+
+def test_a_transformer_block_keeps_symbolic_shapes_and_scd_1() -> None:
+    w = B.weights()
+    exp = so.load(B.transformer_block(w))
+    assert [str(d) for d in exp.out_avals[0].shape] == ["batch", "sequence", "32"]
+    assert analyze(exp.program.functions[0]).scd == 1.0
+    text = exp.text()
+    assert "shape=[batch, sequence, 4, 8]" in text
+    assert "dim_value" not in text and "shape_of" not in text  # folded, not computed
+    for shape in ((1, 1, 32), (2, 5, 32), (3, 17, 32)):
+        x = np.random.default_rng(sum(shape)).normal(size=shape).astype(np.float32)
+        np.testing.assert_allclose(exp.call(x)[0], B.numpy_block(x, w), rtol=1e-4, atol=1e-5)
+
+
+def test_the_jit_runs_an_imported_model_as_the_interpreter_does() -> None:
+    w = B.weights(1)
+    exp = so.load(B.transformer_block(w))
+    fast = exp.jit(background=False, hot_threshold=1)
+    for shape in ((2, 7, 32), (2, 7, 32), (1, 9, 32)):
+        x = np.random.default_rng(shape[1]).normal(size=shape).astype(np.float32)
+        np.testing.assert_allclose(fast(x)[0], exp.call(x)[0], rtol=1e-5, atol=1e-6)
+    assert fast.jit_info()
+
+
+def test_serialized_import_runs_the_same_and_names_the_nodes(tmp_path: Path) -> None:
+    exp = so.load(B.transformer_block(B.weights(2)))
+    exp.save(tmp_path / "block.svbc")
+    back = sv.load(tmp_path / "block.svbc")
+    x = np.ones((2, 3, 32), np.float32)
+    np.testing.assert_array_equal(back.call(x)[0], exp.call(x)[0])
+    assert "loc(\"node 'reshape_" in back.text()
+
+
+def test_path_bytes_and_modelproto_give_the_same_program(tmp_path: Path) -> None:
+    model = _relu(["n", 2])
+    onnx.save(model, tmp_path / "relu.onnx")
+    texts = {so.load(m).text() for m in (model, model.SerializeToString(), tmp_path / "relu.onnx")}
+    assert len(texts) == 1
+    assert so.load(model, name="my model").fun_name == "my_model"
+
+
+def test_float16_is_computed_in_float32_and_stored_as_float16() -> None:
+    nodes = [helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Add", ["e", "x"], ["y"])]
+    m = _model(nodes, [_vi("x", ["n"], T.FLOAT16)], [_vi("y", ["n"], T.FLOAT16)])
+    exp = so.load(m)
+    x = np.array([0.1, 1.5, -2.0], np.float16)
+    y = exp.call(x)[0]
+    want = (np.exp(x.astype(np.float32)).astype(np.float16).astype(np.float32)
+            + x.astype(np.float32)).astype(np.float16)  # fmt: skip
+    assert y.dtype == np.float16 and np.array_equal(y, want)
+    assert "exp(" in exp.text() and "cast(" in exp.text()
+
+
+def _if_model(cond_op: str, value: int) -> Any:
+    """``y = If(cond_op(x.shape[0], value)) then x * 2 else x + 1``."""
+    g = B.Graph()
+    n0 = g.op("Gather", g.op("Shape", "x"), g.const(np.array(0, np.int64)), axis=0)
+    cond = g.op(cond_op, n0, g.const(np.array(value, np.int64)))
+    two, one = g.const(np.float32(2.0)), g.const(np.float32(1.0))
+    then = helper.make_graph(
+        [helper.make_node("Mul", ["x", two], ["t"])], "then", [], [_vi("t", None)]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Add", ["x", one], ["e"])], "else", [], [_vi("e", None)]
+    )
+    g.nodes.append(helper.make_node("If", [cond], ["y"], then_branch=then, else_branch=other))
+    return g.model([_vi("x", ["n", 3])], [_vi("y", ["n", 3])])
+
+
+def test_if_on_sizes_is_decided_at_import_or_branches_when_it_runs() -> None:
+    decided = so.load(_if_model("Greater", 0))  # n >= 1 > 0 always
+    assert "BRANCH_IF" not in decided.text()
+    x = np.ones((4, 3), np.float32)
+    assert decided.call(x)[0].tolist() == (x * 2).tolist()
+    undecided = so.load(_if_model("Equal", 1))  # n == 1 only for some n
+    assert "BRANCH_IF" in undecided.text()
+    assert undecided.call(np.ones((1, 3), np.float32))[0].tolist() == [[2.0] * 3]
+    assert undecided.call(np.ones((2, 3), np.float32))[0].tolist() == [[2.0] * 3] * 2
+
+
+def test_sizes_from_input_values_need_constants() -> None:
+    m = _model(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        [_vi("x", ["n", 6]), _vi("shape", [2], T.INT64)],
+        [_vi("y", None)],
+    )
+    with pytest.raises(so.UnsupportedModelError) as info:
+        so.load(m)
+    assert info.value.needs == ("shape",)
+    assert "constants={'shape': ...}" in str(info.value)
+    exp = so.load(m, constants={"shape": np.array([-1, 3])})
+    assert [str(d) for d in exp.out_avals[0].shape] == ["2*n", "3"]
+    assert exp.call(np.ones((2, 6), np.float32))[0].shape == (4, 3)
+
+
+def test_data_dependent_sizes_stay_dynamic() -> None:
+    m = _model([helper.make_node("NonZero", ["x"], ["y"])], [_vi("x", ["n"])], [_vi("y", None)])
+    exp = so.load(m)
+    assert [str(d) for d in exp.out_avals[0].shape] == ["1", "dynamic"]
+    assert exp.call(np.array([0.0, 2.0, 0.0, 3.0], np.float32))[0].tolist() == [[1, 3]]
+
+
+def test_external_data_is_memory_mapped_not_copied(tmp_path: Path) -> None:
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    init = onnx.numpy_helper.from_array(w, "w")
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [_vi("x", ["n", 3])],
+               [_vi("y", ["n", 4])], [init])  # fmt: skip
+    onnx.save(m, tmp_path / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location="m.data", size_threshold=0)  # fmt: skip
+    exp = so.load(tmp_path / "m.onnx")
+    (const,) = exp.program.constants
+    assert isinstance(const.array, np.memmap) or isinstance(const.array.base, np.memmap)
+    np.testing.assert_array_equal(exp.call(np.eye(3, dtype=np.float32))[0], w)
+
+
+def test_functions_of_the_model_are_inlined() -> None:
+    fn = helper.make_function("custom", "double", ["a"], ["b"],
+                              [helper.make_node("Add", ["a", "a"], ["b"])],
+                              [helper.make_opsetid("", 17)])  # fmt: skip
+    graph = helper.make_graph([helper.make_node("double", ["x"], ["y"], domain="custom")], "g",
+                              [_vi("x", ["n"])], [_vi("y", ["n"])])  # fmt: skip
+    m = helper.make_model(graph, functions=[fn], opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)])  # fmt: skip
+    assert so.load(m).call(np.array([1.0, 2.0], np.float32))[0].tolist() == [2.0, 4.0]
+
+
+def test_operators_defined_as_onnx_functions_come_in_through_their_body() -> None:
+    node = helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 1])
+    m = _model([node], [_vi("x", ["n", 4])], [_vi("y", ["n", 4])], opset=18)
+    x = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    want = (x - x.mean()) / x.std()
+    np.testing.assert_allclose(so.load(m).call(x)[0], want, rtol=1e-4, atol=1e-5)
