@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run an exported file on random inputs of the given shapes and print "
         "the result shapes and timings.",
     )
-    run.add_argument("file", help="an exported function (.svbc)")
+    run.add_argument("file", help="an exported function (.svbc) or an ONNX model (.onnx)")
     run.add_argument(
         "--shape",
         action="append",
@@ -54,6 +54,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--repeat", type=int, default=10, help="number of calls to time")
     run.set_defaults(handler=_cmd_run)
+    imp = sub.add_parser(
+        "import",
+        help="import an ONNX model as bytecode (.svbc)",
+        description="Import an ONNX model as verified shapevm bytecode: exit 0 imported, 1 "
+        "unsupported (every unsupported node listed), 2 unreadable file or bad argument.",
+    )
+    imp.add_argument("file", help="an ONNX model (.onnx)")
+    imp.add_argument("-o", "--output", help="the bytecode file to write (default: FILE.svbc)")
+    imp.add_argument(
+        "--dims",
+        action="append",
+        default=[],
+        metavar="INPUT=D0,D1,...",
+        help="shape of a graph input, symbolic dimensions by name (repeatable)",
+    )
+    imp.add_argument(
+        "--constraint",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="a constraint on the dimensions, e.g. 'h >= 32' (repeatable)",
+    )
+    imp.set_defaults(handler=_cmd_import)
     bench = sub.add_parser(
         "bench",
         help="measure shapevm and its peers on the benchmark workloads",
@@ -106,6 +129,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from shapevm.tools.run import run_file
 
     return run_file(args.file, args.shape, args.dim, args.repeat)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from shapevm.tools.onnx_import import run_import
+
+    return run_import(args.file, args.output, args.dims, args.constraint)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -1,5 +1,7 @@
 """``shapevm run FILE --shape NAME=3,256 ...``: run an exported file on random inputs.
 
+FILE is an exported function (``.svbc``) or an ONNX model (``.onnx``, imported first).
+
 Each array argument whose shape has symbolic dimensions needs ``--shape NAME=d0,d1,...``
 (NAME is the argument's name or its position); arguments with static shapes take them.
 Dimension variables passed as integers need ``--dim NAME=VALUE``. Prints the shapes and
@@ -90,7 +92,7 @@ def run_file(
     errors = err or sys.stderr
     try:
         t0 = time.perf_counter()
-        exp = load(path)
+        exp = _load(path)
         load_ms = (time.perf_counter() - t0) * 1e3
         shapes = _parse_pairs(shape_args, "--shape")
         dims = {k: int(v) for k, v in _parse_pairs(dim_args, "--dim").items()}
@@ -98,7 +100,7 @@ def run_file(
     except OSError as exc:
         print(f"shapevm run: cannot read {path}: {exc.strerror or exc}", file=errors)
         return 2
-    except (BytecodeFormatError, VerifyError) as exc:
+    except (BytecodeFormatError, VerifyError, ImportError) as exc:
         print(f"{path}: {type(exc).__name__}: {exc}", file=errors)
         return 2
     except (UsageError, ValueError) as exc:
@@ -126,6 +128,15 @@ def run_file(
     rest = statistics.median(times[1:]) * 1e3 if len(times) > 1 else first
     print(f"first call {first:.3f} ms, median of {len(times) - 1} more {rest:.3f} ms", file=out)
     return 0
+
+
+def _load(path: str) -> Exported:
+    if path.endswith(".onnx"):
+        from shapevm.tools.onnx_import import load_onnx
+
+        out: Exported = load_onnx(path)
+        return out
+    return load(path)
 
 
 def _call_leaves(

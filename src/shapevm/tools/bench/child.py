@@ -10,7 +10,8 @@ modes:
 * ``stream``: build, then the calls of the stream one after another, each timed; the total
   runs from the start of the build to the end of the last call.
 
-Inputs are made before any clock starts, one per distinct shape. Imports of the system's
+Inputs are made before any clock starts, one per distinct shape. A workload may also be an
+ONNX file (``spec["onnx"]``), which the system runs with its ``build_onnx``. Imports of the system's
 library (``System.imports``) are timed on their own and are in neither (a) nor (d).
 """
 
@@ -24,11 +25,13 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from shapevm.models import workloads as wl
+from shapevm.tools.bench import onnx_files
 from shapevm.tools.bench.env import bench_threads
 from shapevm.tools.bench.registry import Compiled, System, get_system
 
@@ -47,9 +50,10 @@ def _peak_rss_mib() -> tuple[float, float]:
     return own, kids
 
 
-def _import_all(system: System) -> float:
+def _import_all(system: System, spec: dict[str, Any]) -> float:
+    """Import the system's libraries (and onnx, to read an ONNX file), timed."""
     start = _now()
-    for module in system.imports:
+    for module in (*system.imports, *(("onnx",) if "onnx" in spec else ())):
         __import__(module)
     return _now() - start
 
@@ -71,15 +75,35 @@ def _inputs(workload_id: str, shapes: list[Shape]) -> dict[Shape, np.ndarray]:
     return {s: wl.make_input(workload_id, s, seed(i, s)) for i, s in enumerate(distinct)}
 
 
+class Task:
+    """What a process measures: how to build the system's callable, the inputs, and the
+    yardstick of accuracy (made only after the timing)."""
+
+    def __init__(self, system: System, spec: dict[str, Any], shapes: list[Shape]) -> None:
+        wid = spec["workload"]
+        path = spec.get("onnx")
+        if path is None:
+            weights = wl.make_weights(wid)
+            self.inputs = _inputs(wid, shapes)
+            self.build: Callable[[], Compiled] = lambda: system.build(wid, weights)
+            self.reference: Callable[[], Any] = lambda: wl.reference_f64(wid, weights)
+            return
+        if system.build_onnx is None:
+            raise ValueError(f"{system.name} cannot run an ONNX file")
+        build_file = system.build_onnx
+        self.inputs = onnx_files.make_inputs(path, shapes)
+        self.build = lambda: build_file(path)
+        self.reference = lambda: onnx_files.reference(path)
+
+
 def run_shapes(system: System, spec: dict[str, Any]) -> dict[str, Any]:
-    wid = spec["workload"]
     shapes: list[Shape] = [tuple(s) for s in spec["shapes"]]
-    weights = wl.make_weights(wid)
-    inputs = _inputs(wid, shapes)
-    import_s = _import_all(system)
+    task = Task(system, spec, shapes)
+    inputs = task.inputs
+    import_s = _import_all(system, spec)
     gc.collect()
     start = _now()
-    fn = system.build(wid, weights)
+    fn = task.build()
     build_s = _now() - start
     first_s, y0 = _timed(fn, inputs[shapes[0]])
     outputs = {shapes[0]: y0}
@@ -95,8 +119,10 @@ def run_shapes(system: System, spec: dict[str, Any]) -> dict[str, Any]:
         gc.collect()
         steady.append(statistics.median(_timed(fn, x)[0] for _ in range(spec["steady_calls"])))
     rss, rss_children = _peak_rss_mib()
-    ref = wl.reference_f64(wid, weights)
-    acc = [wl.accuracy(np.asarray(outputs[s]), ref(inputs[s])) for s in shapes]
+    ref = task.reference()
+    acc = [
+        wl.accuracy(np.asarray(outputs[s]), ref(inputs[s])) if ref else float("nan") for s in shapes
+    ]
     return {
         "import_s": import_s,
         "build_s": build_s,
@@ -110,15 +136,13 @@ def run_shapes(system: System, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_stream(system: System, spec: dict[str, Any]) -> dict[str, Any]:
-    wid = spec["workload"]
     stream: list[Shape] = [tuple(s) for s in spec["shapes"]]
-    weights = wl.make_weights(wid)
-    inputs = _inputs(wid, stream)
-    xs = [inputs[s] for s in stream]
-    import_s = _import_all(system)
+    task = Task(system, spec, stream)
+    xs = [task.inputs[s] for s in stream]
+    import_s = _import_all(system, spec)
     gc.collect()
     start = _now()
-    fn = system.build(wid, weights)
+    fn = task.build()
     build_s = _now() - start
     latencies = []
     for x in xs:

@@ -19,6 +19,7 @@ from typing import Any
 import shapevm
 from shapevm.models import WORKLOADS
 from shapevm.tools.bench.kernel_run import add_kernel_arguments, run_kernels
+from shapevm.tools.bench.onnx_files import parse_shapes, workload_id
 from shapevm.tools.bench.registry import System, load_systems, plugin_errors
 from shapevm.tools.bench.report import plot_stream, render, summarize
 from shapevm.tools.bench.runner import RunConfig, run_all
@@ -29,7 +30,17 @@ DESCRIPTION = "Measure systems on the workloads W1-W3 of BENCHMARKS.md, in fresh
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``shapevm bench`` (shared by ``python -m shapevm bench`` and :func:`main`)."""
     add = parser.add_argument
-    add("--workloads", default=",".join(WORKLOADS), help="comma separated (default: %(default)s)")
+    add(
+        "--workloads", help=f"comma separated (default: {','.join(WORKLOADS)}, or none with --onnx)"
+    )
+    add(
+        "--onnx",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an ONNX file as a workload, run by every system that runs ONNX files (repeatable)",
+    )
+    add("--shapes", help="input shapes of the --onnx files, e.g. 1x3x224x224,2x3x224x224")
     add("--systems", help="comma separated (default: every registered system; see --list)")
     add("--repeats", type=int, help="processes per measure, medians reported (default 3; 1 quick)")
     add("--quick", action="store_true", help="smoke test: 1 process, few calls")
@@ -60,6 +71,23 @@ def _names(text: str, known: Sequence[str], what: str) -> list[str]:
             f"unknown {what} {', '.join(unknown) or '(none given)'} (known: {', '.join(known)})"
         )
     return names
+
+
+def _onnx_workloads(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``--onnx`` files as workloads, each with the ``--shapes``."""
+    if not args.onnx:
+        if args.shapes:
+            raise ValueError("--shapes gives the input shapes of --onnx files; no --onnx given")
+        return {}
+    if not args.shapes:
+        raise ValueError("--onnx needs --shapes, e.g. --shapes 1x3x224x224,2x3x224x224")
+    shapes = parse_shapes(args.shapes)
+    out = {}
+    for path in args.onnx:
+        if not Path(path).is_file():
+            raise ValueError(f"--onnx {path}: no such file")
+        out[workload_id(path)] = {"path": str(Path(path).resolve()), "shapes": shapes}
+    return out
 
 
 def _config(args: argparse.Namespace, systems: list[str], workloads: list[str]) -> RunConfig:
@@ -159,11 +187,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     try:
-        workloads = _names(args.workloads, list(WORKLOADS), "workload")
+        onnx = _onnx_workloads(args)
+        named = args.workloads or ("" if onnx else ",".join(WORKLOADS))
+        workloads = _names(named, list(WORKLOADS), "workload") if named else []
+        workloads += list(onnx)
         wanted = _names(args.systems, list(systems), "system") if args.systems else list(systems)
     except ValueError as exc:
         print(f"shapevm bench: {exc}", file=sys.stderr)
         return 2
+    if onnx and not args.systems:  # by default, the systems that run ONNX files
+        wanted = [n for n in wanted if systems[n].build_onnx is not None]
     skipped = {}
     for name in wanted:
         ok, why = systems[name].is_available()
@@ -171,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
             skipped[name] = why
             print(f"shapevm bench: not measuring {name}: {why}", file=sys.stderr)
     config = _config(args, [n for n in wanted if n not in skipped], workloads)
+    config.onnx = onnx
     if not config.systems:
         print("shapevm bench: none of the requested systems can run here", file=sys.stderr)
         return 2

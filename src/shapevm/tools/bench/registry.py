@@ -55,6 +55,8 @@ class System:
     version: Callable[[], str] | None = None
     imports: tuple[str, ...] = ()
     description: str = ""
+    build_onnx: Callable[[str], Compiled] | None = None
+    """How the system runs an ONNX file (``--onnx``); ``None`` if it cannot."""
 
     def is_available(self) -> tuple[bool, str]:
         """``(True, "")`` or ``(False, reason)``; an exception counts as unavailable."""
@@ -82,6 +84,7 @@ def register_system(
     imports: Sequence[str] = (),
     description: str = "",
     replace: bool = False,
+    build_onnx: Callable[[str], Compiled] | None = None,
 ) -> System:
     """Make ``name`` measurable; ``ValueError`` if the name is taken (unless ``replace``)."""
     load_systems()  # the peers come first in every listing, whoever registers first
@@ -89,7 +92,9 @@ def register_system(
         raise ValueError(f"a benchmark system named {name!r} is already registered")
     if not name or any(c.isspace() or c == "," for c in name):
         raise ValueError(f"system name {name!r}: use a non-empty name without spaces or commas")
-    system = System(name, available, build, setup_env, version, tuple(imports), description)
+    system = System(
+        name, available, build, setup_env, version, tuple(imports), description, build_onnx
+    )
     _SYSTEMS[name] = system
     return system
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shapevm.models import workloads as wl
+from shapevm.tools.bench import onnx_files
 
 BASELINES = ("onnxruntime", "numpy")
 Summary = dict[str, dict[str, dict[str, Any]]]  # system -> workload -> measures
@@ -119,10 +120,19 @@ def _per_workload(
     return _table(["system", *wids], rows)
 
 
+def label(wid: str, shape: wl.Shape) -> str:
+    """How a shape of workload ``wid`` is written in the tables (``b=3``, or ``1×3×224×224``
+    for an ONNX file)."""
+    return onnx_files.label(shape) if onnx_files.is_onnx(wid) else wl.get_workload(wid).label(shape)
+
+
+def description(wid: str) -> str:
+    return wid if onnx_files.is_onnx(wid) else wl.get_workload(wid).description
+
+
 def _per_shape(
     summary: Summary, systems: Sequence[str], wid: str, key: str, shapes: Sequence[wl.Shape]
 ) -> str:
-    workload = wl.get_workload(wid)
     base = baseline_of(summary, wid)
     rows = []
     for name in systems:
@@ -131,7 +141,7 @@ def _per_shape(
             ref = _get(summary, base, wid, key, i) if base else None
             row.append(_cell(_get(summary, name, wid, key, i), ref))
         rows.append(row)
-    return _table([f"{wid} system", *(workload.label(s) for s in shapes)], rows)
+    return _table([f"{wid} system", *(label(wid, s) for s in shapes)], rows)
 
 
 def render(summary: Summary, config: dict[str, Any], shapes: dict[str, list[wl.Shape]]) -> str:
@@ -155,7 +165,7 @@ def _latency_sections(
     systems: list[str],
     wids: list[str],
 ) -> list[str]:
-    firsts = ", ".join(f"{w} {wl.get_workload(w).label(shapes[w][0])}" for w in wids)
+    firsts = ", ".join(f"{w} {label(w, shapes[w][0])}" for w in wids)
     return [
         f"### (a) first call in a fresh process: build + first call on {firsts}",
         _per_workload(summary, systems, wids, "first_call_s"),
@@ -188,7 +198,8 @@ def _resource_sections(summary: Summary, systems: list[str], wids: list[str]) ->
     rows = [[s, *(_accuracy_cell(summary, s, w) for w in wids)] for s in systems]
     return [
         *parts,
-        "### accuracy: max |y − ref| / max |ref| against float64, worst shape",
+        "### accuracy: max |y − ref| / max |ref| against float64 (ONNX files: against ONNX "
+        "Runtime), worst shape",
         _table(["system", *wids], rows),
         "### import of the system's library (in neither (a) nor (d))",
         _per_workload(summary, systems, wids, "import_s"),
@@ -219,7 +230,7 @@ def plot_stream(summary: Summary, wids: Sequence[str], systems: Sequence[str], p
                 ax.plot(calls, [t * 1e3 for t in trace], label=name, linewidth=0.9)
         ax.set_yscale("log")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_title(f"{wid}: {wl.get_workload(wid).description}", fontsize=9)
+        ax.set_title(f"{wid}: {description(wid)}", fontsize=9)
         ax.set_xlabel("call along the stream")
         ax.set_ylabel("latency (ms, log scale)")
         ax.grid(True, which="both", alpha=0.3)

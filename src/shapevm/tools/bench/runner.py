@@ -40,9 +40,14 @@ class RunConfig:
     pin: bool = True
     timeout_s: float = 1800.0
     cpus: list[int] | None = field(default=None)
+    onnx: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """ONNX files as workloads: workload id -> ``{"path": ..., "shapes": [...]}``."""
 
     def shapes(self, workload_id: str) -> list[wl.Shape]:
-        listed = list(wl.get_workload(workload_id).shapes)
+        if workload_id in self.onnx:
+            listed = [tuple(s) for s in self.onnx[workload_id]["shapes"]]
+        else:
+            listed = list(wl.get_workload(workload_id).shapes)
         return listed[: self.max_shapes] if self.max_shapes else listed
 
     def stream(self, workload_id: str) -> list[wl.Shape]:
@@ -120,6 +125,7 @@ def run_all(
         for wid in config.workloads
         for name in config.systems
         for mode in ("shapes", "stream")
+        if wid not in config.onnx or systems[name].build_onnx is not None
     ]
     records = []
     for i, (r, wid, name, mode) in enumerate(jobs, 1):
@@ -132,6 +138,8 @@ def run_all(
             "warmup": config.warmup,
             "steady_calls": config.steady_calls,
         }
+        if wid in config.onnx:
+            spec["onnx"] = config.onnx[wid]["path"]
         tag = f"[{i:>{len(str(len(jobs)))}}/{len(jobs)}] {wid} {name} {mode}"
         if config.repeats > 1:
             tag += f" (repeat {r + 1}/{config.repeats})"

@@ -13,6 +13,7 @@ import numpy as np
 
 from shapevm.models.workloads import numpy_eager
 from shapevm.tools.bench.env import bench_threads
+from shapevm.tools.bench.onnx_files import build_ort
 from shapevm.tools.bench.registry import Compiled, Weights, register_system
 
 
@@ -103,6 +104,7 @@ register_system(
     version=_version("onnxruntime", "onnx"),
     imports=("onnx", "onnxruntime"),
     description="ONNX Runtime, opset 17 graph with dynamic axes",
+    build_onnx=build_ort,
 )
 register_system(
     "jax",

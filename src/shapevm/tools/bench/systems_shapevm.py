@@ -12,7 +12,11 @@ function has none.
 - ``shapevm-jit-exact``: a variant per tuple of dimension values;
 - ``shapevm-jit-bucket``: a variant per range of values (`BUCKETS`, per dimension variable);
 - ``shapevm-jit-adaptive``: shared power-of-two buckets until a shape has been seen
-  ``adaptive_exact_after`` times, then its own variant.
+  ``adaptive_exact_after`` times, then its own variant;
+- ``shapevm-onnx``: the JIT (``exact``) on the workload's ONNX graph, the very graph ONNX
+  Runtime runs, imported with `shapevm.onnx.load` (the import is part of the build).
+
+With ``--onnx FILE`` every one of them imports the file instead (`onnx_files`).
 
 Imported before the clock starts (``imports``, timed separately as for every system):
 numba and `shapevm.jit.native.library`, which loads shapevm's precompiled kernels, as
@@ -24,6 +28,7 @@ empty ``XDG_CACHE_HOME``, so the generated kernels of an earlier process are not
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +44,12 @@ BUCKETS: dict[str, dict[str, list[int]]] = {
 """Bucket boundaries per workload and dimension variable (see `shapevm.jit.JitOptions`)."""
 
 JIT_OPTIONS: dict[str, Any] = {"hot_threshold": 2, "eager_first": True}
+# An ONNX file's dimensions are not known in advance: powers of two bucket every one of them.
+_FILE_BUCKETS: dict[str, dict[str, Any]] = {
+    "bucket": {"bucket_boundaries": [2**i for i in range(13)]},
+    "exact": {},
+    "adaptive": {},
+}
 
 
 def _export(workload_id: str, weights: Weights) -> Any:
@@ -74,6 +85,28 @@ def _build_jit(mode: str) -> Callable[[str, Weights], Compiled]:
     return build
 
 
+def _build_from_onnx(workload_id: str, weights: Weights) -> Compiled:
+    from shapevm.onnx import load
+    from shapevm.tools.bench.onnx_models import build_onnx
+
+    fast = load(build_onnx(workload_id, weights)).jit(**JIT_OPTIONS, cache_mode="exact")
+
+    def run(x: np.ndarray) -> np.ndarray:
+        y: np.ndarray = fast(x)[0]
+        return y
+
+    return run
+
+
+def _file_builder(jit_options: dict[str, Any] | None) -> Callable[[str], Compiled]:
+    def build(path: str) -> Compiled:
+        from shapevm.tools.bench.onnx_files import build_shapevm
+
+        return build_shapevm(path, jit_options)
+
+    return build
+
+
 def _version() -> str:
     try:
         numba = importlib.metadata.version("numba")
@@ -97,6 +130,7 @@ register_system(
     version=_version,
     imports=("shapevm",),
     description="shapevm interpreter (Exported.call)",
+    build_onnx=_file_builder(None),
 )
 for _mode in ("exact", "bucket", "adaptive"):
     register_system(
@@ -106,4 +140,14 @@ for _mode in ("exact", "bucket", "adaptive"):
         version=_version,
         imports=("shapevm", "numba", "shapevm.jit.native.library"),
         description=f"shapevm JIT, cache_mode={_mode!r}, compiling in the background",
+        build_onnx=_file_builder(dict(JIT_OPTIONS, cache_mode=_mode, **_FILE_BUCKETS[_mode])),
     )
+register_system(
+    "shapevm-onnx",
+    lambda: _jit_available() if importlib.util.find_spec("onnx") else "onnx not installed",
+    _build_from_onnx,
+    version=_version,
+    imports=("shapevm", "onnx", "numba", "shapevm.jit.native.library"),
+    description="shapevm JIT on the ONNX graph ONNX Runtime runs, imported by shapevm.onnx",
+    build_onnx=_file_builder(dict(JIT_OPTIONS, cache_mode="exact")),
+)
