@@ -158,6 +158,46 @@ def run_all() -> tuple[dict[str, str], collections.Counter[str], collections.Cou
     return failures, passed, total
 
 
+DOC = HERE.parents[1] / "docs" / "onnx.md"
+START, END = "<!-- conformance:start -->", "<!-- conformance:end -->"
+_NAMES = {"Node": "node", "Simple": "simple", "PyTorchConverted": "pytorch-converted",
+          "PyTorchOperator": "pytorch-operator", "Real": "light (the `Real` category)"}  # fmt: skip
+
+
+def tables(failures: dict[str, str], passed: dict[str, int], total: dict[str, int]) -> str:
+    """The conformance section of docs/onnx.md."""
+    out = ["| category | tests | passed | expected failures |", "|---|---|---|---|"]
+    for key, name in _NAMES.items():
+        out.append(f"| {name} | {total.get(key, 0)} | {passed.get(key, 0)} | "
+                   f"{total.get(key, 0) - passed.get(key, 0)} |")  # fmt: skip
+    out += ["", "The operators shapevm is held to (their node tests, `_expanded` variants "
+            "included; *in scope* leaves out tests of element types shapevm does not have, "
+            "sequences, optionals and random numbers):", "",
+            "| operator | node tests | passed | in scope | passed in scope |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    for op, n, ok, scope in operator_table(failures):
+        out.append(f"| {op} | {n} | {ok} | {scope} | {ok / scope:.0%} |" if scope else
+                   f"| {op} | {n} | {ok} | 0 | — |")  # fmt: skip
+    by_reason: dict[str, list[str]] = collections.defaultdict(list)
+    for name, reason in sorted(failures.items()):
+        by_reason[reason].append(name)
+    out += ["", f"The {len(failures)} expected failures, by reason "
+            "(`tests/onnx_import/expected_failures.txt`):", "",
+            "| reason | tests |", "|---|---|"]  # fmt: skip
+    for reason, names in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        out.append(
+            f"| {reason} ({len(names)}) | {', '.join(n.removeprefix('test_') for n in names)} |"
+        )
+    return "\n".join(out)
+
+
+def write_doc(text: str) -> None:
+    doc = DOC.read_text()
+    head, rest = doc.split(START, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+
+
 def write(failures: dict[str, str]) -> None:
     lines = ["# shapevm vs onnx.backend.test: tests expected to fail, and why (tab separated)"]
     lines += [f"{name}\t{reason}" for name, reason in sorted(failures.items())]
@@ -168,5 +208,6 @@ if __name__ == "__main__":
     failed, ok, all_ = run_all()
     if "--write" in sys.argv:
         write(failed)
+        write_doc(tables(failed, ok, all_))
     json.dump({"passed": ok, "total": all_}, sys.stdout, indent=1)
     print()

@@ -184,3 +184,39 @@ def test_operators_defined_as_onnx_functions_come_in_through_their_body() -> Non
     x = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
     want = (x - x.mean()) / x.std()
     np.testing.assert_allclose(so.load(m).call(x)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def _kitchen_sink() -> Any:
+    """One model through most rows the op table gained for ONNX."""
+    g = B.Graph()
+    up = g.op("Resize", "x", "", g.const(np.array([1, 1, 1.5, 2], np.float32)), mode="cubic",
+              antialias=1)  # fmt: skip
+    pooled, where = g.op("MaxPool", up, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+                         dilations=[1, 2], outputs=2)  # fmt: skip
+    w = g.const(np.random.default_rng(0).normal(size=(2, 3, 2, 2)).astype(np.float32))
+    deconv = g.op("ConvTranspose", pooled, w, strides=[2, 1], pads=[0, 1, 1, 0])
+    flat = g.op("Flatten", deconv, axis=1)
+    scan = g.op("CumSum", flat, g.const(np.array(1, np.int64)), reverse=1)
+    back = g.op("Slice", scan, g.ints(-1), g.ints(-(2**63)), g.ints(1), g.ints(-2))
+    idx = g.const(np.array([[0], [0]], np.int64))
+    upd = g.op("Softplus", g.op("GatherND", back, idx))
+    scattered = g.op("ScatterND", back, idx, upd, reduction="add")
+    values, _ = g.op("TopK", scattered, g.ints(3), axis=-1, largest=0, outputs=2)
+    y = g.op("Add", g.op("Round", values), g.op("Cast", g.op("IsNaN", values), to=1))
+    g.nodes.append(helper.make_node("Identity", [y], ["y"]))
+    g.nodes.append(helper.make_node("Identity", [where], ["where"]))
+    return g.model([_vi("x", ["n", 2, "h", 4])], [_vi("y", None), _vi("where", None, T.INT64)])
+
+
+def test_new_ops_round_trip_through_text_and_binary_and_run_in_the_jit() -> None:
+    from shapevm import bytecode as bc
+
+    exp = so.load(_kitchen_sink(), constraints=["h >= 2"])  # h = 1 leaves no 2x2 window
+    program = exp.program
+    assert bc.parse_program(bc.format_program(program)) == program
+    assert bc.deserialize(bc.serialize(program)) == program
+    fast = exp.jit(background=False, hot_threshold=1)
+    for n, h in ((1, 3), (2, 5), (2, 5)):
+        x = np.random.default_rng(n * h).normal(size=(n, 2, h, 4)).astype(np.float32)
+        for got, want in zip(fast(x), exp.call(x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5)

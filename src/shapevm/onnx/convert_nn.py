@@ -184,6 +184,18 @@ def _pool_params(n: Node, x: Value) -> tuple[list[int], list[int], list[int], li
     return kernel, strides, dil, pads
 
 
+def _window_attrs(
+    kernel: list[int], strides: list[int], dil: list[int], pads: list[Any], ceil: bool
+) -> dict[str, Any]:
+    return {
+        "kernel": tuple(kernel),
+        "stride": tuple(strides),
+        "dilation": tuple(dil),
+        "pads": tuple(pads),
+        "ceil_mode": ceil,
+    }
+
+
 def _plain_2d(kernel: list[int], dil: list[int], pads: list[Any], ceil: bool, rank: int) -> bool:
     """Whether PyTorch's 2-D pooling (``max_pool2d``/``avg_pool2d``) computes the same."""
     if len(kernel) != 2 or rank != 4 or ceil or any(d != 1 for d in dil):
@@ -195,13 +207,7 @@ def max_pool(n: Node, x: Value) -> Any:
     kernel, strides, dil, pads = _pool_params(n, x)
     ceil = bool(n.attr("ceil_mode", 0))
     t, pads = _pad_explicitly(V.tensor(x), pads, -np.inf)
-    attrs = {
-        "kernel": tuple(kernel),
-        "stride": tuple(strides),
-        "dilation": tuple(dil),
-        "pads": tuple(pads),
-        "ceil_mode": ceil,
-    }
+    attrs = _window_attrs(kernel, strides, dil, pads, ceil)
     if _plain_2d(kernel, dil, pads, ceil, len(V.shape_of(t))):
         y = nn.max_pool2d(t, kernel, strides, (pads[0], pads[2], pads[1], pads[3]))
     else:
@@ -225,16 +231,8 @@ def avg_pool(n: Node, x: Value) -> Any:
     t, pads = _pad_explicitly(V.tensor(x), pads, 0.0)
     if _plain_2d(kernel, dil, pads, ceil, len(V.shape_of(t))):
         return nn.avg_pool2d(t, kernel, strides, (pads[0], pads[2], pads[1], pads[3]), include)
-    return call(
-        "avg_pool",
-        t,
-        kernel=tuple(kernel),
-        stride=tuple(strides),
-        dilation=tuple(dil),
-        pads=tuple(pads),
-        ceil_mode=ceil,
-        count_include_pad=include,
-    )
+    attrs = _window_attrs(kernel, strides, dil, pads, ceil)
+    return call("avg_pool", t, count_include_pad=include, **attrs)
 
 
 def lp_pool(n: Node, x: Value) -> Value:
@@ -242,16 +240,8 @@ def lp_pool(n: Node, x: Value) -> Value:
     p = float(n.attr("p", 2))
     powered = call("pow", call("abs", x), p)
     t, pads = _pad_explicitly(V.tensor(powered), pads, 0.0)
-    mean = call(
-        "avg_pool",
-        t,
-        kernel=tuple(kernel),
-        stride=tuple(strides),
-        dilation=tuple(dil),
-        pads=tuple(pads),
-        ceil_mode=False,
-        count_include_pad=True,
-    )
+    attrs = _window_attrs(kernel, strides, dil, pads, False)
+    mean = call("avg_pool", t, count_include_pad=True, **attrs)
     total = call("mul", mean, float(np.prod(kernel)))
     return call("pow", total, 1.0 / p)
 

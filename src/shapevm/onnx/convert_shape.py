@@ -223,7 +223,8 @@ def slice_(n: Node, x: Value, *params: Value | None) -> Value:
         if isinstance(count, int) and count == 0:
             out = slice_axis(out, a, 0, 0, 1)
             continue
-        picked = slice_axis(out, a, lo - (count - 1) * k, lo + 1, k)
+        first = lo % k if isinstance(hi, int) and hi == -1 else lo - (count - 1) * k
+        picked = slice_axis(out, a, first, lo + 1, k)
         out = layout(
             picked, lambda arr, a=a: np.flip(arr, a), lambda t, a=a: call("flip", t, axes=(a,))
         )

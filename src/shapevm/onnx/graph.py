@@ -130,11 +130,9 @@ class Runner:
             ArithmeticError,
             InconclusiveDimensionOperation,
         ) as exc:
-            raise ConvertError(
-                node.problem(
-                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__, found=str(exc)
-                )
-            ) from None
+            first, *rest = (str(exc) or type(exc).__name__).splitlines()
+            detail = " ".join(line.strip() for line in rest)
+            raise ConvertError(node.problem(first, found=detail)) from None
         outs = out if isinstance(out, tuple) else (out,)
         if wide:
             outs = tuple(_narrow(v) for v in outs)

@@ -125,25 +125,28 @@ def reduction(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
     """``axis`` (ints, all when absent) and ``keepdims`` (bool) as in NumPy."""
     (shape,) = shapes
     axis = attrs.get("axis")
-    if axis is None:
-        axes = set(range(len(shape)))
-    else:
-        assert isinstance(axis, tuple)
-        axes = set()
-        for a in axis:
-            assert isinstance(a, int)
-            norm = axis_index(a, len(shape))
-            if norm in axes:
-                raise ShapeRuleError(
-                    f"axis {a} is repeated",
-                    expected="distinct axes",
-                    found=f"axis={list(axis)}",
-                    fix="list each axis once",
-                )
-            axes.add(norm)
+    axes = set(range(len(shape))) if axis is None else distinct_axes(axis, len(shape), "axis")
     keep = bool(attrs.get("keepdims"))
     out = tuple((1 if keep else None) if i in axes else d for i, d in enumerate(shape))
     return ShapeResult((tuple(d for d in out if d is not None),))
+
+
+def distinct_axes(axes: RuleAttr, ndim: int, name: str) -> set[int]:
+    """The axes of an ``INTS`` attribute, normalized; each must exist, once."""
+    assert isinstance(axes, tuple)
+    out: set[int] = set()
+    for a in axes:
+        assert isinstance(a, int)
+        norm = axis_index(a, ndim)
+        if norm in out:
+            raise ShapeRuleError(
+                f"axis {a} is repeated",
+                expected="distinct axes",
+                found=f"{name}={list(axes)}",
+                fix="list each axis once",
+            )
+        out.add(norm)
+    return out
 
 
 def reshape(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from shapevm.ops.core import Condition, RuleAttr, ShapeResult, ShapeRuleError, SymShape
-from shapevm.ops.shape_rules import axis_index, conditions, fmt_shape
+from shapevm.ops.shape_rules import axis_index, conditions, distinct_axes, fmt_shape
 
 Attrs = Mapping[str, RuleAttr]
 
@@ -158,20 +158,7 @@ def along_axis(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
 def flip(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
     """Same shape; each of ``axes`` must exist, once."""
     (x,) = shapes
-    axes = attrs["axes"]
-    assert isinstance(axes, tuple)
-    seen = set()
-    for a in axes:
-        assert isinstance(a, int)
-        norm = axis_index(a, len(x))
-        if norm in seen:
-            raise ShapeRuleError(
-                f"axis {a} is repeated",
-                expected="distinct axes",
-                found=f"axes={list(axes)}",
-                fix="list each axis once",
-            )
-        seen.add(norm)
+    distinct_axes(attrs["axes"], len(x), "axes")
     return ShapeResult((tuple(x),))
 
 
