@@ -88,7 +88,7 @@ def test_pow_by_a_constant_two_is_numpys(isa: str) -> None:
 _EXACT_UNARY = ("neg", "abs", "floor", "ceil", "sign", "sqrt")
 _MATH: dict[str, Callable[[Array], Array]] = {
     "exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
-    "erf": erf64, "sigmoid": sigmoid64,
+    "erf": erf64, "sigmoid": sigmoid64, "softplus": lambda x: np.logaddexp(x, 0.0),
 }  # fmt: skip
 
 

@@ -10,9 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shapevm.ops.core import (
-    DYNAMIC,
     Condition,
-    Dynamic,
     RuleAttr,
     ShapeResult,
     ShapeRuleError,
@@ -20,7 +18,7 @@ from shapevm.ops.core import (
     SymShape,
 )
 from shapevm.ops.shape_rules import axis_index, conditions, fmt_shape, int_list, sizes, sym_dims
-from shapevm.shapes import min_dim
+from shapevm.shapes import DYNAMIC, Dynamic, min_dim
 
 Attrs = Mapping[str, RuleAttr]
 

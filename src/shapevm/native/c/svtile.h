@@ -66,7 +66,8 @@
     X(GREATER_EQUAL, "greater_equal", 2)                                                   \
     X(NOT_EQUAL, "not_equal", 2)                                                           \
     X(CAST, "cast", 1)                                                                     \
-    X(WHERE, "where", 3)
+    X(WHERE, "where", 3)                                                                   \
+    X(SOFTPLUS, "softplus", 1)
 
 #define SV_TILE_OP_ENUM_(id, name, arity) SV_TOP_##id,
 enum sv_tile_op { SV_TILE_OPS(SV_TILE_OP_ENUM_) SV_TOP_COUNT };

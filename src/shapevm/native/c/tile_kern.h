@@ -85,6 +85,7 @@ SV_TK_UNARY(sqrt, vsqrt(a))
 SV_TK_UNARY(tanh, vtanh(a))
 SV_TK_UNARY(erf, verf(a))
 SV_TK_UNARY(sigmoid, vsigmoid(a))
+SV_TK_UNARY(softplus, vsoftplus(a))
 SV_TK_UNARY(floor, vfloor(a))
 SV_TK_UNARY(ceil, -vfloor(-a))
 SV_TK_UNARY(sign, vsign(a))
@@ -194,6 +195,7 @@ static const sv_tile_kernels SV_FN(tile_kernels) = {
             [SV_TOP_GREATER_EQUAL] = SV_FN(tk_greater_equal),
             [SV_TOP_NOT_EQUAL] = SV_FN(tk_not_equal),
             [SV_TOP_WHERE] = SV_FN(tk_where),
+            [SV_TOP_SOFTPLUS] = SV_FN(tk_softplus),
             [SV_TK_COPY] = SV_FN(tk_copy),
             [SV_TK_NE0] = SV_FN(tk_ne0),
             [SV_TK_SQUARE] = SV_FN(tk_square),

@@ -94,6 +94,17 @@ SV_INLINE vf vsigmoid(vf x) {
     return vsel(vnan_mask(x), x, y);
 }
 
+/* log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), never overflowing; log1p(e) is
+ * log(u) * e / (u - 1) with u = 1 + e, which keeps the digits of e that u rounds away. */
+SV_INLINE vf vsoftplus(vf x) {
+    vf e = vexp(-vabs(x));
+    vf u = vsplat(1.0f) + e;
+    vf d = u - vsplat(1.0f);
+    vf lp = vsel(d == vsplat(0.0f), e, vlog(u) * (e / vsel(d == vsplat(0.0f), vsplat(1.0f), d)));
+    vf y = vmax(x, vsplat(0.0f)) + lp;
+    return vsel(vnan_mask(x), x, y);
+}
+
 SV_INLINE vf vtanh(vf x) {
     vf a = vabs(x);
     vf z = x * x;
