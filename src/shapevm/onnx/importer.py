@@ -163,7 +163,8 @@ def _input_specs(
         dtype = ONNX_DTYPES[tt.elem_type].numpy.newbyteorder("=")
         if v.name in dims:
             declared = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
-            shape = symbolic_shape(dims[v.name], scope=scope, like=declared)
+            like = declared if tt.HasField("shape") else None
+            shape = symbolic_shape(dims[v.name], scope=scope, like=like)
         elif not tt.HasField("shape"):
             raise UnsupportedModelError(
                 label,
