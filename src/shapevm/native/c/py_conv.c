@@ -32,7 +32,7 @@ static PyObject *pc_get(PackedConv *self, void *which) {
         int64_t floats = p->cbout > 0 ? p->woff[p->cbout - 1] : 0;
         if (p->cbout > 0)
             floats += (p->depthwise ? 1 : p->nblk[p->cbout - 1] * p->kc) * s->kh * s->kw * SV_NR;
-        if (p->rows) floats += s->cout * (s->cin * s->kh * s->kw + 1);
+        if (p->rows) floats += s->cout * s->cin * s->kh * s->kw;
         return PyLong_FromLongLong(4 * (floats + p->cbout * SV_CB));
     }
     }
