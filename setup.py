@@ -36,7 +36,7 @@ compile_args = [
     "-Wno-cast-function-type",
     "-pthread",
 ]
-link_args = ["-pthread"]
+link_args = ["-pthread", "-ldl"]
 macros = [("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")]
 if DEBUG:
     compile_args += [

@@ -63,6 +63,16 @@ Array = np.ndarray[Any, Any]
 
 NativeKernelError = _native.NativeKernelError
 PackedDense = _native.PackedDense
+Executor = _native.Executor
+ExecMismatch = _native.ExecMismatch
+load_kernel = _native.load_kernel
+arena_pools = _native.arena_pools
+rowop_kernel = _native.rowop_kernel
+conv_kernel = _native.conv_kernel
+reorder_kernel = _native.reorder_kernel
+pool_kernel = _native.pool_kernel
+global_pool_kernel = _native.global_pool_kernel
+attention_kernel = _native.attention_kernel
 
 ACTIVATIONS: Final = ("none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh")
 """Activations of fused epilogues; ``gelu_tanh`` is GELU's tanh form, ``gelu_erf`` the
@@ -179,26 +189,36 @@ __all__ = [
     "ACTIVATIONS",
     "BLOCK",
     "VMATH_FUNCTIONS",
+    "ExecMismatch",
+    "Executor",
     "NativeKernelError",
     "PackedConv",
     "PackedDense",
+    "arena_pools",
     "attention",
+    "attention_kernel",
     "avg_pool2d",
     "conv2d",
     "conv2d_blocked",
+    "conv_kernel",
     "dense",
     "from_blocked",
     "global_avg_pool",
     "global_avg_pool_blocked",
+    "global_pool_kernel",
     "info",
     "isa_levels",
     "layer_norm",
+    "load_kernel",
     "log_softmax",
     "matmul",
     "max_pool2d",
     "pack_conv2d",
     "pack_dense",
+    "pool_kernel",
+    "reorder_kernel",
     "rms_norm",
+    "rowop_kernel",
     "rowops",
     "set_isa",
     "set_num_threads",

@@ -95,7 +95,7 @@ int sv_pack_conv(sv_packed_conv *p, const sv_conv_shape *s, const float *w,
         for (int64_t co = 0; co < s->cout; co++) p->bias[co] = bias[co * bstride];
     }
     if (s->groups == 1 && s->sw == 1 && s->cin * s->kh * s->kw <= SV_ROWS_MAX_K &&
-        sv_pack_conv_rows(p, w, ws) != 0) {
+        sv_pack_conv_rows(p, w, ws, bias, bstride) != 0) {
         sv_packed_conv_free(p);
         return -1;
     }
@@ -351,7 +351,7 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
         return 0;
     int in_blocked = x_layout == SV_LAYOUT_BLOCKED;
     if (!in_blocked && y_layout == SV_LAYOUT_NCHW && p->rows)
-        return sv_conv2d_direct(p, n, h, w, x, y, residual, act, threads, oh, ow);
+        return sv_conv2d_rows(p, n, h, w, x, y, residual, act, threads, oh, ow);
     int tight = !in_blocked && s->cin < SV_CB && !p->depthwise;
     int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
     conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));

@@ -142,64 +142,6 @@ static void SV_FN(conv_dw)(int mr, int64_t ntaps, const float *const *pix,
 }
 #undef SV_CONV_CASES
 
-/* ---- direct NCHW tiles: SV_DT_ROWS output channels x SV_DT_V vectors of pixels ---- */
-
-/* C[i][x] = bias[i] + sum over k < kk of a[i * lda + k] * b[k][boff + x], then the
- * activation and res[i * ldr + x]; rows ldc apart, the first nc pixels stored.  b[k] is
- * a row of input pixels (stride 1), so no panel is copied; reading up to SV_DT_V vectors
- * past boff needs that much slack after the last row. */
-SV_INLINE void direct_rows(const int MR, int nc, int64_t kk, const float *a, int64_t lda,
-                           const float *const *b, int64_t boff, float *c, int64_t ldc,
-                           const float *bias, int act, const float *res, int64_t ldr) {
-    vf acc[SV_DT_ROWS][SV_DT_V];
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
-        for (int v = 0; v < SV_DT_V; v++) acc[i][v] = vsplat(bias ? bias[i] : 0.0f);
-    for (int64_t k = 0; k < kk; k++) {
-        const float *bp = b[k] + boff;
-        vf bv[SV_DT_V];
-#pragma GCC unroll 4
-        for (int v = 0; v < SV_DT_V; v++) bv[v] = vload(bp + SV_VW * v);
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; i++) {
-            vf av = vsplat(a[i * lda + k]);
-#pragma GCC unroll 4
-            for (int v = 0; v < SV_DT_V; v++) acc[i][v] = vfma(av, bv[v], acc[i][v]);
-        }
-    }
-    for (int i = 0; i < MR; i++)
-        for (int v = 0; v < SV_DT_V; v++) {
-            int lanes = nc - SV_VW * v;
-            if (lanes <= 0) break;
-            vf y = act ? vact(acc[i][v], act) : acc[i][v];
-            float *dst = c + i * ldc + SV_VW * v;
-            if (lanes >= SV_VW) {
-                if (res) y += vload(res + i * ldr + SV_VW * v);
-                vstore(dst, y);
-            } else {
-                if (res) y += vload_part(res + i * ldr + SV_VW * v, lanes, 0.0f);
-                vstore_part(dst, y, lanes);
-            }
-        }
-}
-
-static void SV_FN(conv_direct)(int mr, int nc, int64_t kk, const float *a, int64_t lda,
-                               const float *const *b, int64_t boff, float *c, int64_t ldc,
-                               const float *bias, int act, const float *res, int64_t ldr) {
-    SV_ASSERT(mr >= 1 && mr <= SV_DT_ROWS && nc >= 1 && nc <= SV_DT_V * SV_VW);
-    switch (mr) {
-#define SV_CASE(R)                                                                         \
-    case R: direct_rows(R, nc, kk, a, lda, b, boff, c, ldc, bias, act, res, ldr); break;
-        SV_CASE(1)
-        SV_CASE(2)
-        SV_CASE(3)
-        SV_CASE(4)
-#undef SV_CASE
-    default: break;
-    }
-}
-
 /* ---- reorders: SV_VW x SV_VW transposes in registers ---- */
 
 /* One stage of the transpose swaps bit B of the row and the column index: rows i and i + B
@@ -298,8 +240,6 @@ static void SV_FN(conv_scatter16)(const float *src, int64_t npix, int64_t nc, fl
 static const sv_conv_kern SV_FN(conv_kern) = {
     .ukr = SV_FN(conv_ukr),
     .dw = SV_FN(conv_dw),
-    .direct = SV_FN(conv_direct),
-    .direct_px = SV_DT_V * SV_VW,
     .pool_row = SV_FN(pool_row),
     .sum = SV_FN(pool_sum),
     .sum16 = SV_FN(pool_sum16),

@@ -216,9 +216,11 @@ PyMODINIT_FUNC PyInit__native(void) {
                                                     Py_NewRef(sv_NativeKernelError)) < 0)
         goto fail;
     if (add_methods(m, sv_misc_methods) < 0 || add_methods(m, sv_gemm_methods) < 0 ||
-        add_methods(m, sv_rowops_methods) < 0 || add_methods(m, sv_tile_methods) < 0)
+        add_methods(m, sv_rowops_methods) < 0 || add_methods(m, sv_tile_methods) < 0 ||
+        add_methods(m, sv_dl_methods) < 0 || add_methods(m, sv_exec_kernel_methods) < 0 ||
+        add_methods(m, sv_exec_methods) < 0)
         goto fail;
-    if (sv_gemm_types(m) < 0 || sv_tile_types(m) < 0) goto fail;
+    if (sv_gemm_types(m) < 0 || sv_tile_types(m) < 0 || sv_exec_types(m) < 0) goto fail;
     if (add_methods(m, sv_conv_methods) < 0 || sv_conv_types(m) < 0) goto fail;
     if (PyModule_AddIntConstant(m, "ABI_VERSION", SV_ABI_VERSION) < 0) goto fail;
     return m;

@@ -32,7 +32,7 @@ static PyObject *pc_get(PackedConv *self, void *which) {
         int64_t floats = p->cbout > 0 ? p->woff[p->cbout - 1] : 0;
         if (p->cbout > 0)
             floats += (p->depthwise ? 1 : p->nblk[p->cbout - 1] * p->kc) * s->kh * s->kw * SV_NR;
-        if (p->rows) floats += s->cout * s->cin * s->kh * s->kw;
+        if (p->rows) floats += s->cout * (s->cin * s->kh * s->kw + 1);
         return PyLong_FromLongLong(4 * (floats + p->cbout * SV_CB));
     }
     }
@@ -239,6 +239,10 @@ static PyObject *py_pack_conv2d(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_NoMemory();
     }
     return (PyObject *)p;
+}
+
+const sv_packed_conv *sv_packed_conv_of(PyObject *obj) {
+    return PyObject_TypeCheck(obj, &PackedConvType) ? &((PackedConv *)obj)->p : NULL;
 }
 
 /* ---- convolution ---- */

@@ -64,6 +64,19 @@ int sv_gemm_types(PyObject *module) {
     return 0;
 }
 
+int sv_packed_dense_unwrap(PyObject *obj, const sv_packed_b **b, const float **bias) {
+    if (!PyObject_TypeCheck(obj, &PackedDenseType)) {
+        char found[128];
+        sv_describe(obj, found, sizeof found);
+        sv_raise("dense", "packed must be a PackedDense", "shapevm.native.pack_dense(w)", found,
+                 "pack the weights once with pack_dense and pass the result");
+        return -1;
+    }
+    if (b) *b = &((PackedDense *)obj)->b;
+    if (bias) *bias = ((PackedDense *)obj)->bias;
+    return 0;
+}
+
 /* pack_dense(w, bias=None, transposed=False) */
 static PyObject *py_pack_dense(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;

@@ -51,6 +51,15 @@ int sv_tile_types(PyObject *module);
 /* The checked program of a shapevm.native.TileProgram, or NULL for another object. */
 const sv_tile_plan *sv_tile_plan_of(PyObject *obj);
 
+extern PyMethodDef sv_dl_methods[];
+extern PyMethodDef sv_exec_kernel_methods[];
+extern PyMethodDef sv_exec_methods[];
 int sv_gemm_types(PyObject *module);
 int sv_conv_types(PyObject *module);
+/* The packed convolution of a shapevm.native.PackedConv, or NULL for another object. */
+const sv_packed_conv *sv_packed_conv_of(PyObject *obj);
+int sv_exec_types(PyObject *module);
+/* The packed weights and bias of a PackedDense (either pointer may be NULL to just check
+ * the type); -1 with NativeKernelError set for another object. */
+int sv_packed_dense_unwrap(PyObject *obj, const sv_packed_b **b, const float **bias);
 #endif

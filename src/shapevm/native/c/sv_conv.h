@@ -40,7 +40,7 @@ typedef struct sv_packed_conv {
     int64_t cbin, cbout; /* channel blocks of the input and of the output */
     int64_t *blk0, *nblk, *woff; /* per output block: first input block, count, weights */
     float *w;          /* 64-byte aligned */
-    float *rows;       /* NULL, or W[cout][cin * kh * kw] for the direct path (below) */
+    float *rows;       /* NULL, or W[cout][cin * kh * kw + 1] with the bias last (below) */
     float *bias;       /* cbout * 16 floats, zeros past cout (and without a bias) */
     int has_bias;
 } sv_packed_conv;
@@ -101,20 +101,18 @@ void sv_global_avg_pool_nchw(int64_t planes, int64_t hw, const float *x, float *
 void sv_global_avg_pool_blocked(int64_t n, int64_t c, int64_t hw, const float *x, float *y,
                                 int threads);
 
-/* Shared by conv.c and conv_direct.c.  NCHW to NCHW straight between rows (conv_direct.c),
- * which sv_conv2d picks where it is the faster: without groups, stride 1 along the width and
- * at most SV_ROWS_MAX_K multiply-adds per output (an image's first layer).  Against the
- * blocked kernel with its reorders, one thread: 3 -> 32 channels 3x3 0.8-0.9x the time, 4
- * channels 0.93x, 8 channels 1.0x, 16 1.2x, 32 1.2-1.5x.  Then: packing its weight rows;
- * the threads a convolution is worth; each thread's scratch memory (kept between calls,
- * freed when the thread ends). */
-#define SV_ROWS_MAX_K 48
-#define SV_DT_ROWS 4 /* output channels per direct tile */
-#define SV_DT_V 3    /* vectors of pixels per direct tile */
-int sv_conv2d_direct(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+/* Shared by conv.c and conv_gemm.c.  NCHW to NCHW on the GEMM micro-kernel (conv_gemm.c),
+ * which sv_conv2d picks for what it is faster at: without groups, stride 1 along the width
+ * and at most SV_ROWS_MAX_K multiply-adds per output (an image's first layer: 3x3 over 3
+ * channels took 0.8-0.9x the time of the blocked kernel there; 8 channels 1.25x, stride 2
+ * 1.1-1.3x); packing its weight rows; the threads a convolution is worth; each thread's
+ * scratch memory (kept between calls, freed when the thread ends). */
+#define SV_ROWS_MAX_K 32
+int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
                    float *y, const float *residual, int act, int threads, int64_t oh,
                    int64_t ow);
-int sv_pack_conv_rows(sv_packed_conv *p, const float *w, const int64_t ws[4]);
+int sv_pack_conv_rows(sv_packed_conv *p, const float *w, const int64_t ws[4],
+                      const float *bias, int64_t bstride);
 int sv_conv_threads(double macs, int threads);
 void *sv_conv_scratch(size_t bytes);
 
@@ -132,14 +130,6 @@ typedef struct sv_conv_kern {
     void (*dw)(int mr, int64_t ntaps, const float *const *pix, const int64_t *tapoff,
                const float *wt, float *c, int64_t ldc, const sv_epilogue *ep, int64_t row0,
                int nc);
-    /* Direct NCHW tile (stride 1): C[i][x] = bias[i] + sum over k < kk of a[i * lda + k] *
-     * b[k][boff + x] for i < mr <= SV_DT_ROWS output channels (rows of C ldc apart) and x <
-     * nc <= direct_px pixels, then the activation and res[i * ldr + x] (res may be NULL);
-     * b[k] + boff + direct_px must stay inside readable memory. */
-    void (*direct)(int mr, int nc, int64_t kk, const float *a, int64_t lda,
-                   const float *const *b, int64_t boff, float *c, int64_t ldc,
-                   const float *bias, int act, const float *res, int64_t ldr);
-    int direct_px; /* pixels per direct tile: SV_DT_V vectors */
     /* Pooling, one output row of one plane: the nrows input rows of its windows (clipped
      * to the input, w floats each) are combined into tmp[pl + x] (tmp holds pl + w + pr +
      * SV_POOL_SLACK floats; its borders are set here), then y[ox] combines tmp[ox * sw +

@@ -42,4 +42,26 @@ typedef struct sv_packed_b {
 
 /* Thread pool: run fn(ctx, task) for task in [0, ntasks) on the pool and the caller. */
 typedef void (*sv_task_fn)(void *ctx, int64_t task);
+
+/* -- the region executor's view of a tensor, and of a kernel it runs ------------------- */
+#define SVX_MAXDIM 8
+
+/* dtype codes of svx_tensor.dtype */
+enum svx_dtype { SVX_F32 = 0, SVX_F64, SVX_I32, SVX_I64, SVX_BOOL, SVX_U8, SVX_I8, SVX_I16,
+                 SVX_F16, SVX_NDTYPES };
+
+/* A tensor of one call: data, shape, strides in elements (0 where broadcast). */
+typedef struct svx_tensor {
+    char *data;
+    int32_t ndim, dtype;
+    int64_t shape[SVX_MAXDIM];
+    int64_t strides[SVX_MAXDIM];
+} svx_tensor;
+
+/* An instruction's kernel (a family of the library, or generated code): runs over the
+ * call's tensors with the GIL released; returns 0, or -1 with a static message in *err.
+ * `self` is the kernel's static data (packed weights, a tile program...). */
+typedef int (*svx_kernel_fn)(const void *self, const svx_tensor *ins, int nin,
+                             const svx_tensor *outs, int nout, const int32_t *iattr,
+                             const float *fattr, const char **err);
 #endif

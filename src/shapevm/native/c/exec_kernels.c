@@ -1,0 +1,553 @@
+/* The kernel families as region-executor instructions (OP_EXTERNAL): each entry point here
+ * checks its static data once and returns a capsule ("shapevm.exec_kernel") whose function
+ * runs over the call's resolved tensors.  The executor checked the tensors' shapes when it
+ * bound the call; these functions still check what they rely on (ranks, unit strides) and
+ * fail the instruction with a message rather than touch memory they were not given. */
+#include "pyutil.h"
+#include "exec.h"
+#include "svtile.h"
+#include <stdio.h>
+#include <string.h>
+
+static void free_capsule(PyObject *cap) {
+    sv_exec_kernel *k = PyCapsule_GetPointer(cap, "shapevm.exec_kernel");
+    if (k) {
+        PyMem_Free((void *)k->self);
+        PyMem_Free(k);
+    }
+}
+
+static PyObject *make_capsule(svx_kernel_fn run, void *self) {
+    sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
+    if (!k) {
+        PyMem_Free(self);
+        return PyErr_NoMemory();
+    }
+    k->run = run;
+    k->self = self;
+    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_capsule);
+    if (!cap) {
+        PyMem_Free(self);
+        PyMem_Free(k);
+    }
+    return cap;
+}
+
+/* -- fused chains: one tile program per result -------------------------------------------- */
+typedef struct {
+    int nprog;
+    sv_tile_plan plans[SVX_MAXOUT];
+} chain_self;
+
+static void operand_of(const svx_tensor *t, sv_tile_operand *op) {
+    int isz = svx_itemsize[t->dtype];
+    op->data = t->data;
+    op->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+        op->shape[d] = t->shape[d];
+        op->strides[d] = t->strides[d] * isz;
+    }
+}
+
+static int run_chain(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                     int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const chain_self *c = vself;
+    if (nout != c->nprog || nin > SV_TILE_MAX_INPUTS) {
+        *err = "chain: operand count differs from its programs";
+        return -1;
+    }
+    sv_tile_args args;
+    args.n_inputs = nin;
+    for (int k = 0; k < nin; k++) {
+        if (ins[k].ndim > SV_TILE_MAX_DIMS) {
+            *err = "chain: an operand of too high a rank";
+            return -1;
+        }
+        operand_of(&ins[k], &args.in[k]);
+    }
+    for (int o = 0; o < nout; o++) {
+        operand_of(&outs[o], &args.out);
+        sv_tile_error te;
+        if (sv_tile_run(&c->plans[o], &args, 0, &te) != 0) {
+            static _Thread_local char msg[200];
+            snprintf(msg, sizeof msg, "chain: %s", te.what);
+            *err = msg;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* chain_kernel(programs) -> kernel: the TileProgram of each result, in order */
+static PyObject *py_chain_kernel(PyObject *self, PyObject *arg) {
+    (void)self;
+    PyObject *seq = PySequence_Fast(arg, "chain_kernel takes a list of TileProgram");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > SVX_MAXOUT) {
+        Py_DECREF(seq);
+        char found[32];
+        snprintf(found, sizeof found, "%zd programs", n);
+        return sv_raise("chain_kernel", "wrong number of programs", "1 to 4 TileProgram",
+                        found, "split the chain");
+    }
+    chain_self *c = PyMem_Calloc(1, sizeof *c);
+    if (!c) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    c->nprog = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const sv_tile_plan *plan = sv_tile_plan_of(PySequence_Fast_GET_ITEM(seq, i));
+        if (!plan) {
+            PyMem_Free(c);
+            Py_DECREF(seq);
+            return sv_raise("chain_kernel", "not a tile program", "shapevm.native.TileProgram",
+                            Py_TYPE(PySequence_Fast_GET_ITEM(seq, i))->tp_name,
+                            "build it with shapevm.native.tile.Program");
+        }
+        c->plans[i] = *plan;
+    }
+    Py_DECREF(seq);
+    return make_capsule(run_chain, c);
+}
+
+/* -- row ops --------------------------------------------------------------------------------- */
+typedef struct {
+    int kind;
+    float eps, scale;
+    int64_t n;
+    float *gamma, *beta; /* inside this allocation, or NULL */
+} rowop_self;
+
+static int rows_of(const svx_tensor *t, sv_rowop *op, int64_t *strides) {
+    (void)op;
+    if (t->ndim < 1 || t->ndim - 1 > SV_ROW_MAX_DIMS) return -1;
+    if (t->shape[t->ndim - 1] > 1 && t->strides[t->ndim - 1] != 1) return -1;
+    for (int d = 0; d < t->ndim - 1; d++) strides[d] = t->strides[d];
+    return 0;
+}
+
+static int run_rowop(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                     int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const rowop_self *r = vself;
+    if (nin != 1 || nout != 1) {
+        *err = "row op: takes one operand and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    sv_rowop op;
+    memset(&op, 0, sizeof op);
+    if (x->ndim != y->ndim || rows_of(x, &op, op.sx) || rows_of(y, &op, op.sy)) {
+        *err = "row op: rows without unit stride";
+        return -1;
+    }
+    op.kind = r->kind;
+    op.nd = x->ndim - 1;
+    for (int d = 0; d < op.nd; d++) op.lead[d] = x->shape[d];
+    op.n = x->shape[x->ndim - 1];
+    if (op.n < 1) return 0;
+    if (r->gamma && op.n != r->n) {
+        *err = "row op: rows of another length than its weights";
+        return -1;
+    }
+    op.x = (const float *)x->data;
+    op.y = (float *)y->data;
+    op.gamma = r->gamma;
+    op.beta = r->beta;
+    op.eps = r->eps;
+    op.scale = r->scale;
+    sv_rowop_run(&op, 0);
+    return 0;
+}
+
+static int vector_arg(const char *name, PyObject *obj, int64_t *n, float **dst, float *buf) {
+    if (obj == Py_None) return 0;
+    PyArrayObject *a = sv_arg_f32("rowop_kernel", name, obj, 1, 1, 0, "f32[n]");
+    if (!a) return -1;
+    if (*n >= 0 && PyArray_DIM(a, 0) != *n) {
+        sv_raise("rowop_kernel", "gamma and beta differ in length", "the same n", name,
+                 "pass vectors of the row's length");
+        return -1;
+    }
+    *n = PyArray_DIM(a, 0);
+    int64_t s = PyArray_STRIDE(a, 0) / 4;
+    const float *src = PyArray_DATA(a);
+    for (int64_t i = 0; i < *n; i++) buf[i] = src[i * s];
+    *dst = buf;
+    return 0;
+}
+
+/* rowop_kernel(kind, eps=0.0, scale=1.0, gamma=None, beta=None) -> kernel */
+static PyObject *py_rowop_kernel(PyObject *self, PyObject *args, PyObject *kw) {
+    (void)self;
+    static char *names[] = {"kind", "eps", "scale", "gamma", "beta", NULL};
+    const char *kind;
+    float eps = 0.0f, scale = 1.0f;
+    PyObject *g = Py_None, *b = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|ffOO", names, &kind, &eps, &scale, &g, &b))
+        return NULL;
+    int k;
+    if (strcmp(kind, "layer_norm") == 0) k = SV_ROW_LAYER_NORM;
+    else if (strcmp(kind, "rms_norm") == 0) k = SV_ROW_RMS_NORM;
+    else if (strcmp(kind, "softmax") == 0) k = SV_ROW_SOFTMAX;
+    else if (strcmp(kind, "log_softmax") == 0) k = SV_ROW_LOG_SOFTMAX;
+    else
+        return sv_raise("rowop_kernel", "unknown row op",
+                        "layer_norm, rms_norm, softmax or log_softmax", kind,
+                        "use one of the expected names");
+    int64_t n = -1;
+    Py_ssize_t len = 0;
+    if (g != Py_None && PyArray_Check(g)) len += PyArray_SIZE((PyArrayObject *)g);
+    if (b != Py_None && PyArray_Check(b)) len += PyArray_SIZE((PyArrayObject *)b);
+    rowop_self *r = PyMem_Calloc(1, sizeof *r + sizeof(float) * (size_t)(len + 1));
+    if (!r) return PyErr_NoMemory();
+    float *buf = (float *)(r + 1);
+    r->kind = k;
+    r->eps = eps;
+    r->scale = scale;
+    if (vector_arg("gamma", g, &n, &r->gamma, buf) < 0 ||
+        vector_arg("beta", b, &n, &r->beta, buf + (r->gamma ? n : 0)) < 0) {
+        PyMem_Free(r);
+        return NULL;
+    }
+    r->n = n;
+    return make_capsule(run_rowop, r);
+}
+
+/* -- attention ------------------------------------------------------------------------------- */
+typedef struct {
+    float scale;
+    int causal;
+} attention_self;
+
+static int run_attention(const void *vself, const svx_tensor *ins, int nin,
+                         const svx_tensor *outs, int nout, const int32_t *iattr,
+                         const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const attention_self *s = vself;
+    if (nin != 3 || nout != 1) {
+        *err = "attention: takes q, k, v and gives one result";
+        return -1;
+    }
+    const svx_tensor *q = &ins[0], *k = &ins[1], *v = &ins[2], *o = &outs[0];
+    int nd = q->ndim - 2;
+    if (nd < 0 || nd > SV_ATT_MAX_DIMS || k->ndim != q->ndim || v->ndim != q->ndim ||
+        o->ndim != q->ndim) {
+        *err = "attention: operands of different ranks";
+        return -1;
+    }
+    for (const svx_tensor *t = q; t; t = t == q ? k : t == k ? v : t == v ? o : NULL)
+        if (t->shape[t->ndim - 1] > 1 && t->strides[t->ndim - 1] != 1) {
+            *err = "attention: an operand without unit stride along its last axis";
+            return -1;
+        }
+    sv_attention a;
+    memset(&a, 0, sizeof a);
+    a.nd = nd;
+    for (int d = 0; d < nd; d++) {
+        a.batch[d] = o->shape[d];
+        a.sbq[d] = q->shape[d] == 1 ? 0 : q->strides[d];
+        a.sbk[d] = k->shape[d] == 1 ? 0 : k->strides[d];
+        a.sbv[d] = v->shape[d] == 1 ? 0 : v->strides[d];
+        a.sbo[d] = o->strides[d];
+    }
+    a.sq = q->shape[nd];
+    a.d = q->shape[nd + 1];
+    a.sk = k->shape[nd];
+    a.dv = v->shape[nd + 1];
+    a.q = (const float *)q->data;
+    a.srq = q->strides[nd];
+    a.k = (const float *)k->data;
+    a.srk = k->strides[nd];
+    a.v = (const float *)v->data;
+    a.srv = v->strides[nd];
+    a.o = (float *)o->data;
+    a.sro = o->strides[nd];
+    a.scale = s->scale;
+    a.causal = s->causal;
+    if (sv_attention_run(&a, 0) != 0) {
+        *err = "attention: out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+/* attention_kernel(scale, causal=False) -> kernel */
+static PyObject *py_attention_kernel(PyObject *self, PyObject *args, PyObject *kw) {
+    (void)self;
+    static char *names[] = {"scale", "causal", NULL};
+    float scale;
+    int causal = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "f|p", names, &scale, &causal)) return NULL;
+    attention_self *s = PyMem_Malloc(sizeof *s);
+    if (!s) return PyErr_NoMemory();
+    s->scale = scale;
+    s->causal = causal;
+    return make_capsule(run_attention, s);
+}
+
+/* -- convolution, reorders, pooling ----------------------------------------------------- */
+typedef struct {
+    PyObject *packed; /* the PackedConv, kept alive by the capsule */
+    int act, in_blocked, out_blocked;
+} conv_self;
+
+static void free_conv_capsule(PyObject *cap) {
+    sv_exec_kernel *k = PyCapsule_GetPointer(cap, "shapevm.exec_kernel");
+    if (k) {
+        conv_self *c = (conv_self *)k->self;
+        Py_XDECREF(c->packed);
+        PyMem_Free(c);
+        PyMem_Free(k);
+    }
+}
+
+static int contiguous(const svx_tensor *t) {
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != s) return 0;
+        s *= t->shape[d];
+    }
+    return 1;
+}
+
+static int run_conv(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                    int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const conv_self *c = vself;
+    const sv_packed_conv *p = sv_packed_conv_of(c->packed);
+    if (!p || nin < 1 || nin > 2 || nout != 1) {
+        *err = "conv: takes x (and a residual) and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0], *r = nin > 1 ? &ins[1] : NULL;
+    int xrank = c->in_blocked ? 5 : 4, yrank = c->out_blocked ? 5 : 4;
+    if (x->ndim != xrank || y->ndim != yrank || (r && r->ndim != yrank) || !contiguous(x) ||
+        !contiguous(y) || (r && !contiguous(r))) {
+        *err = "conv: operands that are not contiguous of their layout's rank";
+        return -1;
+    }
+    if ((c->in_blocked ? x->shape[1] != p->cbin || x->shape[4] != SV_CB
+                       : x->shape[1] != p->s.cin) ||
+        (c->out_blocked ? y->shape[1] != (p->s.cout + SV_CB - 1) / SV_CB || y->shape[4] != SV_CB
+                        : y->shape[1] != p->s.cout)) {
+        *err = "conv: channels differ from the packed weights'";
+        return -1;
+    }
+    int64_t oh, ow;
+    if (sv_conv_out_hw(&p->s, x->shape[2], x->shape[3], &oh, &ow) < 0 || y->shape[2] != oh ||
+        y->shape[3] != ow || y->shape[0] != x->shape[0] ||
+        (r && (r->shape[1] != y->shape[1] || r->shape[2] != oh || r->shape[3] != ow ||
+               r->shape[0] != y->shape[0]))) {
+        *err = "conv: the result's shape does not follow from the input's";
+        return -1;
+    }
+    int rc = sv_conv2d(p, x->shape[0], x->shape[2], x->shape[3], (const float *)x->data,
+                       c->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, (float *)y->data,
+                       c->out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW,
+                       r ? (const float *)r->data : NULL, c->act, 0);
+    if (rc != 0) {
+        *err = "conv: out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+/* conv_kernel(packed, activation, in_blocked, out_blocked) -> kernel */
+static PyObject *py_conv_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *packed, *act;
+    int in_blocked, out_blocked;
+    if (!PyArg_ParseTuple(args, "OOpp", &packed, &act, &in_blocked, &out_blocked)) return NULL;
+    if (!sv_packed_conv_of(packed)) {
+        char found[128];
+        sv_describe(packed, found, sizeof found);
+        return sv_raise("conv_kernel", "packed must be a PackedConv",
+                        "shapevm.native.pack_conv2d(w, ...)", found, "pack the weights first");
+    }
+    int code = sv_act_code("conv_kernel", act);
+    if (code < 0) return NULL;
+    conv_self *c = PyMem_Malloc(sizeof *c);
+    sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
+    if (!c || !k) {
+        PyMem_Free(c);
+        PyMem_Free(k);
+        return PyErr_NoMemory();
+    }
+    c->packed = Py_NewRef(packed);
+    c->act = code;
+    c->in_blocked = in_blocked;
+    c->out_blocked = out_blocked;
+    k->run = run_conv;
+    k->self = c;
+    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
+    if (!cap) {
+        Py_DECREF(c->packed);
+        PyMem_Free(c);
+        PyMem_Free(k);
+    }
+    return cap;
+}
+
+typedef struct {
+    int to_blocked;
+    int64_t channels;
+} reorder_self;
+
+static int run_reorder(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                       int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const reorder_self *r = vself;
+    if (nin != 1 || nout != 1) {
+        *err = "reorder: one operand, one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    const svx_tensor *nchw = r->to_blocked ? x : y, *blk = r->to_blocked ? y : x;
+    if (nchw->ndim != 4 || blk->ndim != 5 || !contiguous(x) || !contiguous(y) ||
+        nchw->shape[1] != r->channels || blk->shape[1] != (r->channels + SV_CB - 1) / SV_CB ||
+        blk->shape[4] != SV_CB || nchw->shape[0] != blk->shape[0] ||
+        nchw->shape[2] != blk->shape[2] || nchw->shape[3] != blk->shape[3]) {
+        *err = "reorder: shapes that do not correspond";
+        return -1;
+    }
+    if (r->to_blocked)
+        sv_nchw_to_blocked(x->shape[0], r->channels, x->shape[2], x->shape[3],
+                           (const float *)x->data, (float *)y->data, 0);
+    else
+        sv_blocked_to_nchw(y->shape[0], r->channels, y->shape[2], y->shape[3],
+                           (const float *)x->data, (float *)y->data, 0);
+    return 0;
+}
+
+/* reorder_kernel(to_blocked, channels) -> kernel */
+static PyObject *py_reorder_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    int to_blocked;
+    long long channels;
+    if (!PyArg_ParseTuple(args, "pL", &to_blocked, &channels)) return NULL;
+    reorder_self *r = PyMem_Malloc(sizeof *r);
+    if (!r) return PyErr_NoMemory();
+    r->to_blocked = to_blocked;
+    r->channels = channels;
+    return make_capsule(run_reorder, r);
+}
+
+typedef struct {
+    int global, blocked;
+    int64_t channels;
+    sv_pool_shape s;
+} pool_self;
+
+static int run_pool(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                    int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const pool_self *p = vself;
+    if (nin != 1 || nout != 1 || !contiguous(&ins[0]) || !contiguous(&outs[0])) {
+        *err = "pool: one contiguous operand and result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    if (p->global) {
+        if (p->blocked) {
+            if (x->ndim != 5 || x->shape[4] != SV_CB ||
+                x->shape[1] != (p->channels + SV_CB - 1) / SV_CB) {
+                *err = "global pool: not the blocked layout of its channels";
+                return -1;
+            }
+            sv_global_avg_pool_blocked(x->shape[0], p->channels, x->shape[2] * x->shape[3],
+                                       (const float *)x->data, (float *)y->data, 0);
+        } else {
+            if (x->ndim != 4) {
+                *err = "global pool: not NCHW";
+                return -1;
+            }
+            sv_global_avg_pool_nchw(x->shape[0] * x->shape[1], x->shape[2] * x->shape[3],
+                                    (const float *)x->data, (float *)y->data, 0);
+        }
+        return 0;
+    }
+    int64_t oh, ow;
+    if (x->ndim != 4 || y->ndim != 4 || sv_pool_out_hw(&p->s, x->shape[2], x->shape[3], &oh, &ow) ||
+        y->shape[2] != oh || y->shape[3] != ow) {
+        *err = "pool: the result's shape does not follow from the input's";
+        return -1;
+    }
+    if (sv_pool2d_nchw(&p->s, x->shape[0] * x->shape[1], x->shape[2], x->shape[3],
+                       (const float *)x->data, (float *)y->data, 0) != 0) {
+        *err = "pool: out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+/* pool_kernel(kind, kernel, stride, padding) -> kernel; kind "max", "avg",
+ * "avg_exclude_pad"; global_pool_kernel(blocked, channels) -> kernel */
+static PyObject *py_pool_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *kind;
+    long long kh, kw, sh, sw, pt, pb, pl, pr;
+    if (!PyArg_ParseTuple(args, "s(LL)(LL)(LLLL)", &kind, &kh, &kw, &sh, &sw, &pt, &pb, &pl,
+                          &pr))
+        return NULL;
+    pool_self *p = PyMem_Calloc(1, sizeof *p);
+    if (!p) return PyErr_NoMemory();
+    p->s.kind = strcmp(kind, "max") == 0 ? SV_POOL_MAX
+                : strcmp(kind, "avg") == 0 ? SV_POOL_AVG
+                                           : SV_POOL_AVG_EXCL_PAD;
+    p->s.kh = kh;
+    p->s.kw = kw;
+    p->s.sh = sh;
+    p->s.sw = sw;
+    p->s.pt = pt;
+    p->s.pb = pb;
+    p->s.pl = pl;
+    p->s.pr = pr;
+    if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || pt < 0 || pb < 0 || pl < 0 || pr < 0 ||
+        2 * pt > kh || 2 * pb > kh || 2 * pl > kw || 2 * pr > kw) {
+        PyMem_Free(p);
+        return sv_raise("pool_kernel", "a window the pooling kernels do not take",
+                        "kernel, stride >= 1, 0 <= padding <= kernel/2", kind,
+                        "keep this pool interpreted");
+    }
+    return make_capsule(run_pool, p);
+}
+
+static PyObject *py_global_pool_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    int blocked;
+    long long channels;
+    if (!PyArg_ParseTuple(args, "pL", &blocked, &channels)) return NULL;
+    pool_self *p = PyMem_Calloc(1, sizeof *p);
+    if (!p) return PyErr_NoMemory();
+    p->global = 1;
+    p->blocked = blocked;
+    p->channels = channels;
+    return make_capsule(run_pool, p);
+}
+
+PyMethodDef sv_exec_kernel_methods[] = {
+    {"conv_kernel", py_conv_kernel, METH_VARARGS,
+     "conv_kernel(packed, activation, blocked) -> an executor kernel"},
+    {"reorder_kernel", py_reorder_kernel, METH_VARARGS,
+     "reorder_kernel(to_blocked, channels) -> an executor kernel"},
+    {"pool_kernel", py_pool_kernel, METH_VARARGS,
+     "pool_kernel(kind, (kh, kw), (sh, sw), (pt, pb, pl, pr)) -> an executor kernel"},
+    {"global_pool_kernel", py_global_pool_kernel, METH_VARARGS,
+     "global_pool_kernel(blocked, channels) -> an executor kernel"},
+    {"chain_kernel", py_chain_kernel, METH_O,
+     "chain_kernel(programs) -> an executor kernel running one tile program per result"},
+    {"rowop_kernel", (PyCFunction)(void (*)(void))py_rowop_kernel, METH_VARARGS | METH_KEYWORDS,
+     "rowop_kernel(kind, eps=0.0, scale=1.0, gamma=None, beta=None) -> an executor kernel"},
+    {"attention_kernel", (PyCFunction)(void (*)(void))py_attention_kernel,
+     METH_VARARGS | METH_KEYWORDS, "attention_kernel(scale, causal=False) -> an executor kernel"},
+    {NULL, NULL, 0, NULL}};

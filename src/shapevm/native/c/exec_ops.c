@@ -1,0 +1,145 @@
+/* The executor's own kernels: strided copy and fill of any dtype, and the batched matrix
+ * product over resolved tensors (dense layers and the other families have their own). */
+#include "exec.h"
+#include <string.h>
+
+const int svx_itemsize[SVX_NDTYPES] = {4, 8, 4, 8, 1, 1, 1, 2, 2};
+
+/* Iterate the outer dims of a shape (all but the last) in row-major order. */
+static int next_index(int64_t *idx, const int64_t *shape, int outer) {
+    for (int d = outer - 1; d >= 0; d--) {
+        if (++idx[d] < shape[d]) return 1;
+        idx[d] = 0;
+    }
+    return 0;
+}
+
+static int64_t numel(const svx_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+int svx_copy(const svx_tensor *src, const svx_tensor *dst) {
+    if (src->ndim != dst->ndim || src->dtype != dst->dtype) return -1;
+    for (int d = 0; d < src->ndim; d++)
+        if (src->shape[d] != dst->shape[d]) return -1;
+    if (numel(dst) == 0) return 0;
+    size_t isz = (size_t)svx_itemsize[dst->dtype];
+    int nd = dst->ndim;
+    if (nd == 0) {
+        memcpy(dst->data, src->data, isz);
+        return 0;
+    }
+    int64_t idx[SVX_MAXDIM] = {0};
+    int64_t n = dst->shape[nd - 1], ss = src->strides[nd - 1], ds = dst->strides[nd - 1];
+    do {
+        int64_t so = 0, doff = 0;
+        for (int d = 0; d < nd - 1; d++) {
+            so += idx[d] * src->strides[d];
+            doff += idx[d] * dst->strides[d];
+        }
+        char *s = src->data + so * (int64_t)isz, *t = dst->data + doff * (int64_t)isz;
+        if (ss == 1 && ds == 1) {
+            memmove(t, s, (size_t)n * isz);
+        } else if (isz == 4) {
+            for (int64_t i = 0; i < n; i++) ((int32_t *)t)[i * ds] = ((const int32_t *)s)[i * ss];
+        } else if (isz == 8) {
+            for (int64_t i = 0; i < n; i++) ((int64_t *)t)[i * ds] = ((const int64_t *)s)[i * ss];
+        } else if (isz == 2) {
+            for (int64_t i = 0; i < n; i++) ((int16_t *)t)[i * ds] = ((const int16_t *)s)[i * ss];
+        } else {
+            for (int64_t i = 0; i < n; i++) t[i * ds] = s[i * ss];
+        }
+    } while (next_index(idx, dst->shape, nd - 1));
+    return 0;
+}
+
+int svx_fill(const svx_tensor *dst, double value) {
+    if (numel(dst) == 0) return 0;
+    union {
+        float f;
+        double d;
+        int32_t i32;
+        int64_t i64;
+        uint8_t u8;
+        int8_t i8;
+        int16_t i16;
+        char bytes[8];
+    } v;
+    memset(&v, 0, sizeof v);
+    switch (dst->dtype) {
+    case SVX_F32: v.f = (float)value; break;
+    case SVX_F64: v.d = value; break;
+    case SVX_I32: v.i32 = (int32_t)value; break;
+    case SVX_I64: v.i64 = (int64_t)value; break;
+    case SVX_BOOL: v.u8 = value != 0.0; break;
+    case SVX_U8: v.u8 = (uint8_t)value; break;
+    case SVX_I8: v.i8 = (int8_t)value; break;
+    case SVX_I16: v.i16 = (int16_t)value; break;
+    default: return -1;
+    }
+    size_t isz = (size_t)svx_itemsize[dst->dtype];
+    int nd = dst->ndim;
+    if (nd == 0) {
+        memcpy(dst->data, v.bytes, isz);
+        return 0;
+    }
+    int64_t idx[SVX_MAXDIM] = {0};
+    int64_t n = dst->shape[nd - 1], ds = dst->strides[nd - 1];
+    do {
+        int64_t off = 0;
+        for (int d = 0; d < nd - 1; d++) off += idx[d] * dst->strides[d];
+        char *t = dst->data + off * (int64_t)isz;
+        for (int64_t i = 0; i < n; i++) memcpy(t + i * ds * (int64_t)isz, v.bytes, isz);
+    } while (next_index(idx, dst->shape, nd - 1));
+    return 0;
+}
+
+typedef struct bmm_job {
+    const svx_tensor *a, *b, *c;
+    int nb; /* batch dims of c */
+    float alpha;
+    int threads;
+} bmm_job;
+
+static void bmm_one(void *vctx, int64_t t) {
+    const bmm_job *j = vctx;
+    const svx_tensor *a = j->a, *b = j->b, *c = j->c;
+    int64_t offa = 0, offb = 0, offc = 0, rest = t;
+    for (int d = j->nb - 1; d >= 0; d--) {
+        int64_t i = rest % c->shape[d];
+        rest /= c->shape[d];
+        int da = d - (j->nb - (a->ndim - 2)), db = d - (j->nb - (b->ndim - 2));
+        if (da >= 0 && a->shape[da] != 1) offa += i * a->strides[da];
+        if (db >= 0 && b->shape[db] != 1) offb += i * b->strides[db];
+        offc += i * c->strides[d];
+    }
+    int64_t m = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1], n = b->shape[b->ndim - 1];
+    sv_epilogue ep = {.alpha = j->alpha};
+    sv_sgemm(m, n, k, (const float *)a->data + offa, a->strides[a->ndim - 2],
+             a->strides[a->ndim - 1], (const float *)b->data + offb, b->strides[b->ndim - 2],
+             b->strides[b->ndim - 1], (float *)c->data + offc, c->strides[c->ndim - 2],
+             j->alpha != 1.0f ? &ep : NULL, j->threads);
+}
+
+int svx_matmul(const svx_tensor *a, const svx_tensor *b, const svx_tensor *c, float alpha,
+               int threads) {
+    if (a->ndim < 2 || b->ndim < 2 || c->ndim < 2 || c->strides[c->ndim - 1] != 1) return -1;
+    int nb = c->ndim - 2;
+    int64_t batches = 1;
+    for (int d = 0; d < nb; d++) batches *= c->shape[d];
+    int64_t m = c->shape[c->ndim - 2], n = c->shape[c->ndim - 1];
+    if (batches == 0 || m == 0 || n == 0) return 0;
+    if (a->shape[a->ndim - 1] == 0) {
+        svx_fill(c, 0.0);
+        return 0;
+    }
+    bmm_job j = {.a = a, .b = b, .c = c, .nb = nb, .alpha = alpha,
+                 .threads = batches > 1 ? 1 : threads};
+    if (batches == 1)
+        bmm_one(&j, 0);
+    else
+        sv_parallel(batches, bmm_one, &j);
+    return 0;
+}
