@@ -54,11 +54,12 @@ def test_every_op_has_its_reference_kernel() -> None:
     for info in all_ops():
         assert "reference" in db["cpu"][info.name], info.name
         assert scheduler._variants[info.name]["reference"].fn is info.kernel
-    assert db["cpu"]["logical_not"] == {"reference": ["bool"]}
+    assert db["cpu"]["logical_not"] == {"reference": ["bool"], "native_chain": ["bool"]}
     assert db["cpu"]["conv2d"]["reference"] == ["f16", "f32", "f64"]
     assert set(db["cpu"]["conv2d"]) == {
-        "reference", "im2col_gemm", "pointwise_1x1", "depthwise", "direct",
+        "reference", "im2col_gemm", "pointwise_1x1", "depthwise", "direct", "native_conv",
     }  # fmt: skip
+    assert set(db["cpu"]["matmul"]) == {"reference", "native_dense", "native_matmul"}
     assert "bool" not in db["cpu"]["neg"]["reference"]
     assert db["cpu"]["where"]["reference"] == [d.value for d in DType]
     assert "bool" not in db["cpu"]["iota"]["reference"]
@@ -113,7 +114,8 @@ def test_patch_can_remove_every_variant_of_an_op() -> None:
         ({"cpu": {"conv3d": None}}, "capability patch: cpu.conv3d: unknown op 'conv3d' "
          "(did you mean 'conv2d'?)"),
         ({"cpu": {"conv2d": {"winograd": None}}}, "capability patch: cpu.conv2d: unknown variant "
-         "'winograd'; variants on cpu: depthwise, direct, im2col_gemm, pointwise_1x1, reference"),
+         "'winograd'; variants on cpu: depthwise, direct, im2col_gemm, native_conv, "
+         "pointwise_1x1, reference"),
         ({"cpu": {"conv2d": {"direct": ["f8"]}}}, "capability patch: cpu.conv2d.direct: unknown "
          "dtype 'f8'; known dtypes: bool, i8, i16, i32, i64, u8, u16, u32, u64, f16, f32, f64"),
         ({"cpu": {"conv2d": {"direct": ["f32", "i32"]}}}, "capability patch: cpu.conv2d.direct: "
@@ -185,8 +187,8 @@ def test_unsupported_dtype_says_what_to_cast_to() -> None:
         "no variant of conv2d on cpu takes i32",
         "  expected: one of f16, f32, f64",
         "  found:    i32; variants of conv2d on cpu: depthwise [f16, f32, f64]; direct [f16, "
-        "f32, f64]; im2col_gemm [f16, f32, f64]; pointwise_1x1 [f16, f32, f64]; reference "
-        "[f16, f32, f64]",
+        "f32, f64]; im2col_gemm [f16, f32, f64]; native_conv [f32]; pointwise_1x1 [f16, f32, "
+        "f64]; reference [f16, f32, f64]",
         "  fix:      cast the operands to f32 (op cast)",
     ]
 

@@ -31,7 +31,16 @@ from pathlib import Path
 from typing import Any, Final, TextIO, TypeAlias
 
 from shapevm.bytecode.program import DEVICES
-from shapevm.ops import AttrKind, DType, OpInfo, ShapeRuleError, all_ops, get_op, suggest_op
+from shapevm.ops import (
+    AttrKind,
+    DType,
+    OpFlag,
+    OpInfo,
+    ShapeRuleError,
+    all_ops,
+    get_op,
+    suggest_op,
+)
 from shapevm.ops.core import Kernel
 from shapevm.runtime import kernels_cpu as cpu
 from shapevm.runtime.errors import UnsupportedKernelError
@@ -77,6 +86,53 @@ _variants: dict[str, dict[str, KernelVariant]] = {}  # op -> variant name -> var
 _defaults: Db = {}  # what registration gave each device; reset_capability_db returns to it
 _db: Db = {}  # replaced whole on every change, so readers need no lock
 _synced = 0  # leading ops of the op table that have their reference variant
+_generation = [0]  # bumped by every change of the db: compiled code checks it per call
+
+
+def generation() -> int:
+    """A number that changes whenever the capability db does (patch, reset, new variant)."""
+    return _generation[0]
+
+
+def _never(shapes: Shapes, attrs: Attrs) -> bool:
+    return False
+
+
+NATIVE_DOCS: Final = {
+    "native_dense": "the native tier: a matrix product against a constant, weights packed once",
+    "native_matmul": "the native tier: a batched product of two computed tensors",
+    "native_chain": "the native tier: fused elementwise chains and trailing reductions",
+    "native_rowop": "the native tier: norms and softmax over the last axis, one pass",
+    "native_view": "the native tier: layout ops as views and copies",
+    "native_conv": "the native tier: convolution on the packed micro-kernel",
+    "native_pool": "the native tier: pooling",
+}
+"""The native tier's kernels, as variants of the ops they run (on ``cpu``). The interpreter
+never picks them (they apply to no call of its own); the JIT's lowerings use one only while
+the capability db lists it for the op and dtype (`native_enabled`), so a patch that removes
+one takes effect at the next call of every function, compiled or not."""
+
+
+def _native_names(info: OpInfo) -> list[str]:
+    if info.name == "matmul":
+        return ["native_dense", "native_matmul"]
+    if info.name == "conv2d":
+        return ["native_conv"]
+    if info.name in ("max_pool2d", "avg_pool2d"):
+        return ["native_pool"]
+    if OpFlag.FUSIBLE in info.flags:
+        return (
+            ["native_chain", "native_rowop"] if OpFlag.REDUCTION in info.flags else ["native_chain"]
+        )
+    if info.name in ("transpose", "reshape", "slice", "broadcast_to", "concatenate", "pad", "full"):
+        return ["native_view"]
+    return []
+
+
+def native_enabled(op: str, name: str, dtype: DType = DType.F32, device: str = "cpu") -> bool:
+    """Whether the capability db lists the native kernel ``name`` of ``op`` for ``dtype``."""
+    _sync_op(op)
+    return dtype in _db.get(device, {}).get(op, {}).get(name, frozenset())
 
 
 def kernel_dtype(operands: Sequence[DType | None], results: Sequence[DType] = ()) -> DType:
@@ -176,12 +232,20 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
         for info in infos
         if info.name not in _referenced
     ]
+    natives = []
     for ref in refs:
         _variants.setdefault(ref.op, {})[REFERENCE] = ref
         _referenced.add(ref.op)
+        info = get_op(ref.op)
+        assert info is not None
+        for name in _native_names(info):
+            dtypes = ref.dtypes if name == "native_view" else ref.dtypes & {DType.F32, DType.BOOL}
+            variant = KernelVariant(ref.op, name, ref.fn, dtypes, _never, doc=NATIVE_DOCS[name])
+            _variants[ref.op][name] = variant
+            natives.append(variant)
     if refs:
-        _defaults = _add(_defaults, refs, DEVICES)
-        _db = _add(_db, refs, DEVICES)
+        _defaults = _add(_add(_defaults, refs, DEVICES), natives, ("cpu",))
+        _db = _add(_add(_db, refs, DEVICES), natives, ("cpu",))
 
 
 def _sync() -> None:
@@ -394,6 +458,7 @@ def load_capability_patch(
     with _lock:
         _sync()
         _db = _patched(_copy(_db), data, source)
+        _generation[0] += 1
     return _as_json(_db)
 
 
@@ -455,6 +520,7 @@ def reset_capability_db() -> None:
     with _lock:
         _sync()
         _db = _copy(_defaults)
+        _generation[0] += 1
 
 
 _FLOATS: Final = frozenset({DType.F16, DType.F32, DType.F64})

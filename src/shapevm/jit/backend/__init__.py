@@ -1,0 +1,28 @@
+"""The native tier of the JIT: the only package that touches `shapevm.native`.
+
+- `dims`: the dimension heap (cells, the program that fills them, constraint checks);
+- `nodes`, `lower`, `registry`: a region's op graph lowered to executor kernels, by the
+  lowerings of one ordered tuple (`registry.LOWERINGS`);
+- `plan`: the symbolic memory plan and the executor's arrays;
+- `function`: a function's regions lowered once (`lower_function`), the executors;
+- `variant`, `compiler`: a key's `Variant` over the function's shared native code.
+"""
+
+from shapevm.jit.backend import tier3
+from shapevm.jit.backend.compiler import CompileCancelled, Compiler, NoNativeCode
+from shapevm.jit.backend.function import NativeFunction, NativeRegion, lower_function
+from shapevm.jit.backend.registry import LOWERINGS, lowering_names
+from shapevm.jit.backend.variant import Variant
+
+__all__ = [
+    "LOWERINGS",
+    "CompileCancelled",
+    "Compiler",
+    "NativeFunction",
+    "NativeRegion",
+    "NoNativeCode",
+    "Variant",
+    "lower_function",
+    "lowering_names",
+    "tier3",
+]

@@ -1,0 +1,293 @@
+"""Fused elementwise chains: the elementwise ops of a region grouped into one pass each.
+
+`lower_elementwise` takes an elementwise op (any op the op table marks ``ELEMENTWISE`` and
+``FUSIBLE``) and grows a `Chain` from it: the later ops whose result has the chain's shape
+(or a shape that broadcasts to it, when nothing outside the chain reads it) and whose
+operands are values of the chain, tensors already computed, constants or literals. A
+reduction over trailing axes of a chain value that nothing else reads closes the chain
+(sum, max, min, prod, mean). Values that something outside the chain reads are its
+outputs. A reduction of a plain tensor is a chain of no ops and a reduction.
+
+A `Chain` is plain data keyed by op-table names: the tile interpreter of the kernel
+library runs it without compiling (tier 2) and `codegen` turns it into C (tier 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shapevm.jit.backend.nodes import Kernel
+from shapevm.jit.graph import Op
+from shapevm.ops import DType, OpFlag
+from shapevm.runtime.scheduler import native_enabled
+
+Ref = tuple[str, Any]  # ("in", i) | ("lit", value) | ("node", j)
+REDUCTIONS = ("sum", "max", "min", "prod", "mean")
+
+
+@dataclass
+class Node:
+    op: str
+    args: tuple[Ref, ...]
+    dtype: np.dtype[Any]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    shape: tuple[Any, ...] = ()
+
+
+@dataclass
+class Chain:
+    """One fused pass: inputs broadcast to ``shape``, nodes in order, outputs, and an
+    optional trailing reduction of the last node over its last ``reduce_axes`` axes."""
+
+    shape: tuple[Any, ...]
+    inputs: list[int]  # tensor ids
+    nodes: list[Node]
+    outputs: list[tuple[int, int]]  # (node index, tensor id)
+    reduce: str | None = None
+    reduce_axes: int = 0
+    keepdims: bool = False
+    input_dtypes: list[np.dtype[Any]] = field(default_factory=list)
+
+    def text(self) -> str:
+        """A canonical one-line form (for labels, and the key of generated code)."""
+
+        def ref(r: Ref) -> str:
+            kind, v = r
+            return f"in{v}" if kind == "in" else f"n{v}" if kind == "node" else repr(v)
+
+        body = "; ".join(
+            f"n{i}={n.op}({', '.join(ref(a) for a in n.args)})"
+            + (f"[{','.join(f'{k}={v}' for k, v in sorted(n.attrs.items()))}]" if n.attrs else "")
+            for i, n in enumerate(self.nodes)
+        )
+        red = f" -> {self.reduce}(last {self.reduce_axes}{', keepdims' if self.keepdims else ''})"
+        return body + (red if self.reduce else "")
+
+
+def _fusible(low: Any, op: Op) -> bool:
+    info = op.info
+    return (
+        op.kind == "call"
+        and info is not None
+        and OpFlag.ELEMENTWISE in info.flags
+        and OpFlag.FUSIBLE in info.flags
+        and len(op.outs) == 1
+        and native_enabled(info.name, "native_chain", _kernel_dtype(low, op))
+    )
+
+
+def _kernel_dtype(low: Any, op: Op) -> DType:
+    """The dtype the capability db keys the op by: its first non-bool operand's (a literal
+    counts as float32), bool when every operand is bool."""
+    for kind, val in low.literals(op):
+        if kind == "c":
+            if not isinstance(val, bool):
+                return DType.F32
+            continue
+        dtype = low.graph.value(val).dtype
+        if dtype != np.dtype(np.bool_):
+            return DType.from_numpy(dtype)
+    return DType.BOOL
+
+
+def _broadcasts(small: Sequence[Any], big: Sequence[Any]) -> bool:
+    from shapevm.jit.backend.lower import _equal
+
+    if len(small) > len(big):
+        return False
+    return all(_equal(s, 1) or _equal(s, b) for s, b in zip(small[::-1], big[::-1], strict=False))
+
+
+def _trailing_axes(op: Op, ndim: int) -> int | None:
+    """How many trailing axes a reduction reduces (None: not a trailing block)."""
+    axis = op.attrs.get("axis")
+    axes = tuple(range(ndim)) if axis is None else tuple(a % ndim for a in axis)
+    if not axes or sorted(axes) != list(range(ndim - len(axes), ndim)):
+        return None
+    return len(axes)
+
+
+def grow_chain(low: Any, start: Op) -> tuple[Chain, list[int]] | None:
+    """The chain that starts at ``start``, and the positions of the ops it covers."""
+    from shapevm.jit.backend.lower import _shape_equal
+
+    graph = low.graph
+    if not _fusible(low, start) and not _is_reduction(low, start):
+        return None
+    if _is_reduction(low, start):  # a reduction of a tensor computed before
+        return _reduction_only(low, start)
+    shape = graph.value(start.outs[0]).shape
+    members: list[Op] = []
+    inside: set[int] = set()
+    for op in graph.ops[start.pos :]:
+        if op.pos in low.claimed or op.kind != "call" or not _fusible(low, op):
+            continue
+        out_shape = graph.value(op.outs[0]).shape
+        if op is not start:
+            if not any(v in inside for v in op.ins):
+                continue
+            if not _shape_equal(out_shape, shape) and not _broadcasts(out_shape, shape):
+                continue
+        if not all(v in inside or v in low.of_value or _readable(low, v) for v in op.ins):
+            continue
+        members.append(op)
+        inside.add(op.outs[0])
+    members = _drop_small_escapes(low, members, shape)
+    if not members:
+        return None
+    inside = {op.outs[0] for op in members}
+    reduce_op = None
+    last = members[-1]
+    for op in graph.ops[last.pos + 1 :]:
+        if _is_reduction(low, op) and op.ins[0] == last.outs[0]:
+            users = low.users(last.outs[0])
+            if users == [op.pos] and last.outs[0] not in graph.live_out:
+                reduce_op = op
+            break
+    return _build(low, members, shape, reduce_op)
+
+
+def _readable(low: Any, vid: int) -> bool:
+    v = low.graph.value(vid)
+    return v.kind in ("input", "const")
+
+
+def _is_reduction(low: Any, op: Op) -> bool:
+    info = op.info
+    if op.kind != "call" or info is None or info.name not in REDUCTIONS:
+        return False
+    if not native_enabled(info.name, "native_chain"):
+        return False
+    if op.pos in low.claimed:
+        return False
+    src = low.graph.value(op.ins[0])
+    return _trailing_axes(op, len(src.shape)) is not None and len(src.shape) > 0
+
+
+def _drop_small_escapes(low: Any, members: list[Op], shape: Sequence[Any]) -> list[Op]:
+    """Drop ops of a smaller shape whose result something outside the chain reads (a
+    chain writes outputs of its own shape only), and the ops that depend on them."""
+    from shapevm.jit.backend.lower import _shape_equal
+
+    graph = low.graph
+    while True:
+        positions = {op.pos for op in members}
+        bad = {
+            op.outs[0]
+            for op in members
+            if not _shape_equal(graph.value(op.outs[0]).shape, shape)
+            and (
+                any(u not in positions for u in low.users(op.outs[0]))
+                or op.outs[0] in graph.live_out
+            )
+        }
+        if not bad:
+            return members
+        kept: list[Op] = []
+        gone = set(bad)
+        for op in members:
+            if op.outs[0] in gone or any(v in gone for v in op.ins):
+                gone.add(op.outs[0])
+            else:
+                kept.append(op)
+        members = kept
+
+
+def _build(
+    low: Any, members: list[Op], shape: Any, reduce_op: Op | None
+) -> tuple[Chain, list[int]]:
+    graph = low.graph
+    inputs: list[int] = []
+    in_index: dict[int, int] = {}
+    node_of: dict[int, int] = {}
+    nodes: list[Node] = []
+    for op in members:
+        args: list[Ref] = []
+        for kind, val in low.literals(op):
+            if kind == "c":
+                args.append(("lit", val))
+            elif val in node_of:
+                args.append(("node", node_of[val]))
+            else:
+                if val not in in_index:
+                    in_index[val] = len(inputs)
+                    inputs.append(low.tensor(val) if val not in low.of_value else low.of_value[val])
+                args.append(("in", in_index[val]))
+        value = graph.value(op.outs[0])
+        assert op.info is not None
+        attrs = {k: v for k, v in op.attrs.items() if v is not None}
+        nodes.append(Node(op.info.name, tuple(args), value.dtype, attrs, value.shape))
+        node_of[op.outs[0]] = len(nodes) - 1
+    positions = {op.pos for op in members}
+    chain = Chain(tuple(shape), inputs, nodes, [])
+    chain.input_dtypes = [low.tensors[t].dtype for t in inputs]
+    if reduce_op is not None:
+        ndim = len(shape)
+        chain.reduce = reduce_op.info.name  # type: ignore[union-attr]
+        chain.reduce_axes = _trailing_axes(reduce_op, ndim) or 0
+        chain.keepdims = bool(reduce_op.attrs.get("keepdims"))
+        out = low.result(reduce_op.outs[0])
+        chain.outputs.append((len(nodes) - 1, out))
+        positions.add(reduce_op.pos)
+    else:
+        for op in members:
+            v = op.outs[0]
+            escapes = v in graph.live_out or any(u not in positions for u in low.users(v))
+            if escapes:
+                chain.outputs.append((node_of[v], low.result(v)))
+    return chain, sorted(positions)
+
+
+def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
+    src = op.ins[0]
+    shape = low.graph.value(src).shape
+    tid = low.of_value[src] if src in low.of_value else low.tensor(src)
+    value = low.graph.value(src)
+    chain = Chain(
+        tuple(shape),
+        [tid],
+        [Node("identity", (("in", 0),), value.dtype, {}, shape)],
+        [],
+        input_dtypes=[value.dtype],
+    )
+    assert op.info is not None
+    chain.reduce = op.info.name
+    chain.reduce_axes = _trailing_axes(op, len(shape)) or 0
+    chain.keepdims = bool(op.attrs.get("keepdims"))
+    chain.outputs.append((0, low.result(op.outs[0])))
+    return chain, [op.pos]
+
+
+def lower_elementwise(low: Any, op: Op) -> bool:
+    """A fused chain from ``op`` (see the module docstring), run by the tile interpreter
+    (tier 2) until generated code for it is patched in (tier 3)."""
+    from shapevm.jit.backend import nodes as N
+    from shapevm.jit.backend.tiles import tile_kernel
+
+    grown = grow_chain(low, op)
+    if grown is None:
+        return False
+    chain, positions = grown
+    if not chain.outputs:  # nothing reads what the chain computes: dead code
+        low.claim(*positions)
+        return True
+    run = tile_kernel(chain)  # raises Unsupported when the chain has no tier-2 form
+    pcs = tuple(sorted(low.graph.ops[p].pc for p in positions))
+    label = "chain" if chain.nodes[0].op != "identity" else chain.reduce or "chain"
+    k = Kernel(
+        N.OP_EXTERNAL,
+        list(chain.inputs),
+        [t for _, t in chain.outputs],
+        obj=run,
+        pcs=pcs,
+        label=f"{label}[{len(chain.nodes)}]",
+    )
+    k.chain = chain
+    low.emit(k)
+    low.claim(*positions)
+    low.patterns.append("elementwise")
+    return True

@@ -1,0 +1,93 @@
+"""The compiler of the native tier: a function's code lowered once, shared by every key.
+
+`Compiler.compile` returns the `Variant` of a key. The first key of a function pays for
+`lower_function` (milliseconds: graph matching, packing constant weights, building the
+executors); every later key gets a `Variant` over the same `NativeFunction` at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from shapevm.jit.backend.function import NativeFunction, lower_function
+from shapevm.jit.backend.lower import Lowering
+from shapevm.jit.backend.registry import lowerings_named
+from shapevm.jit.backend.variant import Variant
+from shapevm.jit.regions import RegionReport
+from shapevm.runtime.interpreter import Executable
+
+
+class CompileCancelled(Exception):
+    """The compile was abandoned (timeout or eviction) between two of its steps."""
+
+
+class NoNativeCode(Exception):
+    """No region of the function could be lowered (the message lists why)."""
+
+
+class Compiler:
+    """Builds variants; ``lowerings`` names the lowerings to try (``None``: all of
+    `LOWERINGS`; ``(name, function)`` pairs add lowerings of one's own, see
+    `registry.lowerings_named`). Unknown names fail every compile with the known ones."""
+
+    def __init__(
+        self,
+        lowerings: Sequence[str | tuple[str, Lowering]] | None = None,
+        mem_optimize: bool = True,
+    ) -> None:
+        self.lowerings = None if lowerings is None else tuple(lowerings)
+        self.mem_optimize = mem_optimize
+        self._functions: dict[int, tuple[Executable, NativeFunction]] = {}
+        self._lock = threading.Lock()
+
+    def native_function(
+        self,
+        executable: Executable,
+        report: RegionReport,
+        check: Callable[[], None] = lambda: None,
+    ) -> NativeFunction:
+        """The function's native code, lowered at the first request."""
+        with self._lock:
+            found = self._functions.get(id(executable))
+        if found is not None and found[0] is executable:
+            return found[1]
+        nf = lower_function(
+            executable,
+            report,
+            lowerings=lowerings_named(self.lowerings),
+            mem_optimize=self.mem_optimize,
+            check=check,
+        )
+        if not nf.regions:
+            reasons = "; ".join(f"{p.region.span}: {p.reason}" for p in nf.interpreted)
+            raise NoNativeCode(f"no region could be lowered ({reasons or 'no compilable region'})")
+        with self._lock:
+            self._functions[id(executable)] = (executable, nf)
+        return nf
+
+    def forget(self, executable: Executable) -> None:
+        """Drop the native code of ``executable`` (the next compile lowers it again)."""
+        with self._lock:
+            self._functions.pop(id(executable), None)
+
+    def compile(
+        self,
+        executable: Executable,
+        report: RegionReport,
+        key: Any,
+        ref_env: Mapping[str, int],
+        check: Callable[[], None] = lambda: None,
+        deadline: float | None = None,
+        template: Variant | None = None,
+    ) -> Variant:
+        """The variant of ``key``; with a ``template`` of the same function its code is
+        shared (``shares_code_with``)."""
+        if template is not None and template.executable is executable:
+            origin = template.shares_code_with
+            if origin is None:
+                origin = template.key
+            return Variant(executable, key, template.function, ref_env, shares_code_with=origin)
+        nf = self.native_function(executable, report, check)
+        return Variant(executable, key, nf, ref_env)

@@ -1,0 +1,252 @@
+"""Convolutions and pooling, with the blocked channel layout kept between convolutions.
+
+`lower_conv` takes ``conv2d`` with constant weights, then a following add of a constant per
+channel (its bias), the activation the following elementwise ops compute (any spelling, as
+for dense layers) and an add of a same-shaped tensor (its residual): one kernel with the
+weights packed once. When every reader of a convolution's result is another convolution or
+a global average pool, the result stays in the blocked layout ``[n, ceil(c/16), h, w, 16]``
+(NCHW16c), which the next convolution reads as it is; the first convolution of such a chain
+reorders its input once. A reader that needs NCHW gets a reorder when it asks for the value
+(`RegionLowering.tensor`). `lower_global_pool` takes ``mean`` over the two spatial axes
+(either layout); `lower_pool` takes ``max_pool2d`` and ``avg_pool2d``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from shapevm import native
+from shapevm.jit.backend import nodes as N
+from shapevm.jit.backend.nodes import Kernel
+from shapevm.jit.graph import Op
+from shapevm.runtime.scheduler import native_enabled
+
+F32 = np.dtype(np.float32)
+CB = 16  # channels per block of the blocked layout
+
+
+def _blocks(c: int) -> int:
+    return (c + CB - 1) // CB
+
+
+def blocked_shape(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+    n, c, h, w = shape
+    return (n, _blocks(int(c)), h, w, CB)
+
+
+def to_blocked(low: Any, vid: int, pcs: tuple[int, ...]) -> int:
+    """The blocked tensor of value ``vid`` (reordered once, then remembered)."""
+    found = low.blocked.get(vid)
+    if found is not None:
+        return int(found)
+    src = low.contiguous(low.tensor(vid), pcs)
+    shape = low.graph.value(vid).shape
+    out = low.new("temp", F32, blocked_shape(shape))
+    low.emit(
+        Kernel(
+            N.OP_EXTERNAL,
+            [src],
+            [out],
+            obj=native.reorder_kernel(True, int(shape[1])),
+            pcs=pcs,
+            label="to blocked",
+        )
+    )
+    low.blocked[vid] = out
+    return int(out)
+
+
+def reorder_from_blocked(low: Any, vid: int) -> int:
+    """The NCHW tensor of a value computed in the blocked layout (a reorder kernel)."""
+    v = low.graph.value(vid)
+    out = low.result(vid)
+    low.emit(
+        Kernel(
+            N.OP_EXTERNAL,
+            [low.blocked[vid]],
+            [out],
+            obj=native.reorder_kernel(False, int(v.shape[1])),
+            label="from blocked",
+        )
+    )
+    return int(out)
+
+
+def _channel_bias(low: Any, op: Op, h: int, cout: int) -> np.ndarray[Any, Any] | None:
+    if op.info is None or op.info.name != "add" or len(op.ins) != 2:
+        return None
+    other = op.ins[1] if op.ins[0] == h else op.ins[0]
+    if other == h:
+        return None
+    array = low.const_array(other)
+    if array is None or array.dtype != F32 or array.size != cout:
+        return None
+    if array.shape not in ((cout, 1, 1), (1, cout, 1, 1)):
+        return None
+    return np.ascontiguousarray(array.reshape(cout))
+
+
+def _blocked_reader(low: Any, op: Op) -> bool:
+    """Whether ``op`` reads its first operand in the blocked layout when lowered."""
+    info = op.info
+    if info is None:
+        return False
+    if info.name == "conv2d":
+        return low.const_array(op.ins[1]) is not None and native_enabled("conv2d", "native_conv")
+    return _global_mean(low, op)
+
+
+def _global_mean(low: Any, op: Op) -> bool:
+    info = op.info
+    if info is None or info.name != "mean" or len(op.ins) != 1:
+        return False
+    x = low.graph.value(op.ins[0])
+    if len(x.shape) != 4 or x.dtype != F32:
+        return False
+    axis = op.attrs.get("axis")
+    return axis is not None and sorted(a % 4 for a in axis) == [2, 3]
+
+
+def lower_conv(low: Any, op: Op) -> bool:
+    from shapevm.jit.backend.lower import _residual_of, match_activation
+
+    info = op.info
+    if info is None or info.name != "conv2d" or not native_enabled("conv2d", "native_conv"):
+        return False
+    graph = low.graph
+    x_v, w_v = op.ins[0], op.ins[1]
+    b_v = op.ins[2] if len(op.ins) > 2 else None
+    w = low.const_array(w_v)
+    bias = None if b_v is None else low.const_array(b_v)
+    x = graph.value(x_v)
+    if w is None or w.dtype != F32 or x.dtype != F32 or len(x.shape) != 4:
+        return False
+    if b_v is not None and (bias is None or bias.dtype != F32):
+        return False
+    cout = int(w.shape[0])
+    h = op.outs[0]
+    chain = [op.pos]
+    user = low.sole_user(h)
+    if user is not None and (extra := _channel_bias(low, user, h, cout)) is not None:
+        bias = extra if bias is None else bias.reshape(cout) + extra
+        h = user.outs[0]
+        chain.append(user.pos)
+    act = "none"
+    found = match_activation(low, h)
+    if found is not None:
+        act, positions, h = found
+        chain += positions
+    readers = [graph.ops[p] for p in low.users(h)]
+    out_blocked = (
+        bool(readers)
+        and h not in graph.live_out
+        and all(_blocked_reader(low, r) and r.ins[0] == h for r in readers)
+    )
+    in_blocked = x_v in low.blocked
+    residual = None
+    user = low.sole_user(h)
+    if user is not None and (r := _residual_of(low, user, h)) is not None:
+        if not out_blocked or r in low.blocked:
+            residual, h = r, user.outs[0]
+            chain.append(user.pos)
+    attrs = op.attrs
+    packed = native.pack_conv2d(
+        w,
+        None if bias is None else np.ascontiguousarray(bias.reshape(cout)),
+        stride=tuple(attrs["stride"]),
+        padding=tuple(attrs["padding"]),
+        dilation=tuple(attrs["dilation"]),
+        groups=int(attrs["groups"]),
+    )
+    pcs = tuple(sorted(graph.ops[p].pc for p in chain))
+    # the kernel reads and writes either layout: NCHW in and blocked out starts a chain of
+    # blocked convolutions, blocked in and NCHW out ends one, with no reorder of their own
+    xt = low.blocked[x_v] if in_blocked else low.contiguous(low.tensor(x_v), pcs)
+    if out_blocked:
+        ins = [xt] + ([low.blocked[residual]] if residual is not None else [])
+        out = low.new("temp", F32, blocked_shape(graph.value(h).shape))
+        low.blocked[h] = out
+    else:
+        ins = [xt]
+        if residual is not None:
+            ins.append(low.contiguous(low.tensor(residual), pcs))
+        out = low.result(h)
+    label = "conv" + ("+bias" if bias is not None else "") + (f"+{act}" if act != "none" else "")
+    label += "+residual" if residual is not None else ""
+    label += {(False, False): "", (True, True): " (blocked)", (False, True): " (to blocked)"}.get(
+        (in_blocked, out_blocked), " (from blocked)"
+    )
+    low.emit(
+        Kernel(
+            N.OP_EXTERNAL,
+            ins,
+            [out],
+            obj=native.conv_kernel(packed, act, in_blocked, out_blocked),
+            pcs=pcs,
+            label=label,
+            inplace=((0, 1),) if residual is not None else (),
+        )
+    )
+    low.claim(*chain)
+    low.patterns.append("conv")
+    return True
+
+
+def lower_global_pool(low: Any, op: Op) -> bool:
+    if not _global_mean(low, op) or not native_enabled("mean", "native_chain"):
+        return False
+    x_v = op.ins[0]
+    channels = (
+        int(low.graph.value(x_v).shape[1])
+        if isinstance(low.graph.value(x_v).shape[1], int)
+        else None
+    )
+    if channels is None:
+        return False
+    blocked = x_v in low.blocked
+    xt = low.blocked[x_v] if blocked else low.contiguous(low.tensor(x_v), (op.pc,))
+    out = low.result(op.outs[0])
+    low.emit(
+        Kernel(
+            N.OP_EXTERNAL,
+            [xt],
+            [out],
+            obj=native.global_pool_kernel(blocked, channels),
+            pcs=(op.pc,),
+            label="global average pool" + (" (blocked)" if blocked else ""),
+        )
+    )
+    low.claim(op.pos)
+    low.patterns.append("pool")
+    return True
+
+
+def lower_pool(low: Any, op: Op) -> bool:
+    info = op.info
+    if info is None or info.name not in ("max_pool2d", "avg_pool2d"):
+        return False
+    if not native_enabled(info.name, "native_pool"):
+        return False
+    x = low.graph.value(op.ins[0])
+    if x.dtype != F32 or len(x.shape) != 4:
+        return False
+    attrs = op.attrs
+    kernel = tuple(attrs["kernel"])
+    stride = tuple(attrs.get("stride") or kernel)
+    padding = tuple(attrs["padding"])
+    if info.name == "max_pool2d":
+        kind = "max"
+    else:
+        kind = "avg" if attrs.get("count_include_pad", True) else "avg_exclude_pad"
+    try:
+        run = native.pool_kernel(kind, kernel, stride, padding)
+    except native.NativeKernelError:
+        return False
+    xt = low.contiguous(low.tensor(op.ins[0]), (op.pc,))
+    out = low.result(op.outs[0])
+    low.emit(Kernel(N.OP_EXTERNAL, [xt], [out], obj=run, pcs=(op.pc,), label=info.name))
+    low.claim(op.pos)
+    low.patterns.append("pool")
+    return True

@@ -1,0 +1,340 @@
+"""A function's regions lowered once to executors (tier 2), and how a call runs them.
+
+`lower_function` splits each compilable region of the function around the ops the
+executor has no kernel for (they stay interpreted between the pieces), lowers each piece
+(`lower.lower_region`), plans its memory (`plan.plan_memory`) and builds its
+`shapevm.native.Executor`. Nothing here depends on a shape: a new shape is only new values
+in the dimension heap.
+
+When one native region covers the whole body of a function, `NativeFunction.direct` is
+its executor, with the function's constraints compiled in as checks: a call then binds,
+checks and runs in one C call, and the interpreter's binder is used only to explain a
+mismatch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from shapevm import native
+from shapevm.bytecode.program import (
+    BindInputs,
+    Instr,
+    OpCall,
+    ShapeCompute,
+    ShapePropagate,
+)
+from shapevm.bytecode.shape_expr import evaluate_shape_expr
+from shapevm.jit.backend.dims import DimHeap
+from shapevm.jit.backend.lower import Lowering, Unsupported, lower_region
+from shapevm.jit.backend.nodes import Lowered
+from shapevm.jit.backend.plan import MemoryPlan, build_spec, plan_memory
+from shapevm.jit.graph import RegionGraph, build_graph
+from shapevm.jit.regions import Region, RegionReport
+from shapevm.runtime.interpreter import Executable, RuntimeOpError, ShapeView
+from shapevm.shapes import DimExpr
+
+ExecMismatch = native.ExecMismatch
+
+
+@dataclass
+class Piece:
+    """Why a span of a region is not native (for reports)."""
+
+    region: Region
+    reason: str
+
+
+class NativeRegion:
+    """One executor, standing for the instructions ``start <= pc < stop`` of a block."""
+
+    def __init__(
+        self,
+        region: Region,
+        graph: RegionGraph,
+        lowered: Lowered,
+        memory: MemoryPlan,
+        executor: Any,
+        variables: Sequence[str],
+        shape_replay: Sequence[tuple[Instr, int]],
+        lower_ms: float,
+    ) -> None:
+        self.region = region
+        self.graph = graph
+        self.lowered = lowered
+        self.memory = memory
+        self.executor = executor
+        self.variables = tuple(variables)
+        self.in_slots = tuple(graph.value(v).slot for v in lowered.input_values)
+        self.out_slots = tuple(graph.value(v).slot for v in lowered.output_values)
+        self.const_outs = tuple((graph.value(v).slot, a) for v, a in lowered.const_outputs)
+        self.covered = frozenset(  # BIND_INPUTS stays the plan's own step
+            id(i)
+            for pc, _, i in graph.function.instructions()
+            if region.start <= pc < region.stop and not isinstance(i, BindInputs)
+        )
+        self.patterns = lowered.patterns
+        self.generic = True  # nothing of a region depends on the shape it first ran at
+        self.shape_replay = tuple(shape_replay)
+        self.lower_ms = lower_ms
+
+    def run(self, regs: list[Any], key: Any, env: Mapping[str, int]) -> None:
+        dims = tuple(env[v] for v in self.variables)
+        try:
+            outs = self.executor(dims, *[regs[s] for s in self.in_slots])
+        except ExecMismatch as exc:  # the binder checked the call: this is a lowering bug
+            raise RuntimeOpError(
+                f"native region {self.region.name} ({self.region.span}) refused its operands: {exc}"
+            ) from exc
+        for s, o in zip(self.out_slots, outs, strict=True):
+            regs[s] = o
+        for s, array in self.const_outs:
+            regs[s] = array
+        for instr, slot in self.shape_replay:
+            regs[slot] = _shape_value(instr, self.graph, env, regs)
+
+    def bytes(self, env: Mapping[str, int]) -> tuple[int, int]:
+        return self.memory.bytes(self.lowered, self.graph, env)
+
+    def describe(self) -> str:
+        r = self.region
+        lines = [f"{r.name} {r.span} native ({len(self.lowered.kernels)} instructions)"]
+        lines += [f"  {line}" for line in self.lowered.describe()]
+        lines.append(
+            f"  buffers: {len(self.memory.buffers)}, tensors in the arena: "
+            f"{len(self.memory.temps)}, in place: {len(self.memory.inplace)}"
+        )
+        return "\n".join(lines)
+
+
+def _shape_value(instr: Instr, graph: RegionGraph, env: Mapping[str, int], regs: list[Any]) -> int:
+    if isinstance(instr, ShapePropagate):
+        vid = next(v.id for v in graph.values if v.reg == instr.src)
+        d = graph.value(vid).shape[instr.axis]
+        return d if isinstance(d, int) else int(d.evaluate(env))
+    if isinstance(instr, ShapeCompute):
+        n_t = sum(1 for r in regs if not isinstance(r, int))  # unused by ShapeView's lookups
+        return int(evaluate_shape_expr(instr.expr, ShapeView(regs, n_t)))
+    raise AssertionError(instr)
+
+
+@dataclass
+class NativeFunction:
+    """The native regions of one function, and what stayed interpreted and why."""
+
+    regions: list[NativeRegion]
+    interpreted: list[Piece]
+    direct: Any = None  # the executor of a function that is one native region
+    direct_needs_dims: bool = True
+    lower_ms: float = 0.0
+
+    @property
+    def whole(self) -> bool:
+        return self.direct is not None
+
+
+def lower_function(
+    executable: Executable,
+    report: RegionReport,
+    *,
+    lowerings: Sequence[Lowering] | None = None,
+    mem_optimize: bool = True,
+    check: Any = None,
+) -> NativeFunction:
+    """Lower every compilable region of the function (see the module docstring).
+
+    A region is lowered from its start; an op no lowering takes ends the piece before it
+    and stays interpreted (its reason kept in `NativeFunction.interpreted`), and lowering
+    resumes after it. ``check()`` is called between pieces (it raises to abandon).
+    """
+    from shapevm.jit.backend.registry import lowerings_named
+
+    t0 = time.perf_counter()
+    if lowerings is None:
+        lowerings = lowerings_named(None)
+    types = report.types
+    variables = executable.binder.variables
+    out = NativeFunction([], [])
+    for region in report.compilable:
+        start = region.start
+        while start < region.stop:
+            if check is not None:
+                check()
+            piece = _piece(executable, region, start, region.stop)
+            if piece is None:
+                break
+            lowered = _lower_piece(
+                executable, piece, types, variables, lowerings, mem_optimize, check
+            )
+            if isinstance(lowered, NativeRegion):
+                out.regions.append(lowered)
+                break
+            why, pc = lowered
+            if pc is None:
+                out.interpreted.append(Piece(piece, why))
+                break
+            out.interpreted.append(Piece(replace(piece, start=pc, stop=pc + 1, n_ops=1), why))
+            before = _piece(executable, region, piece.start, pc)
+            if before is not None:
+                again = _lower_piece(
+                    executable, before, types, variables, lowerings, mem_optimize, check
+                )
+                if isinstance(again, NativeRegion):
+                    out.regions.append(again)
+                else:
+                    out.interpreted.append(Piece(before, again[0]))
+            start = pc + 1
+    out.lower_ms = (time.perf_counter() - t0) * 1e3
+    if len(out.regions) == 1 and not out.interpreted and _covers_body(executable, out.regions[0]):
+        out.direct, out.direct_needs_dims = _direct_executor(executable, out.regions[0])
+    return out
+
+
+def _piece(executable: Executable, region: Region, start: int, stop: int) -> Region | None:
+    """``region`` cut to ``[start, stop)``, or None when no op call is left in it."""
+    n_ops = sum(
+        1
+        for pc, _, instr in executable.fn.instructions()
+        if start <= pc < stop and isinstance(instr, OpCall)
+    )
+    return replace(region, start=start, stop=stop, n_ops=n_ops) if n_ops else None
+
+
+def _lower_piece(
+    executable: Executable,
+    piece: Region,
+    types: Any,
+    variables: Sequence[str],
+    lowerings: Sequence[Lowering],
+    mem_optimize: bool,
+    check: Any = None,
+) -> NativeRegion | tuple[str, int | None]:
+    t0 = time.perf_counter()
+    fn = executable.fn
+    graph = build_graph(fn, piece, types, executable.slot, executable.scope, executable.constants)
+    try:
+        lowered = lower_region(graph, executable.constants, lowerings, check or (lambda: None))
+    except Unsupported as exc:
+        return str(exc), exc.pc
+    memory = plan_memory(lowered, mem_optimize)
+    heap = DimHeap(variables)
+    spec = build_spec(lowered, memory, heap, threads=0)
+    executor = native.Executor(spec)
+    replay = _shape_replay(executable, graph, piece)
+    ms = (time.perf_counter() - t0) * 1e3
+    return NativeRegion(piece, graph, lowered, memory, executor, variables, replay, ms)
+
+
+def _shape_replay(
+    executable: Executable, graph: RegionGraph, piece: Region
+) -> list[tuple[Instr, int]]:
+    """Shape instructions of the piece whose registers are read after it."""
+    fn = executable.fn
+    later = {
+        reg
+        for pc, _, instr in fn.instructions()
+        if not piece.start <= pc < piece.stop
+        for reg in instr.uses()
+    }
+    out: list[tuple[Instr, int]] = []
+    for pc, _, instr in fn.instructions():
+        if piece.start <= pc < piece.stop and isinstance(
+            instr, (ShapePropagate, ShapeCompute, BindInputs)
+        ):
+            if isinstance(instr, BindInputs):
+                continue  # the plan's own binding step stays in front of the region
+            (reg,) = instr.defs()
+            if reg in later:
+                out.append((instr, executable.slot(reg)))
+    return out
+
+
+def _covers_body(executable: Executable, region: NativeRegion) -> bool:
+    fn = executable.fn
+    if len(fn.blocks) != 1:
+        return False
+    body = [i for i in fn.blocks[0].instrs[:-1] if not isinstance(i, BindInputs)]
+    return (
+        bool(body)
+        and all(id(i) in region.covered for i in body)
+        and not region.shape_replay
+        and not region.const_outs
+    )
+
+
+def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any, bool]:
+    """An executor of the whole function taking the call's arrays in parameter order, with
+    the scope's constraints as checks; and whether it still needs the variables' values."""
+    fn = executable.fn
+    lowered = region.lowered
+    params = [executable.slot(p.reg) for p in fn.params]
+    by_slot = {region.graph.value(v).slot: i for i, v in enumerate(lowered.input_values)}
+    if sorted(by_slot) != sorted(params) or len(params) != len(set(params)):
+        return None, True
+    ret = fn.blocks[0].instrs[-1]
+    ret_slots = [executable.slot(r) for r in ret.uses()]
+    if ret_slots != list(region.out_slots):
+        return None, True
+    # arguments in parameter order
+    order = [by_slot[s] for s in params]
+    tensors = lowered.tensors
+    for pos, i in enumerate(order):
+        tensors[lowered.inputs[i]].arg = pos
+    inputs = [lowered.inputs[i] for i in order]
+    relowered = replace(
+        lowered, inputs=inputs, input_values=[lowered.input_values[i] for i in order]
+    )
+    heap = DimHeap(region.variables)
+    bound = {
+        d._terms[0][0][0][0].args[0]
+        for t in inputs
+        for d in tensors[t].shape
+        if isinstance(d, DimExpr) and _is_var(d)
+    }
+    needs_dims = bool(set(region.variables) - bound) or bool(executable.binder.dim_args)
+    for v in region.variables:
+        heap.check_nonnegative(executable.scope.var(v) - 1)
+    for lhs, op, rhs, _text in getattr(executable.scope, "_checks", ()):
+        diff = lhs - rhs
+        if op == ">=":
+            heap.check_nonnegative(diff)
+        elif op == "<=":
+            heap.check_nonnegative(-diff)
+        elif op == ">":
+            heap.check_nonnegative(diff - 1)
+        elif op == "<":
+            heap.check_nonnegative(-diff - 1)
+        else:
+            heap.check_zero(diff)
+    spec = build_spec(relowered, region.memory, heap, threads=0)
+    # restore the region's own argument numbering
+    for i, t in enumerate(lowered.inputs):
+        tensors[t].arg = i
+    return native.Executor(spec), needs_dims
+
+
+def _is_var(d: DimExpr) -> bool:
+    terms = d._terms
+    return (
+        len(terms) == 1
+        and terms[0][1] == 1
+        and len(terms[0][0]) == 1
+        and (terms[0][0][0][1] == 1 and terms[0][0][0][0].op == "var")
+    )
+
+
+def run_direct(
+    nf: NativeFunction,
+    arrays: Sequence[np.ndarray[Any, Any]],
+    env: Mapping[str, int] | None,
+    variables: Sequence[str],
+) -> Any:
+    if nf.direct_needs_dims:
+        assert env is not None
+        return nf.direct(tuple(env[v] for v in variables), *arrays)
+    return nf.direct(*arrays)

@@ -1,0 +1,788 @@
+"""Lowering a region's op graph to executor kernels, whatever the spelling of the model.
+
+The compiler walks the region's ops in order and offers each one to the lowerings of
+`LOWERINGS`, one ordered tuple (the first that takes an op wins; a lowering may take later
+ops too, e.g. a dense layer takes its bias add and activation). Matching looks at the op
+graph, not at how the user wrote it:
+
+- a ``matmul`` whose right operand is a constant (or a layout op of one: ``x @ W.T`` with
+  a ``[out, in]`` weight) is a dense layer against weights packed once; a following add
+  of a constant row is its bias, a following elementwise subgraph of its result that
+  computes an activation (found by evaluating the subgraph, so any spelling of GELU,
+  SiLU, sigmoid, tanh or ReLU counts) its activation, and a following add of a tensor of
+  the same shape its residual;
+- a ``matmul`` of two activations (attention's ``q @ k^T``) is a batched product reading
+  any strides, with a following multiplication by a constant as its scale;
+- layout ops (transpose, slice, reshape, broadcast) are views: strides, not copies;
+  concatenate and pad are copies into views of their result;
+- the families of `shapevm.jit.backend.families` (convolution, pooling, row ops, fused
+  elementwise chains) add their own lowerings to the tuple where their kernels exist.
+
+An op no lowering takes raises `Unsupported`; `native_reason` says beforehand which ops
+those are, so the compiler keeps them interpreted and splits the region around them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from shapevm.bytecode.isa import Reg
+from shapevm.bytecode.program import OpCall
+from shapevm.jit.backend import nodes as N
+from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
+from shapevm.jit.graph import Op, RegionGraph
+from shapevm.native import ACTIVATIONS, pack_dense
+from shapevm.ops import DType, OpFlag
+from shapevm.runtime.scheduler import native_enabled
+
+F32 = np.dtype(np.float32)
+
+
+class Unsupported(Exception):
+    """An op of the region has no native lowering: ``pc`` is its position (the message
+    says why); ``pc`` is None for a problem of the whole region."""
+
+    def __init__(self, why: str, pc: int | None = None) -> None:
+        super().__init__(why)
+        self.pc = pc
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Provably equal dimensions."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    try:
+        return bool(a == b)
+    except Exception:  # scopes differ, or undecidable: not provably equal
+        return False
+
+
+def _shape_equal(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+class RegionLowering:
+    """The state of lowering one region: tensors, kernels, claimed ops."""
+
+    def __init__(
+        self,
+        graph: RegionGraph,
+        constants: Sequence[np.ndarray[Any, Any]],
+        check: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.graph = graph
+        self.check = check
+        """Raises once the compile has been abandoned; long lowerings call it."""
+        self.constants = constants
+        self.tensors: list[Tensor] = []
+        self.kernels: list[Kernel] = []
+        self.of_value: dict[int, int] = {}
+        self.claimed: set[int] = set()
+        self.inputs: list[int] = []
+        self.input_values: list[int] = []
+        self.patterns: list[str] = []
+        self.folded: dict[int, np.ndarray[Any, Any]] = {}  # value -> constant it folds to
+        self.blocked: dict[int, int] = {}  # value -> its tensor in the blocked conv layout
+
+    # -- tensors ----------------------------------------------------------------------------
+    def new(self, kind: str, dtype: np.dtype[Any], shape: Sequence[Any], **kw: Any) -> int:
+        t = Tensor(len(self.tensors), kind, np.dtype(dtype), tuple(shape), **kw)
+        self.tensors.append(t)
+        return t.id
+
+    def tensor(self, vid: int) -> int:
+        """The tensor of graph value ``vid`` (an argument the first time it is read; a
+        value only computed in the blocked layout is reordered to NCHW here, once)."""
+        tid = self.of_value.get(vid)
+        if tid is None and vid in self.blocked:
+            from shapevm.jit.backend.convs import reorder_from_blocked
+
+            return reorder_from_blocked(self, vid)
+        if tid is None:
+            v = self.graph.value(vid)
+            if v.kind != "input":
+                raise Unsupported(f"value {v.reg} is read before it is computed")
+            tid = self.new("input", v.dtype, v.shape, value=vid, arg=len(self.inputs))
+            self.inputs.append(tid)
+            self.input_values.append(vid)
+            self.of_value[vid] = tid
+        return tid
+
+    def result(self, vid: int) -> int:
+        """A fresh tensor for the value ``vid`` that an instruction writes."""
+        v = self.graph.value(vid)
+        tid = self.new("temp", v.dtype, v.shape, value=vid)
+        self.of_value[vid] = tid
+        return tid
+
+    def result_through_layout(self, vid: int, unit_last: bool = True) -> int:
+        """Like `result`, but when the value's only use is ``transpose`` then ``reshape``
+        (attention's ``o.transpose(0, 2, 1, 3).reshape(b, s, d)``), the kernel writes the
+        reshaped tensor directly, through a transposed view of it: no copy. With
+        ``unit_last`` the transpose must keep the last axis last (the kernel writes rows)."""
+        graph = self.graph
+        t_op = self.sole_user(vid)
+        if t_op is None or t_op.info is None or t_op.info.name != "transpose":
+            return self.result(vid)
+        perm = tuple(t_op.attrs["perm"])
+        if unit_last and perm[-1] != len(perm) - 1:
+            return self.result(vid)
+        r_op = self.sole_user(t_op.outs[0])
+        if r_op is None or r_op.info is None or r_op.info.name != "reshape":
+            return self.result(vid)
+        final = self.result(r_op.outs[0])
+        t_shape = graph.value(t_op.outs[0]).shape
+        flat = self.bind_view(t_op.outs[0], final, N.V_RESHAPE, True)
+        inverse = tuple(perm.index(i) for i in range(len(perm)))
+        self.tensors[flat].shape = tuple(t_shape)
+        self.claim(t_op.pos, r_op.pos)
+        return self.bind_view(vid, flat, N.V_TRANSPOSE, False, params=inverse)
+
+    def bind_view(self, vid: int, base: int, viewop: int, contiguous: bool, **kw: Any) -> int:
+        v = self.graph.value(vid)
+        tid = self.new(
+            "view",
+            v.dtype,
+            v.shape,
+            value=vid,
+            base=base,
+            viewop=viewop,
+            contiguous=contiguous,
+            **kw,
+        )
+        self.of_value[vid] = tid
+        return tid
+
+    def contiguous(self, tid: int, pcs: tuple[int, ...] = ()) -> int:
+        """``tid`` itself if it is C-contiguous, else a contiguous copy of it."""
+        t = self.tensors[tid]
+        if t.contiguous:
+            return tid
+        copy = self.new("temp", t.dtype, t.shape)
+        self.emit(Kernel(N.OP_COPY, [tid], [copy], pcs=pcs, label="copy"))
+        return copy
+
+    def contiguous_rows(self, tid: int, pcs: tuple[int, ...] = ()) -> int:
+        """``tid`` if its last axis has unit stride whatever the shape (C-contiguous), else
+        a contiguous copy (row kernels read rows of unit stride)."""
+        return self.contiguous(tid, pcs)
+
+    def contiguous_last(self, tid: int, pcs: tuple[int, ...] = ()) -> int:
+        """``tid`` if its last axis surely has unit stride (any other strides), else a
+        contiguous copy."""
+        t = self.tensors[tid]
+        if t.contiguous or self._unit_last(t):
+            return tid
+        return self.contiguous(tid, pcs)
+
+    def _unit_last(self, t: Tensor) -> bool:
+        """Whether a view keeps its base's last axis last with step 1."""
+        while t.kind == "view":
+            if t.viewop == N.V_TRANSPOSE and t.params[-1] != len(t.params) - 1:
+                return False
+            if t.viewop == N.V_SELECT:
+                assert t.base is not None
+                if t.params[-1] != self.tensors[t.base].ndim - 1:
+                    return False
+            if t.viewop == N.V_SLICE and t.params2[-1] != 1:
+                return False
+            if t.viewop == N.V_BROADCAST:
+                return False
+            if t.viewop == N.V_RESHAPE:
+                return True  # of a contiguous base
+            assert t.base is not None
+            t = self.tensors[t.base]
+        return True
+
+    def emit(self, k: Kernel) -> None:
+        self.kernels.append(k)
+
+    # -- the graph --------------------------------------------------------------------------
+    def users(self, vid: int) -> list[int]:
+        return self.graph.users.get(vid, [])
+
+    def sole_user(self, vid: int) -> Op | None:
+        """The one op reading ``vid`` (once), when nothing else does and it does not leave
+        the region."""
+        users = self.users(vid)
+        if len(users) != 1 or vid in self.graph.live_out:
+            return None
+        op = self.graph.ops[users[0]]
+        if op.kind != "call" or op.pos in self.claimed:
+            return None
+        return op
+
+    def const_array(self, vid: int) -> np.ndarray[Any, Any] | None:
+        """The constant a value is (a ``LOAD_CONST`` or layout ops of one), else None."""
+        if vid in self.folded:
+            return self.folded[vid]
+        v = self.graph.value(vid)
+        if v.kind == "const":
+            op = self.graph.ops[v.producer]
+            instr = op.instr
+            array = self.constants[instr.const]  # type: ignore[attr-defined]
+            self.folded[vid] = array
+            return array
+        if v.kind == "input":  # a register that only ever holds a LOAD_CONST of the function
+            index = _const_register(self.graph, v.reg)
+            if index is not None:
+                self.folded[vid] = self.constants[index]
+                return self.folded[vid]
+            return None
+        if v.kind != "temp" or v.producer < 0:
+            return None
+        op = self.graph.ops[v.producer]
+        if op.kind != "call" or op.info is None or OpFlag.LAYOUT not in op.info.flags:
+            return None
+        if op.dims_attrs or len(op.ins) != 1 or len(op.outs) != 1:
+            return None
+        src = self.const_array(op.ins[0])
+        if src is None:
+            return None
+        (out,) = op.info.kernel([src], op.attrs)
+        self.folded[vid] = np.asarray(out)
+        return self.folded[vid]
+
+    def literals(self, op: Op) -> list[Any]:
+        """The operands of an op call as written: value ids for tensors, literals as is."""
+        assert isinstance(op.instr, OpCall)
+        out: list[Any] = []
+        vids = iter(op.ins)
+        for x in op.instr.ins:
+            out.append(("v", next(vids)) if isinstance(x, Reg) else ("c", x))
+        return out
+
+    def claim(self, *positions: int) -> None:
+        self.claimed.update(positions)
+
+    # -- the whole region -------------------------------------------------------------------
+    def run(self, lowerings: Sequence[Lowering]) -> Lowered:
+        for op in self.graph.ops:
+            if op.pos in self.claimed:
+                continue
+            if op.kind == "const":
+                (vid,) = op.outs
+                array = self.const_array(vid)
+                assert array is not None
+                self.of_value[vid] = self.new(
+                    "const", array.dtype, array.shape, value=vid, array=np.ascontiguousarray(array)
+                )
+            elif op.kind == "resize":
+                lower_reshape_value(self, op.ins[0], op.outs[0])
+            elif op.kind == "call":
+                try:
+                    taken = any(lowering(self, op) for lowering in lowerings)
+                except Unsupported as exc:
+                    raise Unsupported(str(exc), op.pc) from exc
+                if not taken:
+                    name = op.info.name if op.info else "?"
+                    raise Unsupported(f"{name} has no native kernel", op.pc)
+            # alloc/free/shape: the executor sizes everything itself
+        return self.finish()
+
+    def finish(self) -> Lowered:
+        outputs: list[int] = []
+        live = sorted(self.graph.live_out)
+        # constants stay where they are: the caller's registers get the arrays themselves
+        self.const_outputs = [
+            (v, self.tensors[self.of_value[v]].array)
+            for v in live
+            if v in self.of_value and self.tensors[self.of_value[v]].kind == "const"
+        ]
+        output_values = [v for v in live if v not in dict(self.const_outputs)]
+        for vid in output_values:
+            tid = self.of_value.get(vid)
+            if tid is None and vid in self.blocked:
+                tid = self.tensor(vid)
+            if tid is None:
+                raise Unsupported(f"value {self.graph.value(vid).reg} leaves the region unset")
+            t = self.tensors[tid]
+            if t.kind == "temp":
+                t.kind = "output"
+            else:  # a view, an argument or a constant: the caller gets its own copy
+                out = self.new("output", t.dtype, t.shape, value=vid)
+                self.emit(Kernel(N.OP_COPY, [tid], [out], label="copy (result)"))
+                tid = out
+            self.tensors[tid].out_index = len(outputs)
+            outputs.append(tid)
+        return Lowered(
+            self.tensors,
+            self.kernels,
+            self.inputs,
+            outputs,
+            self.input_values,
+            output_values,
+            tuple(dict.fromkeys(self.patterns)),
+            [(v, a) for v, a in self.const_outputs if a is not None],
+        )
+
+
+Lowering = Callable[[RegionLowering, Op], bool]
+
+
+def _const_register(graph: RegionGraph, reg: Reg) -> int | None:
+    """The constant index when ``reg`` is defined once in the function, by LOAD_CONST."""
+    from shapevm.bytecode.program import LoadConst
+
+    defs = [i for _, _, i in graph.function.instructions() if reg in i.defs()]
+    if len(defs) == 1 and isinstance(defs[0], LoadConst):
+        return defs[0].const
+    return None
+
+
+# -- layout ops: views ------------------------------------------------------------------------
+def lower_reshape_value(low: RegionLowering, src: int, out: int) -> None:
+    base = low.tensor(src)
+    t = low.tensors[base]
+    shape = low.graph.value(out).shape
+    if not t.contiguous:
+        select = _unit_axes_only(t.shape, shape)
+        if select is not None:  # adds or drops unit axes: a view of any strides
+            low.bind_view(out, base, N.V_SELECT, False, params=select)
+            return
+    low.bind_view(out, low.contiguous(base), N.V_RESHAPE, True)
+
+
+def _unit_axes_only(base: Sequence[Any], shape: Sequence[Any]) -> tuple[int, ...] | None:
+    """For a reshape that only adds or drops axes of size 1: the base axis of each axis
+    (-1 for a new one); None for any other reshape."""
+    keep = [i for i, d in enumerate(base) if not _equal(d, 1)]
+    select: list[int] = []
+    k = 0
+    for d in shape:
+        if _equal(d, 1):
+            select.append(-1)
+        elif k < len(keep) and _equal(base[keep[k]], d):
+            select.append(keep[k])
+            k += 1
+        else:
+            return None
+    return tuple(select) if k == len(keep) else None
+
+
+def _slice_contiguous(
+    base: Tensor,
+    starts: Sequence[Any],
+    stops: Sequence[Any],
+    steps: Sequence[int],
+    shape: Sequence[Any],
+) -> bool:
+    if not base.contiguous:
+        return False
+    partial = [
+        i
+        for i, (lo, hi, st, d) in enumerate(zip(starts, stops, steps, base.shape, strict=True))
+        if not (_equal(lo, 0) and _equal(hi, d) and st == 1)
+    ]
+    if not partial:
+        return True
+    first = partial[0]
+    if any(i > first for i in partial) and not all(
+        _equal(shape[i], 1) for i in partial if i > first
+    ):
+        return False
+    return all(steps[i] == 1 for i in partial) and all(_equal(shape[i], 1) for i in range(first))
+
+
+def _view_enabled(low: RegionLowering, op: Op) -> bool:
+    assert op.info is not None
+    dtype = DType.from_numpy(low.graph.value(op.outs[0]).dtype)
+    return native_enabled(op.info.name, "native_view", dtype)
+
+
+def lower_layout(low: RegionLowering, op: Op) -> bool:
+    info = op.info
+    if info is None or info.name not in ("transpose", "reshape", "slice", "broadcast_to"):
+        return False
+    if not _view_enabled(low, op):
+        return False
+    (src,) = op.ins
+    (out,) = op.outs
+    base = low.tensor(src)
+    if info.name == "reshape":
+        lower_reshape_value(low, src, out)
+    elif info.name == "transpose":
+        perm = tuple(op.attrs["perm"])
+        low.bind_view(out, base, N.V_TRANSPOSE, perm == tuple(range(len(perm))), params=perm)
+    elif info.name == "slice":
+        starts, stops, steps = op.attrs["start"], op.attrs["stop"], tuple(op.attrs["step"])
+        if any(not isinstance(s, int) or s < 1 for s in steps):
+            raise Unsupported("slice with a step below 1")
+        shape = low.graph.value(out).shape
+        contiguous = _slice_contiguous(low.tensors[base], starts, stops, steps, shape)
+        low.bind_view(out, base, N.V_SLICE, contiguous, params=tuple(starts), params2=steps)
+    else:
+        low.bind_view(out, base, N.V_BROADCAST, False)
+    low.claim(op.pos)
+    return True
+
+
+def lower_concatenate(low: RegionLowering, op: Op) -> bool:
+    if op.info is None or op.info.name != "concatenate" or not _view_enabled(low, op):
+        return False
+    (out,) = op.outs
+    res = low.result(out)
+    shape = low.graph.value(out).shape
+    axis = op.attrs["axis"]
+    offset: Any = 0
+    for vid in op.ins:
+        src = low.tensor(vid)
+        piece = low.graph.value(vid).shape
+        starts = tuple(offset if i == axis else 0 for i in range(len(shape)))
+        view = low.new(
+            "view",
+            low.tensors[src].dtype,
+            piece,
+            base=res,
+            viewop=N.V_SLICE,
+            contiguous=False,
+            params=starts,
+            params2=(1,) * len(shape),
+        )
+        low.emit(Kernel(N.OP_COPY, [src], [view], pcs=(op.pc,), label="concatenate"))
+        offset = offset + piece[axis]
+    low.claim(op.pos)
+    return True
+
+
+def lower_pad(low: RegionLowering, op: Op) -> bool:
+    if op.info is None or op.info.name != "pad" or not _view_enabled(low, op):
+        return False
+    (src,) = op.ins
+    (out,) = op.outs
+    lows = op.attrs["low"]
+    if any(isinstance(x, int) and x < 0 for x in (*lows, *op.attrs["high"])):
+        raise Unsupported("pad with a negative width")
+    x = low.tensor(src)
+    res = low.result(out)
+    low.emit(
+        Kernel(
+            N.OP_FILL, [], [res], fattr=[float(op.attrs["value"])], pcs=(op.pc,), label="pad (fill)"
+        )
+    )
+    xt = low.tensors[x]
+    view = low.new(
+        "view",
+        xt.dtype,
+        xt.shape,
+        base=res,
+        viewop=N.V_SLICE,
+        contiguous=False,
+        params=tuple(lows),
+        params2=(1,) * xt.ndim,
+    )
+    low.emit(Kernel(N.OP_COPY, [x], [view], pcs=(op.pc,), label="pad"))
+    low.claim(op.pos)
+    return True
+
+
+def lower_full(low: RegionLowering, op: Op) -> bool:
+    if op.info is None or op.info.name != "full" or not _view_enabled(low, op):
+        return False
+    (out,) = op.outs
+    value = op.attrs["value"]
+    if not isinstance(value, (int, float, bool)):
+        return False
+    res = low.result(out)
+    low.emit(Kernel(N.OP_FILL, [], [res], fattr=[float(value)], pcs=(op.pc,), label="full"))
+    low.claim(op.pos)
+    return True
+
+
+# -- matrix products ----------------------------------------------------------------------------
+_PROBE = np.concatenate([np.linspace(-8.0, 8.0, 161), [-0.3, -0.1, -1e-3, 1e-3, 0.1, 0.3]])
+
+
+def _act_reference(name: str, h: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    import math
+
+    if name == "relu":
+        return np.asarray(np.maximum(h, 0.0))
+    if name == "gelu_tanh":
+        return 0.5 * h * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3)))
+    if name == "gelu_erf":
+        erf = np.vectorize(math.erf)
+        return 0.5 * h * (1.0 + erf(h / math.sqrt(2.0)))  # type: ignore[no-any-return]
+    if name == "silu":
+        return h / (1.0 + np.exp(-h))  # type: ignore[no-any-return]
+    if name == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-h))  # type: ignore[no-any-return]
+    if name == "tanh":
+        return np.tanh(h)  # type: ignore[no-any-return]
+    return h
+
+
+def _elementwise_of(low: RegionLowering, op: Op, shape: Sequence[Any]) -> bool:
+    info = op.info
+    return (
+        op.kind == "call"
+        and info is not None
+        and OpFlag.ELEMENTWISE in info.flags
+        and OpFlag.FUSIBLE in info.flags
+        and OpFlag.COMPARISON not in info.flags
+        and len(op.outs) == 1
+        and op.pos not in low.claimed
+        and low.graph.value(op.outs[0]).dtype == F32
+        and _shape_equal(low.graph.value(op.outs[0]).shape, shape)
+        and native_enabled(info.name, "native_chain")
+    )
+
+
+def match_activation(low: RegionLowering, h: int) -> tuple[str, list[int], int] | None:
+    """An activation computed from ``h`` alone by the elementwise ops after it: (name, the
+    ops' positions, the value holding the result)."""
+    graph = low.graph
+    shape = graph.value(h).shape
+    members: list[int] = []
+    inside = {h}
+    start = graph.value(h).producer
+    for op in graph.ops[start + 1 :]:
+        if not _elementwise_of(low, op, shape):
+            continue
+        tensors = set(op.ins)
+        if (
+            tensors
+            and tensors <= inside
+            and all(kind == "c" or val in inside for kind, val in low.literals(op))
+        ):
+            members.append(op.pos)
+            inside.add(op.outs[0])
+    best: tuple[str, list[int], int] | None = None
+    for end in members:
+        chosen = _ancestors(graph, members, end)
+        produced = {graph.ops[p].outs[0] for p in chosen}
+        exit_value = graph.ops[end].outs[0]
+        closed = (
+            all(u in chosen for v in produced - {exit_value} for u in low.users(v))
+            and all(u in chosen for u in low.users(h))
+            and h not in graph.live_out
+        )
+        if not closed or any(v in graph.live_out for v in produced - {exit_value}):
+            continue
+        name = _probe(low, h, chosen)
+        if name is not None:
+            best = (name, chosen, exit_value)
+    return best
+
+
+def _ancestors(graph: RegionGraph, members: Sequence[int], end: int) -> list[int]:
+    need = {end}
+    out: list[int] = []
+    for pos in sorted(members, reverse=True):
+        if pos in need:
+            out.append(pos)
+            for vid in graph.ops[pos].ins:
+                producer = graph.value(vid).producer
+                if producer in members:
+                    need.add(producer)
+    return sorted(out)
+
+
+def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> str | None:
+    env: dict[int, Any] = {h: _PROBE.copy()}
+    with np.errstate(all="ignore"):
+        try:
+            for pos in chosen:
+                op = low.graph.ops[pos]
+                args = [env[val] if kind == "v" else val for kind, val in low.literals(op)]
+                assert op.info is not None
+                (res,) = op.info.kernel(args, op.attrs)
+                env[op.outs[0]] = np.asarray(res, np.float64)
+        except Exception:  # an op that does not evaluate in float64: not an activation
+            return None
+        got = env[low.graph.ops[chosen[-1]].outs[0]]
+        for name in ACTIVATIONS[1:]:
+            ref = _act_reference(name, _PROBE)
+            if got.shape == ref.shape and np.all(
+                np.abs(got - ref) <= 1e-6 * np.maximum(1.0, np.abs(ref))
+            ):
+                return name
+    return None
+
+
+def _bias_of(low: RegionLowering, op: Op, h: int, n: int) -> np.ndarray[Any, Any] | None:
+    """The bias a following ``add`` adds to every row of ``h``: a constant row of ``n``
+    values (``[n]``, ``[1, n]``...) or a scalar, as ``f32[n]``."""
+    if op.info is None or op.info.name != "add" or len(op.ins) + 1 < 2:
+        return None
+    if not native_enabled("add", "native_chain"):
+        return None
+    lits = low.literals(op)
+    if len(lits) != 2 or ("v", h) not in lits:
+        return None
+    kind, other = lits[1] if lits[0] == ("v", h) else lits[0]
+    if kind == "c":
+        if isinstance(other, bool) or not isinstance(other, (int, float)):
+            return None
+        return np.full(n, other, np.float32)
+    if other == h:
+        return None
+    array = low.const_array(other)
+    if array is None or array.dtype != F32 or array.shape[-1:] not in ((n,), (1,)):
+        return None
+    if array.size == 1:
+        return np.full(n, array.reshape(()), np.float32)
+    if array.size != n:
+        return None
+    return np.ascontiguousarray(array.reshape(n))
+
+
+def _residual_of(low: RegionLowering, op: Op, h: int) -> int | None:
+    if op.info is None or op.info.name != "add" or len(op.ins) != 2:
+        return None
+    if not native_enabled("add", "native_chain"):
+        return None
+    other = op.ins[1] if op.ins[0] == h else op.ins[0]
+    if other == h or (other not in low.of_value and low.graph.value(other).kind != "input"):
+        return None
+    v, hv = low.graph.value(other), low.graph.value(h)
+    if v.dtype != F32 or not _shape_equal(v.shape, hv.shape) or low.const_array(other) is not None:
+        return None
+    return other
+
+
+def lower_dense(low: RegionLowering, op: Op) -> bool:
+    """``x @ W`` with a constant ``W``, and its bias, activation and residual."""
+    if op.info is None or op.info.name != "matmul":
+        return False
+    x_v, w_v = op.ins
+    w = low.const_array(w_v)
+    x = low.graph.value(x_v)
+    if w is None or w.ndim != 2 or w.dtype != F32 or x.dtype != F32 or len(x.shape) < 1:
+        return False
+    if not native_enabled("matmul", "native_dense"):
+        return False
+    n = w.shape[1]
+    (h,) = op.outs
+    chain = [op.pos]
+    bias = None
+    act = "none"
+    user = low.sole_user(h)
+    if user is not None and (b := _bias_of(low, user, h, n)) is not None:
+        bias, h = b, user.outs[0]
+        chain.append(user.pos)
+    found = match_activation(low, h)
+    if found is not None:
+        act, positions, h = found
+        chain += positions
+    residual = None
+    user = low.sole_user(h)
+    if user is not None and (r := _residual_of(low, user, h)) is not None:
+        residual, h = r, user.outs[0]
+        chain.append(user.pos)
+    packed = pack_dense(w, bias)
+    xt = low.contiguous(low.tensor(x_v), (op.pc,))
+    ins = [xt]
+    if residual is not None:
+        ins.append(low.contiguous(low.tensor(residual), (op.pc,)))
+    out = low.result(h)
+    label = "dense" + ("+bias" if bias is not None else "") + (f"+{act}" if act != "none" else "")
+    label += "+residual" if residual is not None else ""
+    pcs = tuple(sorted(low.graph.ops[p].pc for p in chain))
+    low.emit(
+        Kernel(
+            N.OP_DENSE,
+            ins,
+            [out],
+            iattr=[ACTIVATIONS.index(act)],
+            fattr=[1.0],
+            obj=packed,
+            pcs=pcs,
+            label=label,
+            inplace=((0, 1),) if residual else (),
+        )
+    )
+    low.claim(*chain)
+    low.patterns.append("dense")
+    return True
+
+
+def _scale_of(low: RegionLowering, op: Op, h: int) -> float | None:
+    if op.info is None or op.info.name not in ("mul", "div"):
+        return None
+    lits = low.literals(op)
+    if len(lits) != 2:
+        return None
+    (k0, v0), (k1, v1) = lits
+    if op.info.name == "mul":
+        scalar = (
+            v1
+            if (k0, v0) == ("v", h) and k1 == "c"
+            else v0
+            if (k1, v1) == ("v", h) and k0 == "c"
+            else None
+        )
+        return None if scalar is None else float(scalar)
+    if (k0, v0) == ("v", h) and k1 == "c" and float(v1) != 0.0:
+        return 1.0 / float(v1)
+    return None
+
+
+def lower_matmul(low: RegionLowering, op: Op) -> bool:
+    """A product of two activations (batched, broadcast), with a following scale."""
+    if op.info is None or op.info.name != "matmul":
+        return False
+    a_v, b_v = op.ins
+    a, b = low.graph.value(a_v), low.graph.value(b_v)
+    if a.dtype != F32 or b.dtype != F32 or len(a.shape) < 2 or len(b.shape) < 2:
+        return False
+    if not native_enabled("matmul", "native_matmul"):
+        return False
+    (h,) = op.outs
+    chain = [op.pos]
+    alpha = 1.0
+    user = low.sole_user(h)
+    if user is not None and (s := _scale_of(low, user, h)) is not None:
+        alpha, h = s, user.outs[0]
+        chain.append(user.pos)
+    ins = [low.tensor(a_v), low.tensor(b_v)]
+    out = low.result_through_layout(h)
+    pcs = tuple(sorted(low.graph.ops[p].pc for p in chain))
+    low.emit(
+        Kernel(
+            N.OP_MATMUL,
+            ins,
+            [out],
+            fattr=[alpha],
+            pcs=pcs,
+            label="matmul" + (f"*{alpha:g}" if alpha != 1.0 else ""),
+        )
+    )
+    low.claim(*chain)
+    low.patterns.append("matmul")
+    return True
+
+
+BASE_LOWERINGS: tuple[Lowering, ...] = (
+    lower_dense,
+    lower_matmul,
+    lower_layout,
+    lower_concatenate,
+    lower_pad,
+    lower_full,
+)
+"""The lowerings of the executor's own kernels, in priority order; `families` adds the
+kernel families' lowerings to make `shapevm.jit.backend.LOWERINGS`."""
+
+
+def lower_region(
+    graph: RegionGraph,
+    constants: Sequence[np.ndarray[Any, Any]],
+    lowerings: Sequence[Lowering] = BASE_LOWERINGS,
+    check: Callable[[], None] = lambda: None,
+) -> Lowered:
+    """The region as executor kernels; `Unsupported` if an op cannot be lowered."""
+    return RegionLowering(graph, constants, check).run(lowerings)
+
+
+__all__ = [
+    "BASE_LOWERINGS",
+    "Lowering",
+    "RegionLowering",
+    "Unsupported",
+    "lower_region",
+    "match_activation",
+]

@@ -1,0 +1,350 @@
+"""Row operations recognised by what they compute, not by how they are spelled.
+
+A layer norm, an RMS norm, a softmax or a log-softmax over the last axis, written out with
+`shapevm.numpy` in any of the usual ways (``(x - mean) / sqrt(var + eps)``, ``x *
+rsqrt(...)``, ``exp(x - max) / sum``, ``x - logsumexp``...), is a subgraph of elementwise
+ops and last-axis reductions with one tensor input ``x``, constant vectors of the row's
+length and scalars, and one result of ``x``'s shape. `match_row` finds such a subgraph
+starting at an op, evaluates it in float64 on probe rows (small values, where ``eps``
+matters, and large ones) and compares it with each row op for the scalars and vectors the
+subgraph holds. A match becomes one row-op kernel; anything else stays for the fused
+chains (still native, a few passes instead of one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import permutations
+from typing import Any
+
+import numpy as np
+
+from shapevm.jit.graph import Op
+from shapevm.ops import OpFlag
+
+ROW_REDUCTIONS = ("sum", "max", "min", "mean")
+
+
+@dataclass
+class RowMatch:
+    kind: str  # layer_norm | rms_norm | softmax | log_softmax
+    x: int  # value id of the input
+    out: int  # value id of the result
+    positions: list[int]
+    eps: float = 0.0
+    scale: float = 1.0
+    gamma: np.ndarray[Any, Any] | None = None
+    beta: np.ndarray[Any, Any] | None = None
+
+
+def _last_axis_reduction(low: Any, op: Op) -> bool:
+    info = op.info
+    if op.kind != "call" or info is None or info.name not in ROW_REDUCTIONS:
+        return False
+    ndim = len(low.graph.value(op.ins[0]).shape)
+    axis = op.attrs.get("axis")
+    axes = tuple(range(ndim)) if axis is None else tuple(a % ndim for a in axis)
+    return ndim >= 1 and axes == (ndim - 1,) and bool(op.attrs.get("keepdims"))
+
+
+def _elementwise(op: Op) -> bool:
+    info = op.info
+    return (
+        op.kind == "call"
+        and info is not None
+        and OpFlag.ELEMENTWISE in info.flags
+        and OpFlag.FUSIBLE in info.flags
+        and len(op.outs) == 1
+    )
+
+
+def match_row(low: Any, start: Op) -> RowMatch | None:
+    """The row op that the ops from ``start`` compute, if any (see the module docstring)."""
+    from shapevm.jit.backend.lower import _shape_equal
+
+    graph = low.graph
+    if start.pos in low.claimed or not (_last_axis_reduction(low, start) or _elementwise(start)):
+        return None
+    tensors = list(dict.fromkeys(v for v in start.ins if low.const_array(v) is None))
+    if len(tensors) != 1:
+        return None
+    x = tensors[0]
+    xv = graph.value(x)
+    if xv.dtype != np.float32 or len(xv.shape) < 1:
+        return None
+    n = xv.shape[-1]
+    members: list[Op] = []
+    produced: set[int] = set()
+    vectors: dict[int, np.ndarray[Any, Any]] = {}
+    for op in graph.ops[start.pos :]:
+        if op.pos in low.claimed or op.kind != "call":
+            continue
+        if not (_elementwise(op) or _last_axis_reduction(low, op)):
+            continue
+        ok = True
+        uses_inside = False
+        for v in op.ins:
+            if v == x or v in produced:
+                uses_inside = True
+                continue
+            array = low.const_array(v)
+            if array is not None and array.dtype == np.float32 and array.size == _int(n):
+                vectors[v] = array.reshape(-1)
+                continue
+            if array is not None and array.size == 1:
+                continue
+            ok = False
+        if not ok or not uses_inside or graph.value(op.outs[0]).dtype != np.float32:
+            continue
+        members.append(op)
+        produced.add(op.outs[0])
+        if len(members) > 40:
+            break
+    if not members or members[0] is not start:
+        return None
+    best: RowMatch | None = None
+    for end in members:
+        out = end.outs[0]
+        if not _shape_equal(graph.value(out).shape, xv.shape):
+            continue
+        chosen = _closure(graph, members, end)
+        if start.pos not in chosen:
+            continue
+        inside = {graph.ops[p].outs[0] for p in chosen}
+        if any(
+            v in graph.live_out or any(u not in chosen for u in low.users(v))
+            for v in inside - {out}
+        ):
+            continue
+        found = _probe(low, x, chosen, vectors, n, len(xv.shape))
+        if found is not None:
+            kind, eps, scale, gamma, beta = found
+            best = RowMatch(kind, x, out, sorted(chosen), eps, scale, gamma, beta)
+    return best
+
+
+def _int(d: Any) -> int:
+    return d if isinstance(d, int) else -1
+
+
+def _closure(graph: Any, members: list[Op], end: Op) -> set[int]:
+    positions = {op.pos for op in members}
+    need = {end.pos}
+    todo = [end.pos]
+    while todo:
+        pos = todo.pop()
+        for v in graph.ops[pos].ins:
+            producer = graph.value(v).producer
+            if producer in positions and producer not in need:
+                need.add(producer)
+                todo.append(producer)
+    return need
+
+
+def _evaluate(low: Any, x: int, chosen: set[int], probe: np.ndarray[Any, Any]) -> Any:
+    env: dict[int, Any] = {x: probe}
+    for pos in sorted(chosen):
+        op = low.graph.ops[pos]
+        args = []
+        for kind, val in low.literals(op):
+            if kind == "c":
+                args.append(val)
+            elif val in env:
+                args.append(env[val])
+            else:
+                args.append(np.asarray(low.const_array(val), np.float64))
+        assert op.info is not None
+        (res,) = op.info.kernel(args, op.attrs)
+        env[op.outs[0]] = np.asarray(res, np.float64)
+    return env[low.graph.ops[max(chosen)].outs[0]]
+
+
+def _scalars(low: Any, chosen: set[int]) -> list[float]:
+    out: list[float] = []
+    for pos in chosen:
+        for kind, val in low.literals(low.graph.ops[pos]):
+            if kind == "c" and isinstance(val, (int, float)) and not isinstance(val, bool):
+                out.append(float(val))
+            elif kind == "v":
+                array = low.const_array(val)
+                if array is not None and array.size == 1:
+                    out.append(float(array.reshape(())))
+    return out
+
+
+def _close(a: Any, b: Any) -> bool:
+    return bool(a.shape == b.shape and np.all(np.abs(a - b) <= 1e-6 * np.maximum(1.0, np.abs(b))))
+
+
+def _probe(
+    low: Any, x: int, chosen: set[int], vectors: dict[int, Any], n: Any, ndim: int
+) -> tuple[str, float, float, Any, Any] | None:
+    with np.errstate(all="ignore"):
+        return _probe_quiet(low, x, chosen, vectors, n, ndim)
+
+
+def _probe_quiet(
+    low: Any, x: int, chosen: set[int], vectors: dict[int, Any], n: Any, ndim: int
+) -> tuple[str, float, float, Any, Any] | None:
+    rows = _int(n) if _int(n) > 0 else 7
+    shape = (1,) * (ndim - 2) + (3, rows) if ndim >= 2 else (rows,)
+    rng = np.random.default_rng(0)
+    small = rng.standard_normal(shape) * 0.003 + 0.002
+    large = rng.standard_normal(shape) * 3.0
+    with np.errstate(all="ignore"):
+        try:
+            got = [_evaluate(low, x, chosen, p) for p in (small, large)]
+        except Exception:  # an op that does not evaluate in float64: no row op
+            return None
+    scalars = sorted(set(_scalars(low, chosen)) | {0.0, 1.0})
+    used = [vectors[v] for v in {v for p in chosen for v in low.graph.ops[p].ins} if v in vectors]
+    for scale in scalars:
+        if scale == 0.0:
+            continue
+        for kind in ("softmax", "log_softmax"):
+            if all(
+                _close(g, _softmax(p * scale, kind == "log_softmax"))
+                for g, p in zip(got, (small, large), strict=True)
+            ):
+                return kind, 0.0, scale, None, None
+    affine = [(None, None)]
+    affine += [(g, None) for g in used] + [(None, b) for b in used]
+    affine += list(permutations(used, 2))
+    for kind in ("layer_norm", "rms_norm"):
+        for eps in scalars:
+            if eps < 0 or eps > 1.0:
+                continue
+            for gamma, beta in affine:
+                want = [_norm(p, kind, eps, gamma, beta) for p in (small, large)]
+                if all(_close(g, w) for g, w in zip(got, want, strict=True)):
+                    return kind, eps, 1.0, gamma, beta
+    return None
+
+
+def _softmax(x: Any, log: bool) -> Any:
+    z = x - x.max(axis=-1, keepdims=True)
+    if log:
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _norm(x: Any, kind: str, eps: float, gamma: Any, beta: Any) -> Any:
+    if kind == "layer_norm":
+        z = x - x.mean(axis=-1, keepdims=True)
+        y = z / np.sqrt((z * z).mean(axis=-1, keepdims=True) + eps)
+    else:
+        y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    if gamma is not None:
+        y = y * gamma
+    if beta is not None:
+        y = y + beta
+    return y
+
+
+def lower_rowop(low: Any, op: Op) -> bool:
+    """A row op found by `match_row`, as one kernel of the library's row operations."""
+    from shapevm import native
+    from shapevm.jit.backend import nodes as N
+    from shapevm.jit.backend.nodes import Kernel
+    from shapevm.runtime.scheduler import native_enabled
+
+    make = getattr(native, "rowop_kernel", None)
+    if make is None:
+        return False
+    found = match_row(low, op)
+    if found is None:
+        return False
+    reductions = {
+        low.graph.ops[p].info.name
+        for p in found.positions
+        if _last_axis_reduction(low, low.graph.ops[p])
+    }
+    if not all(native_enabled(r, "native_rowop") for r in reductions):
+        return False
+    x = low.contiguous_rows(low.tensor(found.x), (op.pc,))
+    out = low.result(found.out)
+    kernel = make(found.kind, eps=found.eps, scale=found.scale, gamma=found.gamma, beta=found.beta)
+    pcs = tuple(sorted(low.graph.ops[p].pc for p in found.positions))
+    low.emit(
+        Kernel(N.OP_EXTERNAL, [x], [out], obj=kernel, pcs=pcs, label=found.kind, inplace=((0, 0),))
+    )
+    low.claim(*found.positions)
+    low.patterns.append(found.kind)
+    return True
+
+
+def lower_attention(low: Any, op: Op) -> bool:
+    """``softmax(q @ k^T * scale) @ v`` (the softmax written in any way `match_row` finds)
+    as one attention kernel: the scores are never materialized whole."""
+    from shapevm import native
+    from shapevm.jit.backend import nodes as N
+    from shapevm.jit.backend.lower import _scale_of
+    from shapevm.jit.backend.nodes import Kernel
+    from shapevm.runtime.scheduler import native_enabled
+
+    make = getattr(native, "attention_kernel", None)
+    info = op.info
+    if make is None or info is None or info.name != "matmul":
+        return False
+    if not (native_enabled("matmul", "native_matmul") and native_enabled("max", "native_rowop")):
+        return False
+    graph = low.graph
+    q_v, kt_v = op.ins
+    kt = graph.value(kt_v)
+    if low.const_array(q_v) is not None or low.const_array(kt_v) is not None:
+        return False
+    producer = graph.ops[kt.producer] if kt.producer >= 0 else None
+    nd = len(kt.shape)
+    if (
+        producer is None
+        or producer.info is None
+        or producer.info.name != "transpose"
+        or nd < 2
+        or tuple(producer.attrs["perm"]) != (*range(nd - 2), nd - 1, nd - 2)
+        or len(low.users(kt_v)) != 1
+    ):
+        return False
+    k_v = producer.ins[0]
+    chain = [op.pos]
+    s = op.outs[0]
+    scale = 1.0
+    user = low.sole_user(s)
+    if user is not None and (alpha := _scale_of(low, user, s)) is not None:
+        scale, s = alpha, user.outs[0]
+        chain.append(user.pos)
+    readers = low.users(s)
+    if not readers or s in graph.live_out:
+        return False
+    soft = match_row(low, graph.ops[min(readers)])
+    if soft is None or soft.kind != "softmax" or soft.x != s:
+        return False
+    users = low.users(soft.out)
+    if len(users) != 1 or soft.out in graph.live_out:
+        return False
+    pv = graph.ops[users[0]]
+    if pv.info is None or pv.info.name != "matmul" or pv.ins[0] != soft.out:
+        return False
+    v_v = pv.ins[1]
+    for vid in (q_v, k_v, v_v):
+        if graph.value(vid).dtype != np.float32:
+            return False
+    q = low.contiguous_last(low.tensor(q_v), (op.pc,))
+    k = low.contiguous_last(low.tensor(k_v), (op.pc,))
+    v = low.contiguous_last(low.tensor(v_v), (op.pc,))
+    out = low.result_through_layout(pv.outs[0])
+    positions = sorted({*chain, *soft.positions, pv.pos, producer.pos})
+    pcs = tuple(graph.ops[p].pc for p in positions)
+    low.emit(
+        Kernel(
+            N.OP_EXTERNAL,
+            [q, k, v],
+            [out],
+            obj=make(scale * soft.scale),
+            pcs=pcs,
+            label="attention",
+        )
+    )
+    low.claim(*positions)
+    low.patterns.append("attention")
+    return True

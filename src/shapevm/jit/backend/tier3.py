@@ -1,0 +1,96 @@
+"""Tier 3: generated C for the hot chains of a key, compiled in the background, patched in.
+
+`generate(variant, key, ref_env, specialize)` writes C for every fused chain of the
+variant's native regions (`codegen.chain_source`), builds it with the system compiler
+(`toolchain.build`, cached on disk) and installs each kernel in front of its chain's tier-2
+kernel (`Executor.patch`): calls that start afterwards run it, calls already running finish
+as they began. With ``specialize`` (``exact`` keys, and the frequent keys of ``adaptive``)
+the chain's innermost extent at the key's values is baked in; the kernel then declines
+other shapes, which keep tier 2 (or another key's kernel). `Patches.remove` takes a key's
+kernels out again (eviction, a capability patch).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shapevm import native
+from shapevm.jit.backend import codegen, toolchain
+from shapevm.jit.backend.variant import Variant
+
+
+@dataclass
+class Patches:
+    """The kernels one key installed: (executor, instruction, slot) each."""
+
+    installed: list[tuple[Any, int, int]] = field(default_factory=list)
+    compile_ms: float = 0.0
+    built: int = 0
+    cached: int = 0
+    skipped: list[str] = field(default_factory=list)
+    sources: list[tuple[str, str]] = field(default_factory=list)  # (kernel label, C source)
+
+    def remove(self) -> None:
+        for executor, index, slot in self.installed:
+            executor.unpatch(index, slot)
+        self.installed.clear()
+
+
+def available() -> str | None:
+    """Why tier 3 cannot run here (None: it can)."""
+    if toolchain.compiler() is None:
+        return toolchain.why_no_compiler()
+    return None
+
+
+def generate(
+    variant: Variant,
+    ref_env: Mapping[str, int],
+    specialize: bool,
+    check: Callable[[], None] = lambda: None,
+) -> Patches:
+    """Build and patch in the key's kernels (see the module docstring)."""
+    out = Patches()
+    isa = native.info()["isa"]
+    for region in variant.regions:
+        executors = [region.executor]
+        if variant.function.direct is not None:
+            executors.append(variant.function.direct)
+        for index, kernel in enumerate(region.lowered.kernels):
+            chain = kernel.chain
+            if chain is None:
+                continue
+            check()
+            inner = None
+            if specialize:
+                d = chain.shape[-1]
+                inner = d if isinstance(d, int) else int(d.evaluate(ref_env))
+            try:
+                symbol, source = codegen.chain_source(chain, isa, inner)
+                built = toolchain.build(symbol, source, isa)
+            except (codegen.CannotGenerate, toolchain.BuildError) as exc:
+                out.skipped.append(
+                    f"{kernel.label} [{', '.join(f'#{p}' for p in kernel.pcs)}]: {exc}"
+                )
+                continue
+            out.sources.append(
+                (f"{kernel.label} [{', '.join(f'#{p}' for p in kernel.pcs)}]", source)
+            )
+            out.compile_ms += built.compile_ms
+            out.built += not built.cached
+            out.cached += built.cached
+            capsule = toolchain.load(built)
+            for executor in executors:
+                slot = executor.patch(index, capsule)
+                if slot >= 0:
+                    out.installed.append((executor, index, slot))
+                else:
+                    out.skipped.append(f"{kernel.label}: every slot of the instruction is taken")
+    return out
+
+
+def elapsed_ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3

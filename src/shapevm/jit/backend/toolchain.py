@@ -1,0 +1,227 @@
+"""Tier 3's toolchain: the system's C compiler, and the cache of what it built.
+
+- **Compiler**: ``$CC``, else the first of ``cc``, ``gcc``, ``clang`` on ``PATH``; its
+  ``--version`` line is part of every cache key. With none, `compiler()` is None and
+  `why_no_compiler()` says what was looked for: tier 3 is skipped, nothing else changes.
+- **Cache**: ``$SHAPEVM_CACHE_DIR``, else ``$XDG_CACHE_HOME/shapevm``, else
+  ``~/.cache/shapevm``, in a ``kernels-<abi>`` folder. The key (a SHA-256) covers the
+  source, the compiler and its version, the flags, the instruction set, shapevm's version
+  and the headers the source includes. Each entry is ``<key>.so`` with ``<key>.json``
+  holding the library's own SHA-256; both are written to temporary names and renamed, so
+  a reader never sees half a file. The folder must belong to the user and be writable by
+  no one else; a folder that is not (or an entry whose hash does not match) is never
+  loaded from: the library is built again in a private temporary folder, or over the bad
+  entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shapevm import native
+
+HEADERS = Path(native.__file__).parent / "c"
+FLAGS = (
+    "-O3", "-std=gnu11", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=fast",
+    "-fvisibility=hidden", "-fno-semantic-interposition",
+)  # fmt: skip
+_lock = threading.Lock()
+_compiler: tuple[tuple[str, ...], str] | bool | None = False  # False: not looked up yet
+_private_dir: Path | None = None
+
+
+@dataclass
+class Built:
+    path: Path
+    symbol: str
+    key: str
+    compile_ms: float  # 0 for a cache hit
+    cached: bool
+
+
+class BuildError(Exception):
+    """The compiler failed (its output is in the message)."""
+
+
+def compiler() -> tuple[tuple[str, ...], str] | None:
+    """(command, version line) of the C compiler, or None when there is none."""
+    global _compiler
+    with _lock:
+        if _compiler is False:
+            _compiler = _find()
+        return _compiler  # type: ignore[return-value]
+
+
+def reset() -> None:
+    """Look the compiler up again at the next use (after ``$CC`` or ``PATH`` change)."""
+    global _compiler
+    with _lock:
+        _compiler = False
+
+
+def why_no_compiler() -> str:
+    cc = os.environ.get("CC")
+    tried = f"$CC ({cc!r}), " if cc else ""
+    return f"no C compiler found ({tried}cc, gcc, clang on PATH): tier 3 is skipped"
+
+
+def _find() -> tuple[tuple[str, ...], str] | None:
+    candidates: list[list[str]] = []
+    if os.environ.get("CC"):
+        candidates.append(shlex.split(os.environ["CC"]))
+    candidates += [["cc"], ["gcc"], ["clang"]]
+    for cmd in candidates:
+        exe = shutil.which(cmd[0]) if cmd else None
+        if not exe:
+            continue
+        try:
+            out = subprocess.run(
+                [exe, *cmd[1:], "--version"], capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode == 0:
+            return (exe, *cmd[1:]), (out.stdout.splitlines() or ["?"])[0]
+    return None
+
+
+def cache_root() -> Path:
+    base = os.environ.get("SHAPEVM_CACHE_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = (
+            os.path.join(xdg, "shapevm") if xdg else os.path.join(Path.home(), ".cache", "shapevm")
+        )
+    return Path(base) / f"kernels-{native.info()['abi_version']}"
+
+
+def safe_dir(path: Path) -> str | None:
+    """Why ``path`` must not be used for loadable code (None: it is fine)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"cannot read {path}: {exc}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a directory"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"{path} belongs to user {st.st_uid}, not to this user ({os.getuid()})"
+    if st.st_mode & 0o022:
+        return f"{path} is writable by others (mode {oct(st.st_mode & 0o777)})"
+    return None
+
+
+def cache_dir() -> tuple[Path, str]:
+    """The folder to build into, and a note when the configured one was refused."""
+    global _private_dir
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        problem: str | None = f"cannot create {root}: {exc}"
+    else:
+        problem = safe_dir(root)
+    if problem is None:
+        return root, ""
+    with _lock:
+        if _private_dir is None:
+            _private_dir = Path(tempfile.mkdtemp(prefix="shapevm-kernels-"))
+    return _private_dir, f"cache not used: {problem}"
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _headers_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted(HEADERS.glob("*.h")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+_HEADERS_DIGEST: str | None = None
+
+
+def cache_key(source: str, isa: str) -> str:
+    global _HEADERS_DIGEST
+    found = compiler()
+    assert found is not None
+    if _HEADERS_DIGEST is None:
+        _HEADERS_DIGEST = _headers_digest()
+    import shapevm
+
+    parts = [
+        source,
+        " ".join(found[0]),
+        found[1],
+        " ".join(FLAGS),
+        isa,
+        shapevm.__version__,
+        _HEADERS_DIGEST,
+    ]
+    return _digest("\0".join(parts).encode())
+
+
+def build(symbol: str, source: str, isa: str, timeout_s: float = 60.0) -> Built:
+    """The shared library of ``source`` (from the cache when a valid entry exists)."""
+    found = compiler()
+    if found is None:
+        raise BuildError(why_no_compiler())
+    folder, _note = cache_dir()
+    key = cache_key(source, isa)
+    so, meta = folder / f"{key}.so", folder / f"{key}.json"
+    hit = _valid(so, meta, symbol)
+    if hit:
+        return Built(so, symbol, key, 0.0, True)
+    t0 = time.perf_counter()
+    fd, tmp_c = tempfile.mkstemp(suffix=".c", dir=folder)
+    tmp_so = tmp_c[:-2] + ".so"
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        cmd = [*found[0], *FLAGS, f"-I{HEADERS}", tmp_c, "-o", tmp_so, "-lm"]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError(f"the compiler took over {timeout_s} s") from exc
+        if out.returncode != 0:
+            raise BuildError(f"{' '.join(cmd[:2])} failed:\n{out.stderr[-2000:]}")
+        data = Path(tmp_so).read_bytes()
+        tmp_meta = tmp_c[:-2] + ".json"
+        Path(tmp_meta).write_text(json.dumps({"sha256": _digest(data), "symbol": symbol}))
+        os.replace(tmp_so, so)
+        os.replace(tmp_meta, meta)
+    finally:
+        for p in (tmp_c, tmp_so):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    return Built(so, symbol, key, (time.perf_counter() - t0) * 1e3, False)
+
+
+def _valid(so: Path, meta: Path, symbol: str) -> bool:
+    try:
+        info: dict[str, Any] = json.loads(meta.read_text())
+        data = so.read_bytes()
+    except (OSError, ValueError):
+        return False
+    return info.get("symbol") == symbol and info.get("sha256") == _digest(data)
+
+
+def load(built: Built) -> Any:
+    """The kernel capsule of a built library (`shapevm.native.Executor.patch` takes it)."""
+    return native.load_kernel(str(built.path), built.symbol)

@@ -1,0 +1,125 @@
+"""A compiled variant: a function's native code (shared by every key) as one key runs it.
+
+The native code of a function (`NativeFunction`: its regions lowered to executors) does
+not depend on shapes, so every key of the function shares it; a `Variant` adds what is
+the key's own: the interpreter's plans with the native regions spliced in (cached per
+assignment of the dimension variables) and the memory figures at the key's reference
+values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shapevm.bytecode.program import Instr
+from shapevm.jit.backend.function import NativeFunction, NativeRegion
+from shapevm.runtime.bctrace import NamedStep
+from shapevm.runtime.interpreter import Executable, Plan, Step
+
+_PLANS_PER_VARIANT = 256
+
+
+class _RegionCall(NamedStep):
+    """A native region standing in the interpreter's plan for one dimension assignment."""
+
+    def __init__(self, region: NativeRegion, key: Any, env: Mapping[str, int]) -> None:
+        self.region = region
+        self.key = key
+        self.env = env
+        r = region.region
+        self.name = f"{r.name} ({r.span})"
+        self.pc = r.start
+        self.out_slots = region.out_slots
+
+    def __call__(self, regs: list[Any]) -> None:
+        self.region.run(regs, self.key, self.env)
+
+
+class Variant:
+    """The native code of ``function`` for one specialization key."""
+
+    def __init__(
+        self,
+        executable: Executable,
+        key: Any,
+        function: NativeFunction,
+        ref_env: Mapping[str, int],
+        shares_code_with: Any = None,
+    ) -> None:
+        self.executable = executable
+        self.key = key
+        self.function = function
+        self.shares_code_with = shares_code_with
+        """The key whose compile lowered the native code this variant runs (None: its own)."""
+        self.regions: tuple[NativeRegion, ...] = tuple(function.regions)
+        self.ref_env = dict(ref_env)
+        planned = naive = 0
+        for r in self.regions:
+            p, n = r.bytes(ref_env)
+            planned += p
+            naive += n
+        self.planned_bytes = planned
+        self.naive_bytes = naive
+        self.variables = executable.binder.variables
+        self.generic = True
+        """Right for any dimension values: the variant may serve any key of its function."""
+        self.whole = function.whole
+        """One native region is the function's whole body: a call is one executor call."""
+        self._plans: dict[tuple[int, ...], Plan] = {}
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        return tuple(sorted({p for r in self.regions for p in r.patterns}))
+
+    def plan_for(self, env: Mapping[str, int]) -> Plan:
+        values = tuple(env[v] for v in self.variables)
+        plan = self._plans.get(values)
+        if plan is None:
+            plan = None
+            if self.function.whole:  # one region call: no interpreted step around it
+                first = self.executable.fn.blocks[0].instrs[0]
+                call = _RegionCall(self.regions[0], values, env)
+                plan = self.executable.straight_plan([call], [first])
+            if plan is None:
+                plan = self._splice(self.executable.plan_for(env), values, env)
+            if len(self._plans) >= _PLANS_PER_VARIANT:
+                self._plans.clear()
+            self._plans[values] = plan
+        return plan
+
+    def run(self, arrays: Sequence[Any], env: Mapping[str, int]) -> list[Any]:
+        fn = self.function
+        if fn.direct is not None:
+            dims = tuple(env[v] for v in self.variables)
+            return list(fn.direct(dims, *arrays))
+        return self.plan_for(env).run(arrays)
+
+    def _splice(self, base: Plan, values: tuple[int, ...], env: Mapping[str, int]) -> Plan:
+        calls = [(r, _RegionCall(r, values, env)) for r in self.regions]
+
+        def transform(
+            label: str, steps: tuple[Step, ...], instrs: tuple[Instr, ...]
+        ) -> tuple[list[Any], list[Instr]]:
+            new_steps: list[Any] = []
+            new_instrs: list[Instr] = []
+            placed: set[int] = set()
+            for step, instr in zip(steps, instrs, strict=True):
+                for n, (region, call) in enumerate(calls):
+                    if id(instr) in region.covered:
+                        if n not in placed:
+                            placed.add(n)
+                            new_steps.append(call)
+                            new_instrs.append(instr)
+                        break
+                else:
+                    new_steps.append(step)
+                    new_instrs.append(instr)
+            return new_steps, new_instrs
+
+        return base.with_steps(transform)
+
+    def describe(self) -> str:
+        parts = [r.describe() for r in self.regions]
+        parts += [f"{p.region.span} interpreted: {p.reason}" for p in self.function.interpreted]
+        return "\n".join(parts) or "(no native regions)"

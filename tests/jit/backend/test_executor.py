@@ -1,0 +1,194 @@
+"""The region executor (C): views, copies, fills and products over the dimension heap;
+mismatched calls refused with ExecMismatch; corrupt regions refused at construction,
+never run; calls from several threads at once."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import shapevm as sv
+from shapevm import native
+from shapevm.jit.backend import nodes as N
+from shapevm.jit.backend.dims import DimHeap
+from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
+from shapevm.jit.backend.plan import build_spec, plan_memory
+
+F32 = np.dtype(np.float32)
+A, B = sv.symbolic_shape("a, b")
+
+
+def executor(
+    tensors: list[Tensor],
+    kernels: list[Kernel],
+    inputs: list[int],
+    outputs: list[int],
+    constraints: list[Any] = (),  # type: ignore[assignment]
+    variables: tuple[str, ...] = ("a", "b"),
+) -> Any:
+    for i, t in enumerate(outputs):
+        tensors[t].kind = "output"
+        tensors[t].out_index = i
+    low = Lowered(tensors, kernels, inputs, outputs, list(inputs), list(outputs))
+    heap = DimHeap(variables)
+    for c in constraints:
+        heap.check_nonnegative(c)
+    return native.Executor(build_spec(low, plan_memory(low), heap))
+
+
+def test_transpose_slice_reshape_views_and_a_product() -> None:
+    # y = (x^T)[1:, :] reshaped to [(b - 1) * a]; z = x @ x^T
+    ts = [
+        Tensor(0, "input", F32, (A, B), arg=0),
+        Tensor(
+            1, "view", F32, (B, A), base=0, viewop=N.V_TRANSPOSE, params=(1, 0), contiguous=False
+        ),
+        Tensor(
+            2,
+            "view",
+            F32,
+            (B - 1, A),
+            base=1,
+            viewop=N.V_SLICE,
+            params=(1, 0),
+            params2=(1, 1),
+            contiguous=False,
+        ),
+        Tensor(3, "temp", F32, (B - 1, A)),
+        Tensor(4, "view", F32, ((B - 1) * A,), base=3, viewop=N.V_RESHAPE),
+        Tensor(5, "temp", F32, ((B - 1) * A,)),
+        Tensor(6, "temp", F32, (A, A)),
+    ]
+    ks = [
+        Kernel(N.OP_COPY, [2], [3]),
+        Kernel(N.OP_COPY, [4], [5]),
+        Kernel(N.OP_MATMUL, [0, 1], [6], fattr=[0.5]),
+    ]
+    ex = executor(ts, ks, [0], [5, 6])
+    for a, b in [(1, 2), (3, 5), (7, 4)]:
+        x = np.random.default_rng(a).standard_normal((a, b)).astype(np.float32)
+        y, z = ex(x)
+        np.testing.assert_array_equal(y, x.T[1:].reshape(-1))
+        np.testing.assert_allclose(z, 0.5 * x @ x.T, rtol=1e-5, atol=1e-6)
+
+
+def test_fill_and_broadcast() -> None:
+    ts = [
+        Tensor(0, "input", F32, (B,), arg=0),
+        Tensor(1, "view", F32, (A, B), base=0, viewop=N.V_BROADCAST, contiguous=False),
+        Tensor(2, "temp", F32, (A, B)),
+        Tensor(3, "temp", np.dtype(np.int64), (A,)),
+    ]
+    ks = [Kernel(N.OP_COPY, [1], [2]), Kernel(N.OP_FILL, [], [3], fattr=[7.0])]
+    ex = executor(ts, ks, [0], [2, 3])
+    y, k = ex((4, 3), np.arange(3, dtype=np.float32))
+    np.testing.assert_array_equal(y, np.tile(np.arange(3, dtype=np.float32), (4, 1)))
+    assert k.dtype == np.int64 and k.tolist() == [7, 7, 7, 7]
+
+
+def _copy_executor(constraints: list[Any] = ()) -> Any:  # type: ignore[assignment]
+    ts = [Tensor(0, "input", F32, (A, 3), arg=0), Tensor(1, "temp", F32, (A, 3))]
+    return executor(ts, [Kernel(N.OP_COPY, [0], [1])], [0], [1], constraints, ("a",))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((np.zeros((2, 4), np.float32),), "argument 0: dimension 1 does not match"),
+        ((np.zeros((2, 3)),), "argument 0 has another dtype or rank"),
+        ((np.zeros(3, np.float32),), "argument 0 has another dtype or rank"),
+        (([[1.0, 2.0, 3.0]],), "argument 0 is not an array"),
+        ((), "expected 1 arrays, found 0"),
+        ((np.zeros((20, 3), np.float32),), "constraint 0 does not hold"),
+    ],
+)
+def test_mismatched_calls_raise_exec_mismatch(args: tuple[Any, ...], message: str) -> None:
+    ex = _copy_executor([16 - A])  # a <= 16
+    with pytest.raises(native.ExecMismatch, match=message):
+        ex(*args)
+    assert ex.stats()["mismatches"] == 1
+
+
+def test_inputs_that_are_not_contiguous_are_copied_first() -> None:
+    ex = _copy_executor()
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)[:, ::2]
+    (y,) = ex(x)
+    np.testing.assert_array_equal(y, x)
+
+
+def test_outputs_are_fresh_arrays_every_call() -> None:
+    ex = _copy_executor()
+    x = np.ones((2, 3), np.float32)
+    (y1,), (y2,) = ex(x), ex(x)
+    assert y1 is not y2 and not np.shares_memory(y1, y2)
+
+
+def _spec() -> dict[str, Any]:
+    ts = [
+        Tensor(0, "input", F32, (A, 3), arg=0),
+        Tensor(1, "temp", F32, (A, 3)),
+        Tensor(2, "temp", F32, (A, 3)),
+    ]
+    ks = [Kernel(N.OP_COPY, [0], [1]), Kernel(N.OP_COPY, [1], [2])]
+    ts[2].kind, ts[2].out_index = "output", 0
+    low = Lowered(ts, ks, [0], [2], [0], [2])
+    return build_spec(low, plan_memory(low), DimHeap(["a"]))
+
+
+@settings(max_examples=300)
+@given(
+    field=st.sampled_from(["slots", "instrs", "buffers", "outputs", "dimprog", "heap"]),
+    index=st.integers(0, 200),
+    value=st.integers(-(2**31), 2**31 - 1),
+)
+def test_a_corrupt_region_is_refused_not_run(field: str, index: int, value: int) -> None:
+    spec = _spec()
+    array = spec[field].copy()
+    flat = array.reshape(-1)
+    if flat.size == 0:
+        return
+    flat[index % flat.size] = value
+    spec[field] = array
+    try:
+        ex = native.Executor(spec)
+    except (native.NativeKernelError, ValueError, TypeError):
+        return
+    x = np.ones((2, 3), np.float32)  # whatever was accepted must run safely or refuse
+    try:
+        ex(x)
+    except (native.ExecMismatch, RuntimeError, MemoryError, ValueError):
+        pass
+
+
+def test_missing_fields_are_named() -> None:
+    spec = _spec()
+    del spec["slots"]
+    with pytest.raises(native.NativeKernelError, match="missing field"):
+        native.Executor(spec)
+
+
+def test_many_threads_call_one_executor() -> None:
+    ex = _copy_executor()
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            a = int(rng.integers(1, 40))
+            x = rng.standard_normal((a, 3)).astype(np.float32)
+            (y,) = ex(x)
+            if not np.array_equal(x, y):
+                errors.append("mismatch")
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert ex.stats()["calls"] == 800

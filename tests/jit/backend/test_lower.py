@@ -1,0 +1,207 @@
+"""Lowering works on the op graph, not on spelling: dense layers with their bias,
+activation and residual are found whichever way a user writes them, and the native result
+matches the interpreter's."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shapevm as sv
+import shapevm.numpy as snp
+from shapevm.jit.backend.function import lower_function
+from shapevm.jit.regions import find_regions
+from shapevm.runtime.interpreter import Executable
+
+RNG = np.random.default_rng(3)
+W = (RNG.standard_normal((48, 32)) / 6).astype(np.float32)  # a PyTorch [out, in] weight
+BIAS = RNG.standard_normal(48).astype(np.float32)
+C = math.sqrt(2.0 / math.pi)
+
+
+def lowered(fn: Callable[..., Any], width: int = 32) -> tuple[Any, Any, Any]:
+    (b,) = sv.symbolic_shape("b")
+    exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct((b, width), np.float32))
+    ex = Executable(exp.program)
+    return exp, ex, lower_function(ex, find_regions(ex.fn, ex.program))
+
+
+def labels(nf: Any) -> list[str]:
+    return [k.label for r in nf.regions for k in r.lowered.kernels]
+
+
+def run_both(exp: Any, ex: Executable, nf: Any, n: int, width: int = 32) -> None:
+    """The interpreter's result against the native regions' (spliced into its plan)."""
+    from shapevm.jit.backend.variant import Variant
+
+    x = RNG.standard_normal((n, width)).astype(np.float32)
+    want = exp.call(x)
+    variant = Variant(ex, ("exact", (n,)), nf, {"b": n})
+    (got,) = variant.run([x], {"b": n})
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+SPELLINGS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "x @ W.T + b": (lambda x: x @ W.T + BIAS, "dense+bias"),
+    "b + x @ W.T": (lambda x: BIAS + x @ W.T, "dense+bias"),
+    "bias as a row": (lambda x: x @ W.T + BIAS[None, :], "dense+bias"),
+    "relu as maximum(h, 0)": (lambda x: snp.maximum(x @ W.T + BIAS, 0.0), "dense+bias+relu"),
+    "relu as maximum(0, h)": (lambda x: snp.maximum(0.0, x @ W.T + BIAS), "dense+bias+relu"),
+    "relu as where": (
+        lambda x: snp.where((x @ W.T + BIAS) > 0, x @ W.T + BIAS, 0.0),
+        None,  # two products: no single dense
+    ),
+    "gelu, tanh form": (
+        lambda x: (lambda h: 0.5 * h * (1 + snp.tanh(C * (h + 0.044715 * h**3))))(x @ W.T + BIAS),
+        "dense+bias+gelu_tanh",
+    ),
+    "gelu, tanh form reordered": (
+        lambda x: (lambda h: h * (snp.tanh((h * h * h * 0.044715 + h) * C) + 1.0) * 0.5)(
+            x @ W.T + BIAS
+        ),
+        "dense+bias+gelu_tanh",
+    ),
+    "gelu, erf form": (
+        lambda x: (
+            (lambda h: 0.5 * h * (1 + sv.lax.erf(h / math.sqrt(2.0))))(x @ W.T + BIAS)
+            if hasattr(sv, "lax") and hasattr(sv.lax, "erf")
+            else (lambda h: 0.5 * h * (1 + snp.erf(h / math.sqrt(2.0))))(x @ W.T + BIAS)
+        ),
+        "dense+bias+gelu_erf",
+    ),
+    "silu as h * sigmoid(h)": (
+        lambda x: (lambda h: h * (1.0 / (1.0 + snp.exp(-h))))(x @ W.T + BIAS),
+        "dense+bias+silu",
+    ),
+    "tanh": (lambda x: snp.tanh(x @ W.T + BIAS), "dense+bias+tanh"),
+    "residual": (lambda x: x @ W[:32].T + x, "dense+residual"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPELLINGS))
+def test_dense_found_in_every_spelling(name: str) -> None:
+    fn, label = SPELLINGS[name]
+    width = 32
+    exp, ex, nf = lowered(fn, width)
+    if label is not None:
+        assert label in labels(nf), labels(nf)
+    for n in (1, 3, 17):
+        run_both(exp, ex, nf, n, width)
+
+
+def test_a_constant_transposed_in_the_program_is_packed_not_transposed() -> None:
+    text = """
+func @f(t0: f32[b, 32]) -> f32[b, 48]
+  L0:
+    t1: f32[48, 32] = LOAD_CONST k0
+    t2: f32[32, 48] = OP_CALL transpose(t1, perm=[1, 0])
+    t3: f32[b, 48] = OP_CALL matmul(t0, t2)
+    RETURN t3
+"""
+    import base64
+
+    from shapevm import bytecode as bc
+
+    data = base64.b64encode(np.ascontiguousarray(W).tobytes()).decode()
+    text = f'const k0 "w": f32[48, 32] = b64"{data}"\n' + text
+    ex = Executable(bc.parse_program(text))
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    assert labels(nf) == ["dense"]
+
+
+def test_two_activations_in_a_row_fuse_only_the_first() -> None:
+    exp, ex, nf = lowered(lambda x: snp.tanh(snp.maximum(x @ W.T + BIAS, 0.0)))
+    assert "dense+bias+relu" in labels(nf)
+    for n in (2, 5):
+        run_both(exp, ex, nf, n)
+
+
+def test_the_memory_plan_reuses_buffers_and_reports_against_the_naive_plan() -> None:
+    from shapevm.models import traced
+    from shapevm.models import workloads as wl
+
+    exp = traced.export_workload("W1", wl.make_weights("W1"), form="user")
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    (region,) = nf.regions
+    planned, naive = region.bytes({"b": 64})
+    # the 1024-wide activations of the three layers and the layer norm's input share two
+    # buffers; the interpreter allocates every one of the many intermediates
+    assert len(region.memory.buffers) == 2
+    assert planned < naive / 4
+
+
+def _conv_program(fn: Callable[..., Any]) -> tuple[Any, Any, Any]:
+    b, h, w = sv.symbolic_shape("b, h, w", constraints=["h >= 8", "w >= 8"])
+    exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct((b, 3, h, w), np.float32))
+    ex = Executable(exp.program)
+    return exp, ex, lower_function(ex, find_regions(ex.fn, ex.program))
+
+
+K1 = (RNG.standard_normal((20, 3, 3, 3)) / 5).astype(np.float32)
+K2 = (RNG.standard_normal((20, 20, 3, 3)) / 13).astype(np.float32)
+KD = (RNG.standard_normal((20, 1, 3, 3)) / 3).astype(np.float32)
+CB = RNG.standard_normal(20).astype(np.float32)
+
+CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
+    "chain kept blocked, then pooled": (
+        lambda x: snp.mean(
+            snp.maximum(
+                sv.nn.conv2d(
+                    snp.maximum(sv.nn.conv2d(x, K1, CB, padding=1), 0.0), K2, stride=2, padding=1
+                )
+                + CB.reshape(20, 1, 1),
+                0.0,
+            ),
+            axis=(2, 3),
+        ),
+        # NCHW in, blocked out: no reorder of the input
+        [
+            "conv+bias+relu (to blocked)",
+            "conv+bias+relu (blocked)",
+            "global average pool (blocked)",
+        ],
+    ),
+    "a chain ended in NCHW": (
+        lambda x: sv.nn.conv2d(snp.maximum(sv.nn.conv2d(x, K1, CB, padding=1), 0.0), K2) * 2.0,
+        ["conv+bias+relu (to blocked)", "conv (from blocked)", "chain[1]"],
+    ),
+    "a result read in NCHW": (
+        lambda x: sv.nn.conv2d(x, K1, padding=(1, 0)) * 2.0,
+        ["conv", "chain[1]"],
+    ),
+    "depthwise and residual": (
+        lambda x: (lambda h: sv.nn.conv2d(h, KD, groups=20, padding=1) + h)(
+            sv.nn.conv2d(x, K1, CB, padding=1)
+        ),
+        ["conv+bias", "conv+residual"],
+    ),
+    "pooling": (
+        lambda x: (
+            sv.nn.max_pool2d(sv.nn.conv2d(x, K1), 2) + sv.nn.avg_pool2d(sv.nn.conv2d(x, K1), 2)
+        ),
+        ["conv", "max_pool2d", "avg_pool2d"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONV_PROGRAMS))
+def test_convolutions_lower_and_agree_with_the_interpreter(name: str) -> None:
+    from shapevm.jit.backend.variant import Variant
+
+    fn, expected = CONV_PROGRAMS[name]
+    exp, ex, nf = _conv_program(fn)
+    got_labels = labels(nf)
+    for label in expected:
+        assert label in got_labels, got_labels
+    assert "to blocked" not in got_labels and "from blocked" not in got_labels  # no reorders
+    for b, h, w in [(1, 8, 8), (2, 13, 11), (1, 30, 17)]:
+        x = RNG.standard_normal((b, 3, h, w)).astype(np.float32)
+        want = exp.call(x)
+        env = {"b": b, "h": h, "w": w}
+        (got,) = Variant(ex, ("exact", (b, h, w)), nf, env).run([x], env)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

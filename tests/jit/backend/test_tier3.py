@@ -1,0 +1,139 @@
+"""Tier 3: C generated for fused chains computes what the interpreter computes; the cache
+of built libraries is keyed, checked and never trusted when its folder is not private;
+without a compiler tier 3 is skipped with the reason."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shapevm as sv
+import shapevm.numpy as snp
+from shapevm import native
+from shapevm.frontend.tracer import bind_op
+from shapevm.jit.backend import codegen, toolchain
+from shapevm.jit.backend.function import lower_function
+from shapevm.jit.backend.registry import LOWERINGS
+from shapevm.jit.backend.variant import Variant
+from shapevm.jit.regions import find_regions
+from shapevm.runtime.interpreter import Executable
+
+needs_cc = pytest.mark.skipif(toolchain.compiler() is None, reason="no C compiler here")
+
+
+def test_every_fusible_op_has_a_c_form() -> None:
+    assert codegen.missing_ops() == []
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("SHAPEVM_CACHE_DIR", str(tmp_path / "cache"))
+    yield toolchain.cache_root()
+
+
+@pytest.fixture
+def generated_tier2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run chains through generated code in tier 2 as well, to test the generator alone."""
+
+    def build(chain: Any) -> Any:
+        isa = native.info()["isa"]
+        symbol, source = codegen.chain_source(chain, isa)
+        return toolchain.load(toolchain.build(symbol, source, isa))
+
+    monkeypatch.setattr(native, "chain_kernel", build, raising=False)
+
+
+def _chain_source() -> tuple[str, str]:
+    from shapevm.jit.backend.chains import Chain, Node
+
+    f32 = np.dtype(np.float32)
+    chain = Chain((7,), [0], [Node("exp", (("in", 0),), f32)], [(0, 1)], input_dtypes=[f32])
+    return codegen.chain_source(chain, "generic")
+
+
+FUNCTIONS = {
+    "gelu-ish": lambda x, y: 0.5 * x * (1 + snp.tanh(0.8 * (x + 0.04 * x * x * x))) + y,
+    "where and comparisons": lambda x, y: snp.where((x > y) & (y > -0.5), x - y, snp.sqrt(y * y)),
+    "floor, mod, pow": lambda x, y: snp.floor(x * 3.0) % 2.0 + snp.abs(y) ** 1.5,
+    "maximum with nan": lambda x, y: snp.maximum(x, snp.log(y)) * snp.minimum(y, 0.25),
+    "trailing sum": lambda x, y: snp.sum(snp.exp(x) * y, axis=-1, keepdims=True),
+    "trailing max over two axes": lambda x, y: snp.max(snp.sin(x) + snp.cos(y), axis=(1, 2)),
+    "mean then broadcast": lambda x, y: x - snp.mean(x * y, axis=-1, keepdims=True),
+    # an op only ONNX models bring (Softplus, Mish): every op of the table, however it is used
+    "softplus (mish)": lambda x, y: x * snp.tanh(bind_op("softplus", [x * 30.0])) + y,
+}
+
+
+@needs_cc
+@pytest.mark.usefixtures("cache", "generated_tier2")
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_generated_chains_match_the_interpreter(name: str) -> None:
+    fn = FUNCTIONS[name]
+    b, s = sv.symbolic_shape("b, s")
+    spec = sv.ShapeDtypeStruct((b, 3, s), np.float32)
+    exp = sv.export(sv.jit(fn))(spec, spec)
+    ex = Executable(exp.program)
+    lowerings = [f for _, f in LOWERINGS]
+    nf = lower_function(ex, find_regions(ex.fn, ex.program), lowerings=lowerings)
+    assert any(k.chain is not None for r in nf.regions for k in r.lowered.kernels)
+    rng = np.random.default_rng(1)
+    for n, m in [(1, 1), (2, 7), (3, 33)]:
+        x = rng.standard_normal((n, 3, m)).astype(np.float32)
+        y = rng.standard_normal((n, 3, m)).astype(np.float32)
+        want = exp.call(x, y)
+        got = Variant(ex, ("exact", (n, m)), nf, {"b": n, "s": m}).run([x, y], {"b": n, "s": m})
+        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+@needs_cc
+def test_a_second_build_is_a_cache_hit(cache: Path) -> None:
+    symbol, source = _chain_source()
+    first = toolchain.build(symbol, source, "generic")
+    again = toolchain.build(symbol, source, "generic")
+    assert not first.cached and again.cached and again.path == first.path
+    assert again.compile_ms == 0.0
+    assert (cache / f"{first.key}.json").exists()
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+
+
+@needs_cc
+def test_a_corrupt_entry_is_rebuilt_not_loaded(cache: Path) -> None:
+    symbol, source = _chain_source()
+    first = toolchain.build(symbol, source, "generic")
+    first.path.write_bytes(b"\x7fELF not really")
+    again = toolchain.build(symbol, source, "generic")
+    assert not again.cached
+    toolchain.load(again)  # loads: it was built again
+
+
+@needs_cc
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_folder_writable_by_others_is_never_used(cache: Path) -> None:
+    cache.mkdir(parents=True)
+    os.chmod(cache, 0o777)
+    folder, note = toolchain.cache_dir()
+    assert folder != cache and "writable by others" in note
+    symbol, source = _chain_source()
+    built = toolchain.build(symbol, source, "generic")
+    assert not str(built.path).startswith(str(cache))
+
+
+def test_no_compiler_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    toolchain.reset()
+    try:
+        assert toolchain.compiler() is None
+        from shapevm.jit.backend import tier3
+
+        assert "no C compiler found ($CC ('/nonexistent/cc'), cc, gcc, clang" in str(
+            tier3.available()
+        )
+    finally:
+        monkeypatch.undo()
+        toolchain.reset()
