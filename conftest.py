@@ -16,11 +16,3 @@ _OPTIONAL = {
 }
 
 collect_ignore = [path for path, mod in _OPTIONAL.items() if not importlib.util.find_spec(mod)]
-
-# The native kernels import numba at module level; without it (or with a broken install)
-# their doctests cannot even be collected, and tests/jit/native skips itself.
-collect_ignore_glob = []
-try:
-    import numba  # noqa: F401
-except ImportError:
-    collect_ignore_glob.append("src/shapevm/jit/native/*")

@@ -1,175 +1,218 @@
-"""The JIT's costs and gains, measured.
+"""The JIT's tiers, measured: what a call costs and what compiling costs.
 
-1. GIL: the latency of interpreted calls while a background compile runs (numba's front
-   end is Python and competes for the interpreter's core), against the same calls idle.
-2. Steady state: interpreted vs compiled calls of the W1-style MLP of BENCHMARKS.md
-   (dense 256->1024 + relu, dense 1024->1024 + gelu, dense 1024->256, residual, layer norm)
-   per batch size, with the planned and naive bytes of the compiled variant.
-3. Cold kernels: the compile of a variant with a fresh kernel cache and with a warm one.
+1. overhead: a jitted function of one small elementwise op, against the executor called
+   directly and against NumPy (the target: the executor's per-call overhead <= 10 us);
+2. new shapes: the first call on each new shape once the function is native, against the
+   same shape's steady time (target: <= 1.5x);
+3. tier 3: the compile time of generated chains in a fresh cache (target: median <= 200 ms),
+   and a second process on the same cache (target: it compiles nothing);
+4. GIL: interpreted calls of one function while another's chains compile in the background;
+5. tiers: interpreter, native executor (tier 2) and generated code (tier 3) side by side on
+   a function of elementwise chains.
 
-Run: ``python benchmarks/jit_bench.py`` (``--quick`` for fewer repetitions).
+Run: ``python benchmarks/jit_bench.py`` (``--quick`` for fewer repetitions,
+``--only overhead,tier3`` for some sections). Each section interleaves what it compares,
+round by round, and reports medians: the machine is shared and noisy.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
-os.environ.setdefault("SHAPEVM_CACHE_DIR", tempfile.mkdtemp(prefix="shapevm-bench-"))
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+sys.path.insert(0, SRC)  # this checkout, even if another one is installed
 
-import numpy as np
+import numpy as np  # noqa: E402
 
-import shapevm as sv
-import shapevm.numpy as snp
+import shapevm as sv  # noqa: E402
+import shapevm.numpy as snp  # noqa: E402
 
 RNG = np.random.default_rng(0)
+SECTIONS = ["overhead", "new-shapes", "tier3", "gil", "tiers"]
 
 
-def small(x: Any) -> Any:
-    """14 ops on a [b, 16] input: the interpreter's per-op overhead dominates."""
-    y = x
-    for i in range(7):
-        y = snp.tanh(y * float(i + 1)) + 0.5
-    return y
-
-
-def gelu(x: Any) -> Any:
-    return 0.5 * x * (1.0 + snp.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
-
-
-def make_mlp() -> tuple[Any, ...]:
-    def dense(i: int, o: int) -> tuple[np.ndarray, np.ndarray]:
-        w = (RNG.normal(size=(i, o)) / np.sqrt(i)).astype(np.float32)
-        return w, (0.1 * RNG.normal(size=(o,))).astype(np.float32)
-
-    w1, b1 = dense(256, 1024)
-    w2, b2 = dense(1024, 1024)
-    w3, b3 = dense(1024, 256)
-    g = (1 + 0.1 * RNG.normal(size=(256,))).astype(np.float32)
-    return w1, b1, w2, b2, w3, b3, g
-
-
-def mlp(x: Any, w1: Any, b1: Any, w2: Any, b2: Any, w3: Any, b3: Any, g: Any) -> Any:
-    h = snp.maximum(x @ w1 + b1, 0.0)
-    h = gelu(h @ w2 + b2)
-    y = h @ w3 + b3 + x
-    mu = snp.sum(y, axis=1, keepdims=True) / 256.0
-    d = y - mu
-    var = snp.sum(d * d, axis=1, keepdims=True) / 256.0
-    return d / snp.sqrt(var + 1e-5) * g
-
-
-def timed(fn: Any, n: int) -> list[float]:
+def timed(fn: Callable[[], Any], n: int) -> list[float]:
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
         fn()
-        out.append((time.perf_counter() - t0) * 1e3)
+        out.append((time.perf_counter() - t0) * 1e6)
     return out
 
 
-def summary(ms: list[float]) -> str:
-    ms = sorted(ms)
-    p90 = ms[int(0.9 * (len(ms) - 1))]
-    return f"median {statistics.median(ms):.3f} ms, p90 {p90:.3f} ms, max {ms[-1]:.3f} ms"
+def median_us(fn: Callable[[], Any], n: int) -> float:
+    return statistics.median(timed(fn, n))
 
 
-def gil(quick: bool, kernel_process: bool = True) -> None:
-    """Run in a fresh process: the first compile also imports numba, as in a server."""
-    x = RNG.normal(size=(8, 16)).astype(np.float32)
-    interp = sv.jit(small, shapes="b, 16", jit=False)
-    interp(x)
-    idle = timed(lambda: interp(x), 200 if quick else 1000)
-    print(f"  interpreted call, idle:            {summary(idle)}")
-    for phase in ("first compile (imports numba)", "a later compile"):
-        scale = float(RNG.uniform(1, 2))  # new constants: new kernels, nothing cached
-
-        def chains(z: Any, scale: float = scale) -> Any:
-            a = snp.sqrt(snp.abs(z * scale)) - 1.0
-            b = snp.sum(a, axis=1, keepdims=True)
-            c = snp.maximum(a / b, 0.0) * scale + 2.0
-            d = snp.max(c, axis=1, keepdims=True)
-            return snp.sqrt(snp.abs(c - d)) * 3.0 + scale
-
-        target = sv.jit(chains, shapes="b, 16", hot_threshold=1, kernel_process=kernel_process)
-        t0 = time.perf_counter()
-        target(x)
-        busy: list[float] = []
-        while target.jit_info()[0]["status"] in ("queued", "compiling"):
-            busy += timed(lambda: interp(x), 20)
-        target.wait()
-        took = (time.perf_counter() - t0) * 1e3
-        row = target.jit_info()[0]
-        print(f"  {phase}: {row['status']} in {took:.0f} ms, {len(row['patterns'])} patterns")
-        print(f"    interpreted calls meanwhile:     {summary(busy)} ({len(busy)} calls)")
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def steady(quick: bool) -> None:
-    """Interleaved rounds (the machine is shared): the best of the per-round medians."""
-    weights = make_mlp()
-    specs = ["b, 256", "256, 1024", "1024", "1024, 1024", "1024", "1024, 256", "256", "256"]
-    systems = {
-        "interpreted": sv.jit(mlp, shapes=specs, jit=False),
-        "compiled": sv.jit(mlp, shapes=specs, hot_threshold=1, background=False),
-        "no fusion": sv.jit(mlp, shapes=specs, hot_threshold=1, background=False, lowerings=()),
-    }
-    rounds, n = (3, 10) if quick else (7, 20)
-    print(f"{'b':>4}" + "".join(f"{name:>14}" for name in systems) + "  planned / naive bytes")
-    for b in (1, 3, 8, 17, 32, 64):
-        args = (RNG.normal(size=(b, 256)).astype(np.float32), *weights)
-        for f in systems.values():
-            f(*args)
-            f(*args)
-        ref = systems["interpreted"](*args)
-        np.testing.assert_allclose(systems["compiled"](*args), ref, rtol=1e-4, atol=1e-5)
-        best = {name: float("inf") for name in systems}
-        for _ in range(rounds):
-            for name, f in systems.items():
-                ms = statistics.median(timed(lambda f=f, args=args: f(*args), n))
-                best[name] = min(best[name], ms)
-        row = next(r for r in systems["compiled"].jit_info() if r["key"] == ("exact", (b,)))
+def overhead(quick: bool) -> None:
+    x = np.ones((2, 8), np.float32)
+    f = sv.jit(lambda v: v * 2.0, shapes="b, 8", hot_threshold=1, background=False)
+    for _ in range(3):
+        f(x)
+    (engine,) = f.engines
+    direct = engine.variant(("exact", (2,))).function.direct
+    rows: dict[str, list[float]] = {"jitted call": [], "executor alone": [], "NumPy x * 2.0": []}
+    n = 2000 if quick else 10000
+    for _ in range(5):
+        rows["jitted call"].append(median_us(lambda: f(x), n))
+        rows["executor alone"].append(median_us(lambda: direct(x), n))
+        rows["NumPy x * 2.0"].append(median_us(lambda: x * 2.0, n))
+    print(f"| call of one tiny op ({load()}) | median of 5 rounds |")
+    print("|---|---|")
+    for name, us in rows.items():
+        print(f"| {name} | {statistics.median(us):.2f} us |")
+
+
+def new_shapes(quick: bool) -> None:
+    from shapevm.models import traced
+    from shapevm.models import workloads as wl
+
+    print(f"| workload ({load()}) | shape | first call | steady | first / steady |")
+    print("|---|---|---|---|---|")
+    for workload in ("W1", "W3"):
+        exp = traced.export_workload(workload, wl.make_weights(workload), form="user")
+        fast = exp.jit(tier3=False)
+        shapes = wl.get_workload(workload).shapes
+        x0 = wl.make_input(workload, shapes[0], 0)
+        for _ in range(4):  # hot: the function is native from here on
+            fast(x0)
+        fast.wait(30)
+        fast(x0)
+        for shape in shapes[1:]:
+            x = wl.make_input(workload, shape, 1)
+            first = timed(lambda x=x, fast=fast: fast(x), 1)[0]
+            steady = median_us(lambda x=x, fast=fast: fast(x), 10 if quick else 30)
+            label = wl.get_workload(workload).label(shape)
+            print(
+                f"| {workload} | {label} | {first / 1e3:.3f} ms | {steady / 1e3:.3f} ms | "
+                f"{first / steady:.2f} |"
+            )
+
+
+def _chains(seed: int) -> Callable[[Any], Any]:
+    scale = 1.0 + seed / 7.0  # a different constant: a different kernel
+
+    def chains(z: Any) -> Any:
+        a = snp.sqrt(snp.abs(z * scale)) - 1.0
+        b = snp.sum(a, axis=1, keepdims=True)
+        c = snp.maximum(a / b, 0.0) * scale + 2.0
+        return snp.tanh(c) * snp.exp(-c * 0.1)
+
+    return chains
+
+
+def tier3_child(count: int) -> None:
+    """In a fresh process: compile `count` functions' chains; print what tier 3 did."""
+    x = RNG.normal(size=(8, 64)).astype(np.float32)
+    rows = []
+    for seed in range(count):
+        f = sv.jit(_chains(seed), shapes="b, 64", hot_threshold=1, background=False)
+        f(x)
+        rows += f.jit_info()
+    from shapevm.jit import stats
+
+    print(json.dumps({
+        "tier3_ms": [r["tier3_ms"] for r in rows],
+        "builds": stats.COUNTERS.tier3_builds,
+        "states": sorted({r["tier3"] for r in rows}),
+    }))  # fmt: skip
+
+
+def tier3(quick: bool) -> None:
+    count = 4 if quick else 8
+    cache = tempfile.mkdtemp(prefix="shapevm-bench-cache-")
+    env = dict(os.environ, SHAPEVM_CACHE_DIR=cache)
+    print(f"tier 3 ({load()}): {count} functions, each a few chains, in fresh processes")
+    for label in ("empty cache", "the same cache, a second process"):
+        out = subprocess.run(
+            [sys.executable, __file__, "--tier3-child", str(count)],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+        ms = [m for m in data["tier3_ms"] if m > 0]
+        per_lib = statistics.median(ms) / 3 if ms else 0.0
         print(
-            f"{b:>4}"
-            + "".join(f"{best[name]:>11.3f} ms" for name in systems)
-            + f"  {row['planned_bytes']:>9,} / {row['naive_bytes']:,}"
+            f"- {label}: {data['builds']} libraries compiled"
+            + (f", {statistics.median(ms):.0f} ms per function (median)" if ms else "")
+            + (f", about {per_lib:.0f} ms per chain" if ms else "")
+            + f"; states {data['states']}"
         )
 
 
-def cold(quick: bool) -> None:
-    from shapevm.jit import fusion
+def gil(quick: bool) -> None:
+    x = RNG.normal(size=(8, 16)).astype(np.float32)
+    interp = sv.jit(lambda v: snp.tanh(v * 1.5) + 0.5, shapes="b, 16", jit=False)
+    interp(x)
+    idle = timed(lambda: interp(x), 500 if quick else 2000)
+    target = sv.jit(_chains(99), shapes="b, 16", hot_threshold=1)
+    target(x)
+    busy: list[float] = []
+    while any(r["tier3"] in ("", "compiling") for r in target.jit_info()):
+        busy += timed(lambda: interp(x), 20)
+        if len(busy) > 200_000:
+            break
+    target.wait()
 
-    specs = ["b, 256", "256, 1024", "1024", "1024, 1024", "1024", "1024, 256", "256", "256"]
-    args = (RNG.normal(size=(4, 256)).astype(np.float32), *make_mlp())
-    for label in ("fresh kernel cache", "kernels on disk"):
-        fusion.clear_memo()
-        if label == "fresh kernel cache":
-            os.environ["SHAPEVM_CACHE_DIR"] = tempfile.mkdtemp(prefix="shapevm-bench-")
-        f = sv.jit(mlp, shapes=specs, hot_threshold=1, background=False)
-        f(*args)
-        print(f"compile of the MLP's variant, {label}: {f.jit_info()[0]['compile_ms']:.0f} ms")
+    def summary(us: list[float]) -> str:
+        us = sorted(us)
+        return f"median {statistics.median(us):.1f} us, p99 {us[int(0.99 * (len(us) - 1))]:.1f}"
+
+    print(f"interpreted call while tier 3 compiles in the background ({load()}):")
+    print(f"- idle: {summary(idle)}")
+    print(f"- during the compile: {summary(busy)} ({len(busy)} calls)")
+
+
+def tiers(quick: bool) -> None:
+    fn = _chains(3)
+    systems = {
+        "interpreter": sv.jit(fn, shapes="b, 1024", jit=False),
+        "tier 2 (tile interpreter)": sv.jit(
+            fn, shapes="b, 1024", hot_threshold=1, background=False, tier3=False
+        ),
+        "tier 3 (generated C)": sv.jit(fn, shapes="b, 1024", hot_threshold=1, background=False),
+    }
+    print(f"| rows x 1024 ({load()}) | " + " | ".join(systems) + " |")
+    print("|---" * (len(systems) + 1) + "|")
+    for b in (1, 16, 256):
+        x = RNG.normal(size=(b, 1024)).astype(np.float32)
+        for f in systems.values():
+            for _ in range(3):
+                f(x)
+        rounds: dict[str, list[float]] = {name: [] for name in systems}
+        for _ in range(3 if quick else 7):
+            for name, f in systems.items():
+                rounds[name].append(median_us(lambda f=f, x=x: f(x), 20))
+        cells = " | ".join(f"{statistics.median(v):.1f} us" for v in rounds.values())
+        print(f"| {b} | {cells} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--gil", choices=["thread", "process"], help=argparse.SUPPRESS)
+    parser.add_argument("--only", default=",".join(SECTIONS))
+    parser.add_argument("--tier3-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.gil:
-        gil(args.quick, args.gil == "process")
+    if args.tier3_child:
+        tier3_child(args.tier3_child)
         return
-    for mode in ("thread", "process"):
-        print(f"== GIL: interpreted calls while a compile runs, kernels compiled in a {mode}")
-        subprocess.run([sys.executable, __file__, "--gil", mode, *sys.argv[1:]], check=True)
-    print("\n== steady state, W1-style MLP")
-    steady(args.quick)
-    print("\n== compiling")
-    cold(args.quick)
+    run = {"overhead": overhead, "new-shapes": new_shapes, "tier3": tier3, "gil": gil,
+           "tiers": tiers}  # fmt: skip
+    for name in args.only.split(","):
+        print(f"\n== {name}")
+        run[name](args.quick)
 
 
 if __name__ == "__main__":

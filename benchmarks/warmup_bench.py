@@ -28,23 +28,22 @@ import numpy as np
 
 
 def one_run(
-    workload: str, mode: str, warmup: int, trace: bool, numpy_between: int
+    workload: str, mode: str, warmup: int, trace: bool, numpy_between: int, form: str = "user"
 ) -> dict[str, object]:
-    import shapevm.jit.native.library  # noqa: F401  (imported before the clock, as in the bench)
     from shapevm import vm
     from shapevm.jit import worker
     from shapevm.models import traced
     from shapevm.models import workloads as wl
-    from shapevm.tools.bench.systems_shapevm import BUCKETS, JIT_OPTIONS
+    from shapevm.tools.bench.systems_shapevm import BUCKETS
 
     weights = wl.make_weights(workload)
     shapes = wl.stream_shapes(workload)
     inputs = {s: wl.make_input(workload, s, seed=0) for s in set(shapes)}
     t0 = time.perf_counter()
-    options = dict(JIT_OPTIONS, cache_mode=mode)
+    options: dict[str, object] = {} if mode == "exact" else {"cache_mode": mode}
     if mode == "bucket":
         options["bucket_boundaries"] = BUCKETS[workload]
-    fn = traced.export_workload(workload, weights).jit(**options)
+    fn = traced.export_workload(workload, weights, form=form).jit(**options)  # defaults
     build = time.perf_counter() - t0
     latencies = []
     side = np.ones((numpy_between, numpy_between), np.float32)

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any, TextIO
 
 from shapevm.bytecode.errors import format_message
 from shapevm.bytecode.printer import function_lines
 from shapevm.frontend.export import Exported, export
 from shapevm.frontend.jit import Jitted
-from shapevm.jit import memplan as _memplan
 from shapevm.jit import stats as _stats
 from shapevm.jit.errors import format_key
 from shapevm.jit.options import JitOptions
@@ -161,7 +161,7 @@ def jit_functions() -> list[dict[str, Any]]:
     ``avg_compile_ms``.
 
     >>> import numpy as np, shapevm as sv, shapevm.vm as vm
-    >>> @sv.jit(shapes="b, 4", hot_threshold=2, background=False, lowerings=())
+    >>> @sv.jit(shapes="b, 4", hot_threshold=2, background=False, tier3=False)
     ... def double(x):
     ...     return x * 2.0
     >>> for b in (3, 3, 3):
@@ -199,13 +199,17 @@ def jit_functions() -> list[dict[str, Any]]:
 
 
 def memory_pools() -> list[dict[str, Any]]:
-    """The memory the JIT's compiled code runs in: one dict per pool (today one arena per
-    thread that ran compiled code) with ``pool``, ``capacity_bytes`` and ``used_bytes``
-    (the most of it in use at once), plus a ``process`` row with the resident set size
+    """The memory the JIT's compiled code runs in: one dict per pool (one arena per thread
+    that ran native regions) with ``pool``, ``capacity_bytes``, ``used_bytes`` (the most
+    one call used) and ``grows``, plus a ``process`` row with the resident set size
     (``rss_bytes``) and its peak (``peak_rss_bytes``) where the system tells them."""
-    rows: list[dict[str, Any]] = [
-        {"pool": f"arena of thread {p.pop('thread')}", **p} for p in _memplan.arena_pools()
-    ]
+    from shapevm import native
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    rows: list[dict[str, Any]] = []
+    for pool in native.arena_pools():
+        ident = pool.pop("thread")
+        rows.append({"pool": f"arena of thread {names.get(ident, ident)}", **pool})
     rows.append({"pool": "process", **_process_memory()})
     return rows
 
@@ -236,7 +240,7 @@ def variant_code(function: str, key: Any) -> dict[str, str]:
     kernels and memory plan). ``key`` is a key of `jit_info` or its ``key_text``.
 
     >>> import numpy as np, shapevm as sv, shapevm.vm as vm
-    >>> @sv.jit(shapes="b", hot_threshold=1, background=False, lowerings=())
+    >>> @sv.jit(shapes="b", hot_threshold=1, background=False, tier3=False)
     ... def inc(x):
     ...     return x + 1.0
     >>> _ = inc(np.ones(3, np.float32))
@@ -277,6 +281,9 @@ def _code_of(executable: Any, rec: Any) -> dict[str, str]:
         listing = f"(no compiled code: {rec.status}{': ' + rec.reason if rec.reason else ''})"
     else:
         listing = variant.describe()
+        patches = getattr(rec, "patches", None)
+        for label, source in [] if patches is None else patches.sources:
+            listing += f"\n\ngenerated C for {label}:\n{source}"
     return {"bytecode": "\n".join(lines), "listing": listing}
 
 

@@ -91,7 +91,7 @@ def test_per_variable_boundaries_reach_the_engine():
         bucket_boundaries={"b": [1, 4]},
         hot_threshold=1,
         background=False,
-        lowerings=(),
+        tier3=False,
     )
     for b, n in [(1, 3), (3, 3), (2, 5)]:
         f(np.ones((b, n), np.float32))

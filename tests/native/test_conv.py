@@ -116,7 +116,7 @@ def test_conv2d_matches_the_op_table(
 @pytest.mark.parametrize(
     ("cin", "kernel", "stride", "padding", "dilation"),
     [(3, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), (1, (5, 5), (2, 1), (2, 0, 1, 3), (1, 2)),
-     (2, (3, 1), (1, 1), (0, 2, 0, 0), (2, 1)), (5, (3, 3), (3, 1), (1, 0, 3, 1), (1, 1))],
+     (2, (3, 1), (1, 1), (0, 2, 0, 0), (2, 1)), (4, (2, 4), (3, 1), (1, 0, 3, 1), (1, 1))],
 )  # fmt: skip
 def test_few_inputs_per_output_nchw(
     isa: str,
@@ -126,9 +126,9 @@ def test_few_inputs_per_output_nchw(
     padding: tuple[int, ...],
     dilation: tuple[int, int],
 ) -> None:
-    """An image's first layer (at most 48 multiply-adds per output, stride 1 along the
-    width) runs straight between NCHW rows: epilogues, a ragged tile of output channels,
-    rows of pixels not a multiple of the tile's, the pool and one thread."""
+    """An image's first layer (at most 32 multiply-adds per output, stride 1 along the
+    width) runs on the GEMM micro-kernel between NCHW arrays: every epilogue, ragged rows
+    of output channels, rows of pixels not a multiple of 16, the pool and one thread."""
     attrs = {"stride": stride, "padding": padding, "dilation": dilation}
     w, b = _data(30, 37, cin, *kernel) / 3, _data(31, 37)
     x = _data(32, 2, cin, 23, 45)

@@ -245,8 +245,14 @@ class JittedExported:
 
     def __call__(self, *args: Any) -> Any:
         arrays, dims = self.exported._split(args)
-        outs = self.engine(*arrays, dims=dims)
-        return _pytree.unflatten(self.exported.out_tree, outs)
+        outs = self.engine(*arrays, dims=dims or None)
+        tree = self.exported.out_tree
+        return outs[0] if tree.kind == "leaf" else _pytree.unflatten(tree, outs)
+
+    @property
+    def engines(self) -> list[Any]:
+        """The one `shapevm.jit.JitEngine` that runs the calls (as `Jitted.engines`)."""
+        return [self.engine]
 
     def jit_info(self) -> list[dict[str, Any]]:
         return self.engine.info()

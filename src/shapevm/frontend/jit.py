@@ -28,7 +28,7 @@ import numpy as np
 
 from shapevm import _pytree
 from shapevm.frontend.trace import Traced, trace
-from shapevm.jit.compiler import Compiler
+from shapevm.jit.backend import Compiler
 from shapevm.jit.engine import JitEngine
 from shapevm.jit.options import CACHE_MODES, JitOptions
 from shapevm.jit.worker import WORKER
@@ -43,7 +43,7 @@ __all__ = ["CACHE_MODES", "Jitted", "jit"]
 class _Entry:
     """One trace of the function, the executable that runs it and its JIT engine."""
 
-    __slots__ = ("engine", "executable", "kinds", "out_tree", "symbolic", "traced")
+    __slots__ = ("engine", "executable", "kinds", "out_tree", "single", "symbolic", "traced")
 
     def __init__(
         self,
@@ -55,6 +55,7 @@ class _Entry:
         self.traced = traced
         self.kinds = traced.leaf_kinds
         self.out_tree = traced.out_tree
+        self.single = traced.out_tree.kind == "leaf"
         self.executable = Executable(traced.program, arg_names=names)
         self.symbolic = symbolic
         self.engine: JitEngine | None = None
@@ -113,6 +114,7 @@ class Jitted:
         except (TypeError, ValueError):
             self._params = []
         self._entries: dict[Any, Any] = {}
+        self._plain: dict[tuple[Any, ...], Any] = {}  # see __call__
         self._lock = threading.Lock()
         self.trace_count = 0
         self.report: list[str] = []
@@ -134,6 +136,16 @@ class Jitted:
 
     # -- calls ------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
+        if not self.static_argnums:
+            # the common call: NumPy arrays only, seen before with these dtypes and ranks
+            try:
+                group = self._plain.get(tuple((type(a), a.dtype, a.ndim) for a in args))
+            except AttributeError:
+                group = None
+            if group is not None:
+                entry = group.entry_for(args, args)
+                outs = entry.run(args)
+                return outs[0] if entry.single else _pytree.unflatten(entry.out_tree, outs)
         args = tuple(a if i in self.static_argnums else _array_data(a) for i, a in enumerate(args))
         static = tuple(args[i] for i in self.static_argnums if i < len(args))
         dynamic = [a for i, a in enumerate(args) if i not in self.static_argnums]
@@ -157,6 +169,9 @@ class Jitted:
                     )
                     self._entries[key] = group
         entry = group.entry_for(args, arrays)
+        if not static and tree.kind == "tuple" and all(type(a) is np.ndarray for a in args):
+            if all(t.kind == "leaf" for t in tree.children):
+                self._plain[tuple((type(a), a.dtype, a.ndim) for a in args)] = group
         outs = entry.run(arrays)
         return _pytree.unflatten(entry.out_tree, outs)
 

@@ -4,7 +4,7 @@ Compiled regions never call NumPy's BLAS, but a jitted function's interpreted st
 calls before the first variant is ready, and the spans between compiled regions. After a
 multi-threaded OpenBLAS call, OpenBLAS's worker threads spin waiting for more work (about
 2^28 cycles, ~0.1 s) before they sleep, and on a 2-core machine they then hold the cores
-that numba's kernels and the calling thread need. Measured on W1's 200-call stream
+that the native kernels and the calling thread need. Measured on W1's 200-call stream
 (`benchmarks/warmup_bench.py`, OpenBLAS with 2 threads): the first 50 calls took 118 ms,
 83 ms with the interpreted steps on one BLAS thread, 55 ms with the whole process on one
 (`OPENBLAS_NUM_THREADS=1`); W3's: 338, 253 and 219 ms.

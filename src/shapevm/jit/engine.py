@@ -33,24 +33,10 @@ Threads: bookkeeping happens under `stats.LOCK`; compiled regions use their thre
 variants are immutable once installed, and an evicted variant stays valid for calls that
 already hold it.
 
-The GIL: numba's front end is Python, so a compile competes with the interpreter for the
-GIL. Measured with ``benchmarks/jit_bench.py`` (2 shared cores under a load of about 4.5,
-numba 0.68), timing an interpreted 14-op call in a loop while a variant with new kernels
-compiles in the background:
-
-- idle, the call takes a median of 0.05-0.09 ms (worst about 5 ms);
-- during the first compile of a process, which imports numba, the median does not move
-  (0.06-0.08 ms, p90 0.12 ms) but the worst call waits 50-120 ms: loading and initializing
-  LLVM holds the GIL in long C calls. The compile itself is starved by the calling loop
-  (6.7-9 s of wall time for about 1.5 s of work);
-- during a later compile, with kernels compiled in a thread of this process, it takes
-  2.9-3.3 s and the worst call waits 25-28 ms; with kernels compiled by the helper process
-  (``kernel_process=True``, the default: `fusion` and `kernel_server`) it takes
-  0.18-0.24 s and the worst call waits 12-19 ms, since only loading from the disk cache
-  runs here.
-
-So native kernels are compiled in a helper process by default, and a process that cannot
-afford the first stall should ``import numba`` at startup.
+The GIL: lowering a function (tier 2) is Python and holds the GIL for its milliseconds;
+generated C (tier 3) is compiled by a subprocess, during which the worker thread waits
+without the GIL, and loading the library is one short call. The executor releases the GIL
+for the whole of a region.
 """
 
 from __future__ import annotations
@@ -60,15 +46,16 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shapevm.jit import preload, stats
+from shapevm.jit import stats
+from shapevm.jit.backend import CompileCancelled, Compiler, Variant, tier3
+from shapevm.jit.backend.function import ExecMismatch
 from shapevm.jit.blas import one_blas_thread
-from shapevm.jit.compiler import CompileCancelled, Compiler, Variant
 from shapevm.jit.errors import JitCompileError, format_key
 from shapevm.jit.options import JitOptions
 from shapevm.jit.policy import AdaptivePolicy, Key, make_policy, pow2
 from shapevm.jit.regions import RegionReport, find_regions
 from shapevm.jit.worker import WORKER, run_with_timeout
-from shapevm.runtime import bctrace
+from shapevm.runtime import bctrace, scheduler
 from shapevm.runtime.interpreter import Executable, Plan
 
 QUEUED, COMPILING, READY, FAILED, EVICTED = "queued", "compiling", "ready", "failed", "evicted"
@@ -96,6 +83,10 @@ class VariantRecord:
         self.cancelled = False
         self.stage = ""  # what a compiling record is doing, for the monitor page
         self.compile_started = 0.0  # time.monotonic() when its compile began
+        self.tier = 2
+        self.tier3 = ""  # tier 3's state: compiling, ready, skipped/failed with the reason
+        self.tier3_ms = 0.0
+        self.patches: tier3.Patches | None = None
 
     def check(self) -> None:
         """Raise `CompileCancelled` once the compile has been abandoned."""
@@ -122,6 +113,9 @@ class VariantRecord:
             "shares_code_with": (
                 None if self.shares_code_with is None else format_key(self.shares_code_with)
             ),
+            "tier": self.tier if self.status == READY else 1,
+            "tier3": self.tier3,
+            "tier3_ms": round(self.tier3_ms, 3),
         }
 
 
@@ -159,9 +153,7 @@ class JitEngine:
     ) -> None:
         self.executable = executable
         self.options = options or JitOptions()
-        self.compiler = compiler or Compiler(
-            self.options.lowerings, self.options.mem_optimize, self.options.kernel_process
-        )
+        self.compiler = compiler or Compiler(self.options.lowerings, self.options.mem_optimize)
         self.name = name or executable.fn.name
         self.variables = executable.binder.variables
         self.policy = make_policy(
@@ -176,18 +168,83 @@ class JitEngine:
         self._history: deque[VariantRecord] = deque(maxlen=_HISTORY)
         self._counts: dict[Key, int] = {}
         self.counters = stats.Counters()
+        self._fast: dict[tuple[Any, ...], tuple[VariantRecord, Any, Any]] = {}
+        self._bind: Any = None
+        self._generation = scheduler.generation()
+        """Once a variant is one executor call that binds the arrays itself: its `bind`."""
+        """Shapes of calls whose key's own variant is ready and one executor call: the
+        record, the executor and the dimension values it needs (None: it binds them)."""
         with stats.LOCK:
             stats.ENGINES.add(self)
-        self._native = self.options.enabled and _wants_native(self.options)
-        if self._native and self.options.background:
-            preload.start()
 
     # -- calls ------------------------------------------------------------------------------
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
+        if dims is None:
+            if self._fast:
+                outs = self.fast_call(args)
+                if outs is not None:
+                    return outs
+            bind = self._bind
+            if bind is not None:  # the executor checks and binds a new shape in C
+                try:
+                    values = bind(*args)
+                except ExecMismatch:
+                    pass  # the binder below explains it (or converts lists and scalars)
+                else:
+                    return self.run(args, dict(zip(self.variables, values, strict=True)))
         ex = self.executable
         arrays = ex.binder.convert(args)
         env = ex.binder.bind(arrays, dims)
         return self.run(arrays, env)
+
+    def fast_call(self, arrays: Sequence[Any]) -> list[Any] | None:
+        """A call of shapes seen before whose key's own variant is one executor call: the
+        executor checks and binds the arrays itself (None: take the full path, which also
+        explains a mismatch)."""
+        try:
+            found = self._fast.get(tuple(a.shape for a in arrays))
+        except AttributeError:  # not arrays: the full path converts them
+            return None
+        if (
+            found is None
+            or bctrace.ACTIVE is not None
+            or scheduler.generation() != self._generation
+        ):
+            return None
+        rec, direct, dims = found
+        now = time.monotonic()
+        with stats.LOCK:
+            if rec.status != READY:
+                return None
+            rec.hits += 1
+            rec.last_use = now
+            self._records.move_to_end(rec.key)
+            self.counters.calls += 1
+            self.counters.compiled_calls += 1
+            stats.COUNTERS.calls += 1
+            stats.COUNTERS.compiled_calls += 1
+        try:
+            return list(direct(*arrays) if dims is None else direct(dims, *arrays))
+        except ExecMismatch:
+            with stats.LOCK:  # counted again by the full path
+                self.counters.calls -= 1
+                self.counters.compiled_calls -= 1
+                stats.COUNTERS.calls -= 1
+                stats.COUNTERS.compiled_calls -= 1
+                rec.hits -= 1
+            return None
+
+    def _remember_fast(
+        self, arrays: Sequence[Any], values: tuple[int, ...], variant: Variant
+    ) -> None:
+        rec = self._records.get(variant.key)
+        fn = variant.function
+        if rec is None or rec.variant is not variant or fn.direct is None:
+            return
+        if len(self._fast) >= _COUNTED_KEYS:
+            self._fast.clear()
+        dims = None if not fn.direct_needs_dims else values
+        self._fast[tuple(a.shape for a in arrays)] = (rec, fn.direct, dims)
 
     def run(self, arrays: Sequence[Any], env: Mapping[str, int]) -> list[Any]:
         """Run bound arrays: compiled if a variant is ready, interpreted otherwise."""
@@ -208,8 +265,12 @@ class JitEngine:
         try:
             if failed is not None:
                 raise JitCompileError(self.name, failed.key, failed.reason)
+            if variant is not None and variant.whole and bctrace.ACTIVE is None:
+                if self.policy.key(values) == variant.key:
+                    self._remember_fast(arrays, values, variant)
+                return variant.run(arrays, env)
             plan = variant.plan_for(env) if variant is not None else self.executable.plan_for(env)
-            if (variant is None or not variant.whole) and self._native and self._records:
+            if (variant is None or not variant.whole) and self._records:
                 with one_blas_thread():  # interpreted steps beside native kernels: see blas
                     return self._traced(plan).run(arrays)
             return self._traced(plan).run(arrays)
@@ -231,6 +292,8 @@ class JitEngine:
         now = time.monotonic()
         g = stats.COUNTERS
         c = self.counters
+        if scheduler.generation() != self._generation:
+            self._capabilities_changed()
         with stats.LOCK:
             c.calls += 1
             g.calls += 1
@@ -258,6 +321,29 @@ class JitEngine:
                     g.borrowed_calls += 1
                     return self._hit(lender, now), job, None
             return None, job, None
+
+    def _capabilities_changed(self) -> None:
+        """The capability db changed: native code built under the old one goes (its
+        records are evicted with the reason), keys compile again when hot."""
+        with stats.LOCK:
+            self._generation = scheduler.generation()
+            self._fast = {}
+            self._bind = None
+            for rec in list(self._records.values()):
+                if rec.status in (READY, QUEUED, COMPILING):
+                    rec.cancelled = rec.status != READY
+                    if rec.patches is not None:
+                        rec.patches.remove()
+                        rec.patches = None
+                    rec.status = EVICTED
+                    rec.variant = None
+                    rec.reason = "evicted: the capability table changed"
+                    del self._records[rec.key]
+                    self._history.append(rec)
+                    self.counters.evictions += 1
+                    stats.COUNTERS.evictions += 1
+            self._counts.clear()
+        self.compiler.forget(self.executable)
 
     def _lender(self) -> VariantRecord | None:
         """The most recently used ready variant that serves any key (shape-generic)."""
@@ -310,6 +396,10 @@ class JitEngine:
         return False
 
     def _evict(self, rec: VariantRecord) -> None:
+        self._fast = {k: v for k, v in self._fast.items() if v[0] is not rec}
+        if rec.patches is not None:
+            rec.patches.remove()
+            rec.patches = None
         rec.status = EVICTED
         rec.variant = None
         rec.reason = f"evicted: budget of {self.options.max_variants} variants"
@@ -357,7 +447,7 @@ class JitEngine:
             rec.stage = (
                 f"lowering {n} region{'s' * (n != 1)}"
                 if template is None or template.variant is None or not template.variant.generic
-                else f"planning memory (code of {format_key(template.key)})"
+                else f"sharing the native code of {format_key(template.key)}"
             )
         try:
             variant = self.compiler.compile(
@@ -383,13 +473,57 @@ class JitEngine:
             rec.compile_ms = ms
             rec.planned_bytes = variant.planned_bytes
             rec.naive_bytes = variant.naive_bytes
-            rec.patterns = tuple(sorted({p for r in variant.regions for p in r.patterns}))
+            rec.patterns = variant.patterns
             rec.status = READY  # hot-patch: the next call of the key takes the variant
             rec.stage = ""
+            fn = variant.function
+            if fn.direct is not None and not fn.direct_needs_dims and self._bind is None:
+                self._bind = fn.direct.bind
             self.counters.compiles += 1
             self.counters.compile_ms += ms
             stats.COUNTERS.compiles += 1
             stats.COUNTERS.compile_ms += ms
+        self._tier3(rec, variant, ref_env)
+
+    def _tier3(self, rec: VariantRecord, variant: Variant, ref_env: Mapping[str, int]) -> None:
+        """Generated C for the key's chains (tier 3), patched in when built."""
+        if not any(k.chain is not None for r in variant.regions for k in r.lowered.kernels):
+            return
+        if not self.options.tier3:
+            rec.tier3 = "off (tier3=False)"
+            return
+        why = tier3.available()
+        if why is not None:
+            with stats.LOCK:
+                rec.tier3 = f"skipped: {why}"
+                self.counters.tier3_skipped += 1
+                stats.COUNTERS.tier3_skipped += 1
+            return
+        rec.tier3 = "compiling"
+        rec.stage = "tier 3: generating and compiling C for the chains"
+        try:
+            patches = tier3.generate(variant, ref_env, rec.key[0] == "exact", rec.check)
+        except CompileCancelled:
+            return
+        except Exception as exc:
+            with stats.LOCK:
+                rec.tier3 = f"failed: {type(exc).__name__}: {exc}"
+                self.counters.tier3_failures += 1
+                stats.COUNTERS.tier3_failures += 1
+            return
+        with stats.LOCK:
+            rec.stage = ""
+            if rec.status != READY:  # evicted meanwhile: take the kernels out again
+                patches.remove()
+                return
+            rec.patches = patches
+            rec.tier = 3 if patches.installed else 2
+            rec.tier3_ms = patches.compile_ms
+            rec.tier3 = "ready" if not patches.skipped else "partial: " + "; ".join(patches.skipped)
+            self.counters.tier3_builds += patches.built
+            self.counters.tier3_ms += patches.compile_ms
+            stats.COUNTERS.tier3_builds += patches.built
+            stats.COUNTERS.tier3_ms += patches.compile_ms
 
     def _fail(self, rec: VariantRecord, reason: str, timeout: bool = False) -> None:
         with stats.LOCK:
@@ -427,13 +561,6 @@ class JitEngine:
             self.counters.reset()
             for rec in self._records.values():
                 rec.hits = 0
-
-
-def _wants_native(options: JitOptions) -> bool:
-    from shapevm.jit.native_lowering import NATIVE_LOWERINGS
-
-    names = options.lowerings
-    return names is None or any(n in NATIVE_LOWERINGS for n in names)
 
 
 __all__ = ["COMPILING", "EVICTED", "FAILED", "QUEUED", "READY", "JitEngine", "VariantRecord"]

@@ -40,9 +40,10 @@ class JitOptions:
     - ``background``: compile in the worker thread (``False``: in the calling thread, for
       tests and scripts that want the variant ready on the next call);
     - ``mem_optimize``: plan buffers statically and reuse them (``False``: allocate per op);
-    - ``lowerings``: names of registered lowerings to try (``None``: all of them);
-    - ``kernel_process``: compile native kernels in a helper process and load them from the
-      disk cache, so the compile does not hold this process's GIL (``False``: in-process);
+    - ``lowerings``: names of the lowerings to try (``None``: all of
+      `shapevm.jit.LOWERINGS`);
+    - ``tier3``: generate and compile C for the fused chains of hot keys in the background
+      (``False``: they stay in the tile interpreter);
     - ``enabled``: ``False`` runs every call in the interpreter.
     """
 
@@ -57,8 +58,8 @@ class JitOptions:
     fallback: bool = True
     background: bool = True
     mem_optimize: bool = True
-    lowerings: tuple[str, ...] | None = None
-    kernel_process: bool = True
+    lowerings: tuple[Any, ...] | None = None
+    tier3: bool = True
     enabled: bool = True
 
     def __post_init__(self) -> None:

@@ -3,7 +3,7 @@
 Each compile runs in a short-lived thread of its own that the worker joins with the job's
 timeout; a compile that outlives it is abandoned: the job is marked failed at once and the
 worker moves on, while the abandoned thread stops at its next cancellation check (between
-regions and kernels; a numba compile in progress cannot be interrupted). So at most one
+regions and between the chains of tier 3; a C compiler already started finishes). So at most one
 compile is current, plus possibly one abandoned one finishing its last step.
 
 While compile work runs in the background, `background_work` lowers the interpreter's
@@ -15,10 +15,7 @@ of milliseconds. At 0.2 ms the calling thread gets the GIL back within a fractio
 millisecond. The previous interval is restored when the last background work ends (unless
 someone changed it meanwhile).
 
-`busy` says whether such work is running. The native kernels then run on the calling
-thread only: a parallel kernel needs both cores of a two-core machine, one of which the
-compile thread holds, so each of its barriers would wait for a time slice (measured: 20 ms
-per call of W1 at one row while variants compiled, instead of 0.2 ms).
+`busy` says whether such work is running.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def cold_caches(tmp: Path) -> dict[str, str]:
         "TMPDIR": str(tmp),
         "XDG_CACHE_HOME": str(tmp / "cache"),
         "TORCHINDUCTOR_CACHE_DIR": str(tmp / "cache" / "inductor"),
-        "NUMBA_CACHE_DIR": str(tmp / "cache" / "numba"),
+        "SHAPEVM_CACHE_DIR": str(tmp / "cache" / "shapevm"),
     }
 
 
