@@ -154,6 +154,26 @@ def test_data_dependent_sizes_stay_dynamic() -> None:
     assert exp.call(np.array([0.0, 2.0, 0.0, 3.0], np.float32))[0].tolist() == [[1, 3]]
 
 
+def test_a_computed_k_and_a_mask_from_data_give_dynamic_sizes() -> None:
+    zero = helper.make_tensor("zero", T.FLOAT, [], [0.0])
+    nodes = [
+        helper.make_node("Greater", ["x", "zero"], ["m"]),
+        helper.make_node("Cast", ["m"], ["mi"], to=T.INT64),
+        helper.make_node("ReduceSum", ["mi"], ["k"], keepdims=1),
+        helper.make_node("TopK", ["x", "k"], ["v", "i"]),
+        helper.make_node("Compress", ["x", "m"], ["kept"], axis=0),
+    ]
+    outs = [_vi("v", None), _vi("i", None, T.INT64), _vi("kept", None)]
+    exp = so.load(_model(nodes, [_vi("x", ["n"])], outs, [zero]))
+    assert [str(a.shape) for a in exp.out_avals] == ["(dynamic,)"] * 3
+    v, i, kept = exp.call(np.array([3.0, -1.0, 5.0, 2.0], np.float32))
+    assert v.tolist() == [5.0, 3.0, 2.0] and i.tolist() == [2, 0, 3]
+    assert kept.tolist() == [3.0, 5.0, 2.0]
+    fixed = _model([helper.make_node("Compress", ["x", "c"], ["y"], axis=1)], [_vi("x", ["n", 3])],
+                   [_vi("y", None)], [helper.make_tensor("c", T.BOOL, [3], [1, 0, 1])])  # fmt: skip
+    assert [str(d) for d in so.load(fixed).out_avals[0].shape] == ["n", "2"]
+
+
 def test_external_data_is_memory_mapped_not_copied(tmp_path: Path) -> None:
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
     init = onnx.numpy_helper.from_array(w, "w")

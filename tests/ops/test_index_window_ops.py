@@ -41,6 +41,7 @@ CASES: list[tuple[str, list[str], dict[str, Any], list[DType]]] = [
     ("cumsum", ["b, n"], {"axis": 0, "reverse": True}, [I64]),
     ("flip", ["b, n, 2"], {"axes": (0, 2)}, [F32]),
     ("shape_of", ["b, n, 2"], {}, [BOOL]),
+    ("top_k_n", ["b, n + 2", ""], {}, [F32, I64]),
     ("max_pool", ["b, 2, n + 3, 7"], POOL, [F32]),
     ("max_pool", ["b, 1, n + 4"], {"kernel": (3,), "dilation": (2,), "ceil_mode": True}, [U8]),
     ("max_pool_indices", ["b, 2, n + 3, 7"], POOL, [F32]),
@@ -68,7 +69,14 @@ def test_rules_agree_with_kernels(
     name: str, specs: list[str], attrs: dict[str, Any], dtypes: list[DType], env: dict[str, int]
 ) -> None:
     args = None
-    if name in ("take", "take_along_axis", "scatter_elements", "gather_nd", "scatter_nd"):
+    if name in (
+        "take",
+        "take_along_axis",
+        "scatter_elements",
+        "gather_nd",
+        "scatter_nd",
+        "top_k_n",
+    ):
         args = _index_args(name, specs, dtypes, env)
     with np.errstate(all="ignore"):
         run_op(name, specs, attrs, env, dtypes, args)
@@ -78,6 +86,8 @@ def _index_args(name: str, specs: list[str], dtypes: list[DType], env: dict[str,
     """Operands with in-range indices (the random ones of `run_op` may be out of range)."""
     b, n = env["b"], env["n"]
     rng = np.random.default_rng(1)
+    if name == "top_k_n":
+        return [rng.normal(size=(b, n + 2)).astype(np.float32), np.int64(n)]
     if name == "take":
         if specs[1] == "2, 2":
             return [rng.normal(size=(b, n, 3)).astype(np.float32), rng.integers(-n, n, (2, 2))]
@@ -107,6 +117,7 @@ def test_flags_of_the_new_rows() -> None:
         assert OpFlag.ELEMENTWISE in flags(name) and OpFlag.FUSIBLE not in flags(name), name
     assert OpFlag.COMPARISON in flags("isinf")
     assert OpFlag.LAYOUT in flags("flip")
+    assert OpFlag.DATA_DEPENDENT in flags("top_k_n")
     for name in ("take", "gather_nd", "scatter_nd", "cumsum", "max_pool", "resize_axis"):
         assert flags(name) == OpFlag.NONE, name
 
@@ -116,7 +127,7 @@ def test_every_new_row_is_covered() -> None:
         "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "round",
         "isnan", "isinf", "softplus", "fmod", "take", "take_along_axis", "gather_nd",
         "scatter_nd", "scatter_elements", "cumsum", "flip", "shape_of", "max_pool",
-        "max_pool_indices", "avg_pool", "conv_transpose", "resize_axis",
+        "max_pool_indices", "avg_pool", "conv_transpose", "resize_axis", "top_k_n",
     }  # fmt: skip
     assert new <= {case[0] for case in CASES}
     assert all(get_op(name) is not None for name in new)

@@ -184,6 +184,27 @@ def _as_i64(d: Any) -> Value:
     return SymInts.make(np.asarray(d, dtype=object), np.dtype(np.int64))
 
 
+def compress(n: Node, x: Value, condition: Value) -> Value:
+    """The slices of ``x`` along ``axis`` (of the flattened ``x`` without one) where
+    ``condition`` is true: a data-dependent size, unless the condition is a constant."""
+    if not n.has("axis"):
+        x, axis = reshape_to(x, (-1,)), 0
+    else:
+        axis = _axis(n, x)
+    picks = V.known(condition)
+    if picks is not None and not isinstance(condition, SymInts):
+        where = np.flatnonzero(picks.astype(bool)).astype(np.int64)
+        return call("take", x, where, axis=axis)
+    rank = len(V.shape_of(x))
+    perm = (axis, *(i for i in range(rank) if i != axis))
+    front = call("transpose", x, perm=perm) if axis else V.tensor(x)
+    length = V.shape_of(condition)[0]
+    front = slice_axis(front, 0, 0, length, 1)
+    picked = call("mask_select", front, call("cast", condition, dtype="bool"))
+    back = tuple(int(i) for i in np.argsort(perm))
+    return call("transpose", picked, perm=back) if axis else picked
+
+
 def depth_to_space(n: Node, x: Value) -> Any:
     b = int(n.attr("blocksize"))
     nn, c, h, w = V.shape_of(x)
@@ -236,6 +257,7 @@ OPS: dict[str, Op] = {
     "CumSum": Op(cumsum, known=(1,)),
     "NonZero": Op(nonzero, arith=False),
     "OneHot": Op(one_hot, arith=False, known=(1,)),
+    "Compress": Op(compress, arith=False),
     "DepthToSpace": Op(depth_to_space, arith=False),
     "SpaceToDepth": Op(space_to_depth, arith=False),
     "EyeLike": Op(eye_like, arith=False),

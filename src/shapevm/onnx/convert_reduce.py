@@ -121,14 +121,18 @@ def arg_reduction(name: str) -> Any:
 def top_k(n: Node, x: Value, k: Value | None = None) -> tuple[Value, Value]:
     rank = len(V.shape_of(x))
     axis = int(n.attr("axis", -1)) % rank
-    (count,) = V.dims(k, "K") if n.opset >= 10 else (int(n.attr("k")),)
     perm = (*(i for i in range(rank) if i != axis), axis)
     moved = call("transpose", x, perm=perm) if axis != rank - 1 else V.tensor(x)
     key = moved
     if not n.attr("largest", 1):
         dt = V.dtype_of(x)
         key = call("sub", int(np.iinfo(dt).max), moved) if dt.kind == "u" else call("neg", moved)
-    _, idx = call_n("top_k", key, k=(count,))
+    if n.opset < 10:
+        _, idx = call_n("top_k", key, k=(int(n.attr("k")),))
+    elif k is None or V.is_known(k):  # a size known at import (maybe symbolic)
+        _, idx = call_n("top_k", key, k=V.dims(k, "K"))
+    else:  # k computed from data: the result's last size is only known when it runs
+        _, idx = call_n("top_k_n", key, k)
     values = call("take_along_axis", moved, idx, axis=rank - 1)
     if axis == rank - 1:
         return values, idx
@@ -188,7 +192,7 @@ OPS: dict[str, Op] = {
     "ReduceLogSumExp": Op(reduction("log_sum_exp"), known=(1,)),
     "ArgMax": Op(arg_reduction("argmax"), arith=False),
     "ArgMin": Op(arg_reduction("argmin"), arith=False),
-    "TopK": Op(top_k, arith=False, known=(1,)),
+    "TopK": Op(top_k, arith=False),
     "Softmax": Op(softmax),
     "LogSoftmax": Op(log_softmax),
     "Hardmax": Op(hardmax),

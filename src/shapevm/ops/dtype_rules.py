@@ -203,3 +203,9 @@ def numeric_index_dtype(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
     """A numeric operand, an i64 result (positions of elements, e.g. ``max_pool_indices``)."""
     numeric_dtype(dtypes, attrs)
     return (DType.I64,)
+
+
+def values_and_indices_k(dtypes: DTypes, attrs: Attrs) -> tuple[DType, ...]:
+    """``top_k_n(x, k)``: values of x's dtype and i64 indices; k is an int tensor."""
+    _int_indices(dtypes, 1)
+    return values_and_indices(dtypes[:1], attrs)

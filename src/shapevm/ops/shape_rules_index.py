@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from shapevm.ops.core import Condition, RuleAttr, ShapeResult, ShapeRuleError, SymShape
 from shapevm.ops.shape_rules import axis_index, conditions, distinct_axes, fmt_shape
+from shapevm.shapes import DYNAMIC
 
 Attrs = Mapping[str, RuleAttr]
 
@@ -160,6 +161,21 @@ def flip(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
     (x,) = shapes
     distinct_axes(attrs["axes"], len(x), "axes")
     return ShapeResult((tuple(x),))
+
+
+def top_k_n(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
+    """``top_k`` with ``k`` read from a tensor: ``[..., dynamic]`` values and indices."""
+    x, k = shapes
+    _rank_at_least(x, 1, 0, "top_k_n")
+    if len(k) > 1 or (len(k) == 1 and k[0] != 1):
+        raise ShapeRuleError(
+            "k must be one number",
+            expected="{1} of shape [] or [1]",
+            found=f"{{1}}: {fmt_shape(k)}",
+            fix="reshape k to a scalar",
+        )
+    out = (*x[:-1], DYNAMIC)
+    return ShapeResult((out, out))
 
 
 def shape_of(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:

@@ -20,8 +20,10 @@ from shapevm.ops.dtype_rules import (
     numeric_dtype,
     same_dtype,
     scatter_dtype,
+    values_and_indices_k,
 )
 from shapevm.ops.table import define
+from shapevm.ops.table_layout import top_k_kernel
 
 Array = np.ndarray[Any, Any]
 Attrs = Mapping[str, Any]
@@ -115,6 +117,13 @@ def _flip(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
     return (np.flip(x, tuple(attrs["axes"])) if attrs["axes"] else x,)
 
 
+def _top_k_n(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
+    x, k = np.asarray(args[0]), int(np.asarray(args[1]).reshape(-1)[0])
+    if not 0 <= k <= x.shape[-1]:
+        raise ValueError(f"k = {k} is outside 0 .. {x.shape[-1]}, the size of the last axis")
+    return top_k_kernel([x], {"k": (k,)})
+
+
 def _shape_of(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
     return (np.asarray(np.shape(args[0]), dtype=np.int64),)
 
@@ -196,6 +205,16 @@ define(
     OpFlag.LAYOUT,
     "reverse the order of elements along axes (np.flip)",
     (AttrSpec("axes", AttrKind.INTS, REQUIRED, "the axes to reverse"),),
+)
+define(
+    "top_k_n",
+    2,
+    rules.top_k_n,
+    values_and_indices_k,
+    _top_k_n,
+    OpFlag.DATA_DEPENDENT,
+    "top_k with k from an int tensor: k largest along the last axis and their i64 indices",
+    num_outputs=2,
 )
 define(
     "shape_of",

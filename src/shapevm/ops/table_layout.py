@@ -62,7 +62,7 @@ def _sort(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
     return (np.flip(out, axis) if attrs["descending"] else out,)
 
 
-def _top_k(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
+def top_k_kernel(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
     """Largest first; equal values by lower index first, as ``jax.lax.top_k``.
 
     A stable ascending sort of the reversed axis, read backwards, orders equal values by
@@ -160,7 +160,7 @@ define(
     1,
     rules.top_k,
     values_and_indices,
-    _top_k,
+    top_k_kernel,
     OpFlag.NONE,
     "k largest along the last axis, and their i64 indices (ties: lower index first)",
     (AttrSpec("k", AttrKind.DIMS, REQUIRED, "how many: one dimension"),),
