@@ -1,15 +1,16 @@
 """Load test of ``shapevm serve``: concurrent clients sending W1 requests of random batch sizes.
 
-Configurations: shapevm (the JIT) with and without dynamic batching, and ONNX Runtime behind
-the same server code (``--runtime onnxruntime``) with and without, when ``onnx`` and
-``onnxruntime`` are installed. Each runs as ``python -m shapevm serve`` on 127.0.0.1 and is
-warmed with every request of the payload pool once (not measured). Then ``--clients``
-concurrent clients (greenlets on keep-alive connections, binary tensor data) load each
-server in turn, ``--slice`` seconds at a time, until each has had ``--duration`` seconds
-(or ``--max-requests`` requests): a change in the machine's load falls on every
-configuration alike. Every response is checked against the interpreter (``Exported.call``
-on the same input, max |y - ref| / max |ref| <= 1e-4); a wrong or failed response is
-counted and reported, never hidden.
+Configurations: shapevm (the JIT) with and without dynamic batching, and, when ``onnx`` and
+``onnxruntime`` are installed, ONNX Runtime behind the same server code (``--runtime
+onnxruntime``) with and without, and shapevm on the very same ``.onnx`` file through its
+importer (batching as its check decides). Each runs as ``python -m shapevm serve`` on
+127.0.0.1 and is warmed with every request of the payload pool once (not measured).
+Then ``--clients`` concurrent clients (greenlets on keep-alive connections, binary tensor
+data) load each server in turn, ``--slice`` seconds at a time, until each has had
+``--duration`` seconds (or ``--max-requests`` requests): a change in the machine's load
+falls on every configuration alike. Every response is checked against the interpreter
+(``Exported.call`` on the same input, max |y - ref| / max |ref| <= 1e-4); a wrong or failed
+response is counted and reported, never hidden.
 
 Printed per configuration: requests, throughput (requests and rows per second), p50/p99
 latency, mean requests per model call (the server's ``/metrics``), the server's CPU time
@@ -256,6 +257,8 @@ def configs(args: argparse.Namespace, onnx_ok: bool) -> list[Config]:
         out += [
             Config("ONNX Runtime, no batching", "w1.onnx", ["--max-batch-size", "1", *ort]),
             Config("ONNX Runtime, dynamic batching", "w1.onnx", [*batch, *ort]),
+            # the same graph imported: shapevm and ONNX Runtime on exactly one model
+            Config("shapevm JIT, the .onnx imported", "w1.onnx", [*batch, *common]),
         ]
     return out
 

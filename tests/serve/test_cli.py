@@ -42,14 +42,62 @@ def test_bad_command_lines_exit_2_with_a_reason(
         assert message in capsys.readouterr().err
 
 
-def test_an_onnx_file_needs_the_importer_or_onnxruntime(tmp_path: Path) -> None:
-    path = tmp_path / "m.onnx"
-    path.write_bytes(b"")
-    try:
-        import shapevm.onnx  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        with pytest.raises(ValueError, match=r"(?s)no ONNX importer .*--runtime onnxruntime"):
-            load_model(path)
+def _onnx_file(tmp_path: Path, w: np.ndarray) -> Path:
+    """``logits = input.1 @ w`` with a symbolic batch: names as exporters write them."""
+    onnx = helpers.require("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input.1", "w"], ["logits"])],
+        "g",
+        [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "mm.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_an_onnx_file_through_the_importer_keeps_its_names(tmp_path: Path) -> None:
+    from shapevm.serve import ModelServer, create_app
+
+    w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    served = load_model(_onnx_file(tmp_path, w), options=ServeOptions(max_batch_size=4))
+    meta = served.metadata()
+    assert meta["platform"] == "shapevm_onnx"
+    assert meta["inputs"] == [{"name": "input.1", "datatype": "FP32", "shape": [-1, 4]}]
+    assert meta["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 3]}]
+    assert meta["shapevm"]["batching"]["dimension"] == "batch"
+    httpclient = helpers.require("tritonclient.http")
+    with helpers.live_server(create_app(ModelServer([served], served.options))) as url:
+        client = httpclient.InferenceServerClient(url)
+        x = np.ones((2, 4), np.float32)
+        inp = httpclient.InferInput("input.1", [2, 4], "FP32")
+        inp.set_data_from_numpy(x)
+        y = client.infer("mm", [inp]).as_numpy("logits")
+        client.close()
+    assert np.allclose(y, x @ w, rtol=1e-6)
+
+
+def test_without_the_onnx_package_the_message_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def no_onnx(name: str, *args: object) -> object:
+        if name == "onnx":
+            raise ModuleNotFoundError("No module named 'onnx'", name="onnx")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_onnx)
+    (tmp_path / "m.onnx").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"(?s)needs onnx\n.*shapevm\[onnx\].*onnxruntime"):
+        load_model(tmp_path / "m.onnx")
 
 
 def test_the_cli_builds_without_the_http_libraries() -> None:
@@ -83,27 +131,14 @@ def test_describe_says_how_requests_are_batched() -> None:
 
 
 def test_onnx_runtime_behind_the_same_server(tmp_path: Path) -> None:
-    onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    from onnx import TensorProto, helper, numpy_helper
-
     w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 3])],
-        initializer=[numpy_helper.from_array(w, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp_path / "mm.onnx"
-    onnx.save(model, path)
+    path = _onnx_file(tmp_path, w)
     served = load_model(path, options=ServeOptions(runtime="onnxruntime", max_batch_size=4))
     meta = served.metadata()
     assert meta["platform"] == "onnxruntime_onnx"
-    assert meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]
-    assert meta["shapevm"]["batching"]["dimension"] == "b"
+    assert meta["inputs"] == [{"name": "input.1", "datatype": "FP32", "shape": [-1, 4]}]
+    assert meta["shapevm"]["batching"]["dimension"] == "batch"
     (checked,) = meta["shapevm"]["batching"]["checked"]
     assert checked["path"] == "onnxruntime"
     x = np.ones((2, 4), np.float32)

@@ -314,9 +314,22 @@ def _onnx_runner(path: Path, options: ServeOptions) -> Runner:
         return OnnxRuntimeRunner(path, threads=options.threads)
     try:
         sv_onnx = importlib.import_module("shapevm.onnx")
-    except ImportError:
+        onnx = importlib.import_module("onnx")
+    except ImportError as exc:
         raise ValueError(
-            f"{path}: this version of shapevm has no ONNX importer (shapevm.onnx)\n"
-            "  fix: serve it with ONNX Runtime: --runtime onnxruntime"
+            f"{path}: importing ONNX models needs {exc.name}\n"
+            "  fix: pip install 'shapevm[onnx]', or serve it with ONNX Runtime: "
+            "--runtime onnxruntime"
         ) from None
-    return _shapevm_runner(sv_onnx.load(path), options)
+    proto = onnx.load(os.fspath(path))  # with its external data, if any
+    graph = proto.graph
+    weights = {t.name for t in graph.initializer}
+    inputs = [v.name for v in graph.input if v.name not in weights]
+    outputs = [v.name for v in graph.output]
+    return ShapevmRunner(
+        sv_onnx.load(proto),
+        jit=options.jit,
+        jit_options=options.jit_options,
+        names=(inputs, outputs),  # the graph's own names, as Triton and ONNX Runtime show them
+        platform="shapevm_onnx",
+    )

@@ -100,9 +100,19 @@ class ShapevmRunner(Runner):
     platform = "shapevm_svbc"
 
     def __init__(
-        self, exp: Exported, *, jit: bool = True, jit_options: dict[str, Any] | None = None
+        self,
+        exp: Exported,
+        *,
+        jit: bool = True,
+        jit_options: dict[str, Any] | None = None,
+        names: tuple[Sequence[str], Sequence[str]] | None = None,
+        platform: str = "shapevm_svbc",
     ) -> None:
+        """``names``: the inputs' and outputs' names, in order, when they should not be the
+        exported function's (an imported ONNX graph keeps its own); ``platform``: what the
+        V2 metadata reports."""
         self.exp = exp
+        self.platform = platform
         self.jit = jit
         self.jit_options = dict(jit_options or {})
         # Joined calls make many row counts: room for their variants, so that they are not
@@ -114,16 +124,18 @@ class ShapevmRunner(Runner):
             TensorInfo(name, np.dtype(a.dtype), _dims(a.shape))
             for name, a in zip(_output_names(exp.out_tree), exp.out_avals, strict=True)
         )
+        if names is not None:
+            self.inputs, self.outputs = (
+                _renamed(self.inputs, names[0]),
+                _renamed(self.outputs, names[1]),
+            )
         self.constraints = tuple(exp.constraints)
         self._specs: list[tuple[int | DimExpr, ...]] = [
             tuple(d for d in a.shape if isinstance(d, (int, DimExpr))) for a in exp.in_avals
         ]  # arguments have no data-dependent dimensions
         self._array_names = [t.name for t in self.inputs if not t.dim_argument]
-        self._dim_names = [t.name for t in self.inputs if t.dim_argument]
         self._dim_vars = {
-            name: k.dim
-            for name, k in zip(exp.arg_names, exp.leaf_kinds, strict=True)
-            if k.dim is not None
+            t.name: k.dim for t, k in zip(self.inputs, exp.leaf_kinds, strict=True) if k.dim
         }
         self._scope = next(
             (d.scope for s in self._specs for d in s if isinstance(d, DimExpr)), None
@@ -246,6 +258,14 @@ def _shapevm_inputs(exp: Exported) -> tuple[TensorInfo, ...]:
             aval = next(avals)
             out.append(TensorInfo(name, np.dtype(aval.dtype), _dims(aval.shape)))
     return tuple(out)
+
+
+def _renamed(tensors: tuple[TensorInfo, ...], names: Sequence[str]) -> tuple[TensorInfo, ...]:
+    if len(names) != len(tensors):
+        raise ValueError(f"{len(names)} names for {len(tensors)} tensors")
+    return tuple(
+        TensorInfo(n, t.dtype, t.dims, t.dim_argument) for t, n in zip(tensors, names, strict=True)
+    )
 
 
 def _output_names(tree: _pytree.TreeDef) -> list[str]:
