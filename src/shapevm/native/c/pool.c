@@ -60,7 +60,9 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 #ifndef SPIN_NS
 #define SPIN_NS 200000 /* workers spin this long after a job */
 #endif
-#define YIELD_NS 20000          /* ... yielding their core this often */
+#ifndef YIELD_NS
+#define YIELD_NS 20000 /* ... yielding their core this often */
+#endif
 #define LATE_MIN_NS 20000       /* a wait for the workers shorter than this is never late */
 #define BACKOFF_MIN_NS 2000000  /* no pool for 2 ms after a late job, */
 #define BACKOFF_MAX_NS 128000000 /* doubling up to 128 ms while late jobs repeat */
