@@ -33,6 +33,7 @@ def test_cli_runs_a_tiny_table_without_onnxruntime(
     out = capsys.readouterr().out
     assert "| W3 q @ kᵀ / 8 | 1×4×16×64 |" in out
     assert "÷NumPy 2T" in out and "load average of the machine" in out
+    assert "shapevm's pool during the run:" in out
     assert (tmp_path / "kernels.md").read_text(encoding="utf-8").strip() == out.strip()
     rows = json.loads((tmp_path / "kernels.json").read_text(encoding="utf-8"))["rows"]
     matmul = [r for r in rows if r["group"] == "matmul"]

@@ -257,8 +257,14 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def header(config: KernelConfig, load: tuple[float, float], overhead: float | None) -> str:
-    """What was measured, where, how, and how loaded the machine was."""
+def header(
+    config: KernelConfig,
+    load: tuple[float, float],
+    overhead: float | None,
+    pool: dict[str, int] | None = None,
+) -> str:
+    """What was measured, where, how, and how loaded the machine was (``pool``: how shapevm's
+    thread pool fared, the counters of `shapevm.native.info`)."""
     lines = [
         f"## shapevm bench --kernels, {time.strftime('%Y-%m-%d %H:%M')}: {_cpu_model()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
@@ -278,7 +284,20 @@ def header(config: KernelConfig, load: tuple[float, float], overhead: float | No
             f"- an ONNX Runtime run of one Identity node through IO binding takes {overhead:.1f} "
             "µs here: that fixed cost is part of every ORT time"
         )
+    if pool:
+        lines.append(
+            f"- shapevm's pool during the run: {pool['parallel_calls']} jobs on the pool, "
+            f"{pool['late_jobs']} of them late (a worker lost its core), "
+            f"{pool['backed_off_calls']} jobs on the calling thread after one"
+        )
     return "\n".join(lines)
+
+
+def _pool_counters(since: dict[str, int] | None = None) -> dict[str, int]:
+    from shapevm import native
+
+    now = {k: int(v) for k, v in native.info()["pool"].items()}
+    return {k: v - (since or {}).get(k, 0) for k, v in now.items()}
 
 
 def _loadavg() -> float:
@@ -335,6 +354,7 @@ def run_kernels(args: argparse.Namespace, log: Callable[[str], None] | None = No
         print(f"shapevm bench: {exc}", file=sys.stderr)
         return 2
     load0 = _loadavg()
+    pool0 = _pool_counters()
     overhead = ort_overhead_us() if "onnxruntime" in config.systems else None
     cases = collect_cases(groups, bool(getattr(args, "quick", False)))
     results: list[dict[int, RowResult]] = []
@@ -342,10 +362,11 @@ def run_kernels(args: argparse.Namespace, log: Callable[[str], None] | None = No
         per = {} if case.missing else {t: measure_case(case, t, config) for t in threads}
         results.append(per)
         say(f"[{i + 1}/{len(cases)}] {case.group}: {case.name} {case.shape}")
+    pool = _pool_counters(pool0)
     text = "\n\n".join(
         part
         for part in (
-            header(config, (load0, _loadavg()), overhead),
+            header(config, (load0, _loadavg()), overhead, pool),
             render_table(cases, results, threads),
             "\n".join(summarize(cases, results, threads)),
             "\n".join(_notes(cases, results)),
@@ -360,7 +381,8 @@ def run_kernels(args: argparse.Namespace, log: Callable[[str], None] | None = No
          "threads": {str(t): vars(r) for t, r in per.items()}}
         for c, per in zip(cases, results, strict=True)
     ]  # fmt: skip
-    meta = {"command": sys.argv, "load_average": [load0, _loadavg()], "ort_overhead_us": overhead}
+    meta = {"command": sys.argv, "load_average": [load0, _loadavg()], "ort_overhead_us": overhead,
+            "pool": pool}  # fmt: skip
     (out / "kernels.json").write_text(json.dumps({"meta": meta, "rows": raw}, indent=1), "utf-8")
     print(text)
     return 1 if any(r.errors for per in results for r in per.values()) else 0
