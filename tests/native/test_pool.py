@@ -97,27 +97,43 @@ def _pool() -> dict[str, int]:
     return dict(native.info()["pool"])
 
 
+def _late_job() -> None:
+    """A job whose worker took a task and then slept 20 ms (a worker that lost its core)."""
+    assert _native._pool_probe(2, 0, 20000) == (1, 1)
+
+
 def test_a_late_worker_keeps_jobs_off_the_pool_for_a_while(pool_of_two: None) -> None:
-    """A worker that took a task and then lost its core (here: sleeps 20 ms) made the caller
-    wait: the next jobs run on the calling thread until the backoff (2 ms) has passed."""
-    for _ in range(5):  # a busy machine may preempt this thread past the 2 ms: try again
-        native.set_num_threads(2)
-        _native._pool_probe(8, 50, 0)  # the worker exists and spins
-        before = _pool()
-        assert _native._pool_probe(2, 0, 20000) == (1, 1)
-        returned = time.perf_counter()
-        probe = _native._pool_probe(8, 50, 0)
-        if time.perf_counter() - returned > 0.001:
-            continue
-        late = _pool()
-        assert late["late_jobs"] == before["late_jobs"] + 1
-        assert probe == (8, 0)
-        assert late["backed_off_calls"] == before["backed_off_calls"] + 1
-        time.sleep(0.01)
-        _native._pool_probe(8, 50, 0)
-        assert _pool()["parallel_calls"] == late["parallel_calls"] + 1
-        return
-    pytest.skip("this thread was never scheduled quickly enough to time the backoff")
+    """After a late job, the next job and 2 ms run on the calling thread; then the pool."""
+    _native._pool_probe(8, 50, 0)  # the worker exists
+    before = _pool()
+    _late_job()
+    late = _pool()
+    assert late["late_jobs"] == before["late_jobs"] + 1 and late["serial_jobs_left"] == 1
+    assert _native._pool_probe(8, 50, 0) == (8, 0)
+    assert _pool()["backed_off_calls"] == late["backed_off_calls"] + 1
+    time.sleep(0.01)
+    _native._pool_probe(8, 50, 0)
+    assert _pool()["parallel_calls"] == late["parallel_calls"] + 1
+
+
+def test_late_jobs_in_a_row_keep_the_pool_off_longer(pool_of_two: None) -> None:
+    """Each late job in a row doubles the jobs kept off the pool (1, 2, 4), however far
+    apart in time the calls come (a NumPy product before each); a job that was not late
+    halves it."""
+    _native._pool_probe(8, 50, 0)
+    kept_off = []
+    for _ in range(3):
+        _late_job()
+        kept_off.append(_pool()["serial_jobs_left"])
+        for _ in range(kept_off[-1]):
+            time.sleep(0.02)
+            assert _native._pool_probe(8, 50, 0) == (8, 0)
+        time.sleep(0.02)  # past the time part of the backoff (2, 4 ms)
+    assert kept_off == [1, 2, 4]
+    time.sleep(0.05)
+    _native._pool_probe(4, 0, 0)  # on the pool, not late
+    _late_job()
+    assert _pool()["serial_jobs_left"] == 4
 
 
 def test_setting_the_thread_count_tries_the_pool_again(pool_of_two: None) -> None:

@@ -13,7 +13,11 @@
  * spins after a NumPy product) makes the caller wait for it: milliseconds for a job of
  * microseconds.  So the caller times each job: when it waited for the workers longer than
  * half the time it worked itself, the pool is left alone (jobs run on the calling thread)
- * for a backoff that doubles while such jobs repeat (BACKOFF_MIN_NS .. BACKOFF_MAX_NS).
+ * for the next 2^(p-1) jobs and at least 2^(p-1) * BACKOFF_MIN_NS, where the penalty p goes
+ * up by one with each late job (to PENALTY_MAX) and down by one with each job that was not:
+ * a late job costs milliseconds, a job kept off the pool at most the second thread's share,
+ * and calls spaced out in time (a NumPy product before each) need the count as well as the
+ * time.
  *
  * One job at a time: a second thread that calls sv_parallel while the pool is busy, or a
  * task that calls it (nested), runs its tasks itself.  After fork() the child starts with
@@ -46,8 +50,9 @@ static struct {
     uint32_t gen;
     int stop;
     pthread_t threads[SV_MAX_THREADS];
-    _Atomic uint64_t serial_until; /* monotonic ns: jobs run serially until then */
-    uint64_t backoff;                /* ns, with P.busy held */
+    _Atomic uint64_t serial_until; /* monotonic ns: jobs run serially until then, */
+    _Atomic int64_t serial_jobs;   /* ... and this many more jobs */
+    int penalty;                   /* late jobs not yet made up for, with P.busy held */
     _Atomic int64_t stat_parallel, stat_serial, stat_caller, stat_workers, stat_late,
         stat_backed_off;
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -64,8 +69,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 #define YIELD_NS 20000 /* ... yielding their core this often */
 #endif
 #define LATE_MIN_NS 20000       /* a wait for the workers shorter than this is never late */
-#define BACKOFF_MIN_NS 2000000  /* no pool for 2 ms after a late job, */
-#define BACKOFF_MAX_NS 128000000 /* doubling up to 128 ms while late jobs repeat */
+#define BACKOFF_MIN_NS 2000000 /* no pool for 2 ms and one job after a late job, */
+#define PENALTY_MAX 8           /* doubling up to 256 ms and 128 jobs while they repeat */
 
 static inline uint64_t now_ns(void) {
     struct timespec ts;
@@ -200,8 +205,9 @@ void sv_pool_set_threads(int n) {
     pthread_mutex_lock(&P.busy);
     if (P.nworkers > n - 1) stop_workers();
     P.target = n;
-    P.backoff = 0; /* a new setting: the pool is tried again */
+    P.penalty = 0; /* a new setting: the pool is tried again */
     atomic_store_explicit(&P.serial_until, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.serial_jobs, 0, memory_order_relaxed);
     pthread_mutex_unlock(&P.busy);
 }
 
@@ -226,12 +232,14 @@ static void run_serial(int64_t ntasks, sv_task_fn fn, void *ctx) {
 /* With P.busy held, after a job: the caller worked `own` ns, then waited `wait` ns. */
 static void judge_job(uint64_t own, uint64_t wait, uint64_t end) {
     if (wait < LATE_MIN_NS || 2 * wait < own) {
-        P.backoff = 0;
+        if (P.penalty > 0) P.penalty--;
         return;
     }
-    P.backoff = P.backoff ? 2 * P.backoff : BACKOFF_MIN_NS;
-    if (P.backoff > BACKOFF_MAX_NS) P.backoff = BACKOFF_MAX_NS;
-    atomic_store_explicit(&P.serial_until, end + P.backoff, memory_order_relaxed);
+    if (P.penalty < PENALTY_MAX) P.penalty++;
+    int64_t factor = (int64_t)1 << (P.penalty - 1);
+    atomic_store_explicit(&P.serial_until, end + (uint64_t)factor * BACKOFF_MIN_NS,
+                          memory_order_relaxed);
+    atomic_store_explicit(&P.serial_jobs, factor, memory_order_relaxed);
     atomic_fetch_add_explicit(&P.stat_late, 1, memory_order_relaxed);
 }
 
@@ -243,7 +251,9 @@ void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
         return;
     }
     uint64_t t0 = now_ns();
-    if (t0 < atomic_load_explicit(&P.serial_until, memory_order_relaxed)) {
+    bool jobs_left = atomic_load_explicit(&P.serial_jobs, memory_order_relaxed) > 0 &&
+                     atomic_fetch_sub_explicit(&P.serial_jobs, 1, memory_order_relaxed) > 0;
+    if (jobs_left || t0 < atomic_load_explicit(&P.serial_until, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&P.stat_backed_off, 1, memory_order_relaxed);
         run_serial(ntasks, fn, ctx);
         return;
@@ -294,6 +304,7 @@ sv_pool_stats sv_pool_get_stats(void) {
         .tasks_by_workers = atomic_load(&P.stat_workers),
         .late_jobs = atomic_load(&P.stat_late),
         .backed_off_calls = atomic_load(&P.stat_backed_off),
+        .serial_jobs_left = atomic_load(&P.serial_jobs) > 0 ? atomic_load(&P.serial_jobs) : 0,
     };
     return s;
 }

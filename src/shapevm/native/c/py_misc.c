@@ -31,7 +31,7 @@ static PyObject *py_info(PyObject *self, PyObject *unused) {
     const sv_isa_table *t = sv_isa();
     sv_pool_stats st = sv_pool_get_stats();
     return Py_BuildValue(
-        "{s:s,s:s,s:N,s:i,s:i,s:i,s:i,s:s,s:O,s:i,s:{s:L,s:L,s:L,s:L,s:L,s:L}}", "isa", t->name,
+        "{s:s,s:s,s:N,s:i,s:i,s:i,s:i,s:s,s:O,s:i,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L}}", "isa", t->name,
         "isa_note", sv_isa_note(),
         "isa_levels", levels, "vector_floats", t->vw, "tile_rows", t->mr, "tile_cols", SV_NR,
         "num_threads", sv_pool_threads(), "compiler",
@@ -44,7 +44,8 @@ static PyObject *py_info(PyObject *self, PyObject *unused) {
         "parallel_calls", (long long)st.parallel_calls, "serial_calls",
         (long long)st.serial_calls, "tasks_by_caller", (long long)st.tasks_by_caller,
         "tasks_by_workers", (long long)st.tasks_by_workers, "late_jobs",
-        (long long)st.late_jobs, "backed_off_calls", (long long)st.backed_off_calls);
+        (long long)st.late_jobs, "backed_off_calls", (long long)st.backed_off_calls,
+        "serial_jobs_left", (long long)st.serial_jobs_left);
 }
 
 static PyObject *py_set_isa(PyObject *self, PyObject *arg) {

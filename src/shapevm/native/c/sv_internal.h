@@ -141,6 +141,7 @@ typedef struct sv_pool_stats {
     int64_t parallel_calls, serial_calls, tasks_by_caller, tasks_by_workers;
     int64_t late_jobs;        /* jobs whose caller waited long for a worker */
     int64_t backed_off_calls; /* parallel calls run serially after a late job */
+    int64_t serial_jobs_left; /* parallel calls still to run serially (the backoff) */
 } sv_pool_stats;
 sv_pool_stats sv_pool_get_stats(void);
 
