@@ -32,6 +32,7 @@ from shapevm.shapes.expr import (
     DimSize,
     Mono,
     _mono_div,
+    _poly_str,
     mono_mul,
     poly_add,
     poly_mul,
@@ -184,7 +185,9 @@ class Engine:
         system.add_constraints(self.mentions)
         answer = system.solve(p, {a for m in p for a, _ in m})
         if answer is None:
-            raise self.contradiction(f"no value satisfies them where '{_show(p)}' is defined")
+            raise self.contradiction(
+                f"no value satisfies them where '{_poly_str(p.items())}' is defined"
+            )
         return answer
 
     def facts_of(self, atom: Atom) -> Facts:
@@ -565,10 +568,6 @@ def _mod_range(x: Interval, y: Interval) -> Interval:
         return lo, 0
     big = max(-yl, yh)
     return -big + 1, big - 1
-
-
-def _show(p: QPoly) -> str:
-    return " + ".join(f"{c}*{m}" if m else str(c) for m, c in p.items()) or "0"
 
 
 def all_atoms(x: DimSize) -> list[Atom]:

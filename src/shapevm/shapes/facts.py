@@ -212,8 +212,8 @@ class System:
         t_id = -1
         eqs = [self._row(p, ids) for p in self.eqs]
         if target is not None:
-            t_eq = self._row(target, ids)
-            t_eq.coeffs[t_id] = -1
+            t_eq = self._row(target, ids)  # scaled to integers: scale*target - scale*t == 0
+            t_eq.coeffs[t_id] = -_scale(target)
             eqs.append(t_eq)
         reduced = Reduced([self._row(p, ids) for p in self.ineqs], eqs, t_id)
         # Factors past MAX_SPLITS keep only their ">= x, >= y" facts (max), not their cases.
@@ -245,9 +245,7 @@ class System:
 
     @staticmethod
     def _row(p: QPoly, ids: dict[Mono, int]) -> Row:
-        scale = 1
-        if any(type(c) is not int for c in p.values()):
-            scale = math.lcm(*(Fraction(c).denominator for c in p.values()))
+        scale = _scale(p)
         coeffs: dict[int, int] = {}
         const = 0
         for mono, c in p.items():
@@ -260,3 +258,10 @@ class System:
                 i = ids[mono] = len(ids)
             coeffs[i] = value
         return Row(coeffs, const)
+
+
+def _scale(p: QPoly) -> int:
+    """The least multiplier that makes the coefficients of ``p`` integers."""
+    if all(type(c) is int for c in p.values()):
+        return 1
+    return math.lcm(*(Fraction(c).denominator for c in p.values()))

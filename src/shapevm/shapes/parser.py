@@ -28,6 +28,7 @@ _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(\.\.\.|\*\*|//|>=|<=
 _FUNCS = {"floordiv": E.floordiv, "mod": E.mod}
 PLACEHOLDER_ONE = "_"
 PLACEHOLDER_MANY = "..."
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9_]+")
 
 
 class SpecSyntaxError(ValueError):
@@ -160,6 +161,12 @@ def parse_dims(spec: str, scope: SymbolicScope) -> list[E.DimSize | str]:
         if tok in (PLACEHOLDER_ONE, PLACEHOLDER_MANY) and nxt == ",":
             p.pos += 1
             dims.append(tok)
+        elif nxt == "," and tok is not None and _NAME.fullmatch(tok):
+            p.pos += 1  # a lone variable, the common case: no expression to parse
+            dims.append(scope.var(tok))
+        elif nxt == "," and tok is not None and tok.isdigit():
+            p.pos += 1
+            dims.append(int(tok))
         else:
             dims.append(p.expr())
         if not p.at_end():
