@@ -50,6 +50,7 @@ QPoly = dict[Mono, Any]
 INF = math.inf
 _SHIFT_LIMIT = 400  # expanded terms; beyond this the shift method is skipped
 _SUBST_DEPTH = 1
+_SOLVES = 200  # eliminations (method 5) one outermost query may run, nested ones included
 
 
 def _mul(a: Num, b: Num) -> Num:
@@ -102,6 +103,11 @@ class Engine:
         self.multiple_of: dict[Atom, int] = {}
         self.verdicts: dict[tuple[DimExpr, str, int], bool] = {}
         self.fallbacks = 0
+        # Results that depended on a re-entered query's weaker answer: reused until the
+        # outermost query returns (each is computed once per query), then forgotten.
+        self.scratch: dict[tuple[str, Any], Any] = {}
+        self.depth = 0
+        self.budget = _SOLVES  # eliminations left to the outermost query
         self.unsat: UnsatisfiableConstraintsError | None = None
 
     # -- public ----------------------------------------------------------------------------
@@ -111,7 +117,7 @@ class Engine:
             raise self.unsat
         if isinstance(e, int):
             return e, e
-        cached = self.cache.get(e)
+        cached = self.cache.get(e) or self.scratch.get(("bounds", e))
         if cached is not None:
             return cached
         if not self.prepared:
@@ -119,23 +125,43 @@ class Engine:
         p = self.lin(e)
         if e in self.active:
             # Re-entered (a constraint mentions a factor of e whose range needs e): answer
-            # with intervals alone, and cache nothing that depended on this weaker answer.
+            # with intervals alone, and keep nothing that depended on this weaker answer.
             self.fallbacks += 1
             return self.interval(p, self.atom_range)
         fallbacks = self.fallbacks
         self.active.add(e)
+        self.enter()
         try:
             lo, hi = self.search(e, p, goal)
         finally:
             self.active.discard(e)
+            self.leave()
         lo = lo if lo == -INF else math.ceil(lo)
         hi = hi if hi == INF else math.floor(hi)
         if lo > hi:
             raise self.contradiction(f"'{e}' would have to lie in [{lo}, {hi}]")
-        complete = goal is None or not goal(lo, hi)
-        if fallbacks == self.fallbacks and complete:
-            self.cache[e] = (lo, hi)
+        if goal is None or not goal(lo, hi):  # complete, not stopped early
+            self.keep(self.cache, "bounds", e, (lo, hi), fallbacks)
         return lo, hi
+
+    def enter(self) -> None:
+        """A query starts; the outermost one gets the budget of eliminations."""
+        if not self.depth:
+            self.budget = _SOLVES
+        self.depth += 1
+
+    def leave(self) -> None:
+        self.depth -= 1
+        if not self.depth:
+            self.scratch.clear()
+
+    def keep(self, cache: dict[Any, Any], kind: str, key: Any, value: Any, fallbacks: int) -> None:
+        """Cache ``value``; only until the outermost query returns if it depended on a
+        re-entered query (``self.fallbacks`` moved since ``fallbacks``)."""
+        if fallbacks == self.fallbacks:
+            cache[key] = value
+        elif self.depth:
+            self.scratch[(kind, key)] = value
 
     def contradiction(self, detail: str) -> UnsatisfiableConstraintsError:
         """The scope's constraints are unsatisfiable: so says every later query too."""
@@ -178,8 +204,19 @@ class Engine:
                 return True
         return False
 
+    def spend(self) -> bool:
+        """Whether the outermost query may run one more elimination. Past its budget, the
+        answers are weaker (never wrong) and kept only until that query returns."""
+        if self.budget <= 0:
+            self.fallbacks += 1
+            return False
+        self.budget -= 1
+        return True
+
     def linear(self, p: QPoly) -> Interval:
         """Bounds of ``p`` from its linear facts and the constraints bearing on them."""
+        if not self.spend():
+            return -INF, INF
         system = System(self)
         system.include(p)
         system.add_constraints(self.mentions)
@@ -191,9 +228,11 @@ class Engine:
         return answer
 
     def facts_of(self, atom: Atom) -> Facts:
-        facts = self.fact_cache.get(atom)
+        facts = self.fact_cache.get(atom) or self.scratch.get(("facts", atom))
         if facts is None:
-            facts = self.fact_cache[atom] = atom_facts(self, atom)
+            fallbacks = self.fallbacks
+            facts = atom_facts(self, atom)
+            self.keep(self.fact_cache, "facts", atom, facts, fallbacks)
         return facts
 
     # -- decision form ---------------------------------------------------------------------
@@ -242,12 +281,24 @@ class Engine:
     # -- factor ranges -----------------------------------------------------------------------
     def atom_range(self, atom: Atom) -> Interval:
         """The factor's own range, narrowed by the constraints that bear on it."""
-        cached = self.range_cache.get(atom)
+        cached = self.range_cache.get(atom) or self.scratch.get(("range", atom))
         if cached is not None:
             return cached
         fallbacks = self.fallbacks
+        self.enter()
+        try:
+            lo, hi = self.refined_range(atom)
+        finally:
+            self.leave()
+        if lo > hi:
+            raise self.contradiction(f"'{atom}' would have to lie in [{lo}, {hi}]")
+        self.keep(self.range_cache, "range", atom, (lo, hi), fallbacks)
+        return lo, hi
+
+    def refined_range(self, atom: Atom) -> Interval:
+        """The local range, narrowed by eliminating the linear facts (method 5)."""
         lo, hi = self.local_range(atom)
-        if atom not in self.refining and self.constrained((atom,)):
+        if atom not in self.refining and self.constrained((atom,)) and self.spend():
             self.refining.add(atom)
             try:
                 system = System(self)
@@ -265,15 +316,11 @@ class Engine:
                 self.refining.discard(atom)
         elif atom in self.refining:
             self.fallbacks += 1  # re-entered: the range without constraints, not cached
-        if lo > hi:
-            raise self.contradiction(f"'{atom}' would have to lie in [{lo}, {hi}]")
-        if fallbacks == self.fallbacks:
-            self.range_cache[atom] = (lo, hi)
         return lo, hi
 
     def local_range(self, atom: Atom) -> Interval:
         """The factor's range from its operands' bounds alone (variables: ``>= 1``)."""
-        cached = self.local_cache.get(atom)
+        cached = self.local_cache.get(atom) or self.scratch.get(("local", atom))
         if cached is not None:
             return cached
         fallbacks = self.fallbacks
@@ -292,13 +339,12 @@ class Engine:
             xr = self.bounds(atom.args[0])
             yr = self.bounds(atom.args[1])
             lo, hi = (_floordiv_range if atom.op == "floordiv" else _mod_range)(xr, yr)
-        if fallbacks == self.fallbacks:
-            self.local_cache[atom] = (lo, hi)
+        self.keep(self.local_cache, "local", atom, (lo, hi), fallbacks)
         return lo, hi
 
     def sym_bounds(self, atom: Atom) -> tuple[list[QPoly], list[QPoly]]:
         """Symbolic lower and upper bounds of a factor, as polynomials."""
-        cached = self.sym_cache.get(atom)
+        cached = self.sym_cache.get(atom) or self.scratch.get(("sym", atom))
         if cached is not None:
             return cached
         fallbacks = self.fallbacks
@@ -330,8 +376,7 @@ class Engine:
             elif atom.op == "mod" and yh <= -1 and not isinstance(y, int):
                 lowers.append(poly_add(self.lin(y), {(): 1}))
         result = (lowers, uppers)
-        if fallbacks == self.fallbacks:
-            self.sym_cache[atom] = result
+        self.keep(self.sym_cache, "sym", atom, result, fallbacks)
         return result
 
     # -- polynomial bounds -------------------------------------------------------------------
@@ -487,11 +532,32 @@ class Engine:
         for var, (lo, hi) in self.var_bounds.items():
             if lo > hi:
                 raise self.contradiction(f"'{var}' would have to lie in [{lo}, {hi}]")
-        # Each constrained variable's range, once for every later query. Its system holds
-        # every constraint connected to it, so together they find any contradiction.
-        for atom in sorted(self.mentioned, key=lambda a: a.key):
-            if atom.op == "var":
-                self.atom_range(atom)
+        if self.ineqs:
+            self.variable_ranges()
+
+    def variable_ranges(self) -> None:
+        """Every constrained variable's range, from one system of all the constraints, once
+        for every later query; no solution at all means the constraints contradict."""
+        variables = sorted((a for a in self.mentioned if a.op == "var"), key=lambda a: a.key)
+        system = System(self)
+        for g in self.ineqs:
+            system.ineqs.append(g)
+            system.include(g)
+        self.enter()
+        try:
+            ranges = system.ranges(variables)
+        finally:
+            self.leave()
+        if ranges is None:
+            raise self.contradiction(
+                "no values of the dimension variables (each >= 1) satisfy them together"
+            )
+        for var, (lo, hi) in ranges.items():
+            local_lo, local_hi = self.local_range(var)
+            lo, hi = max(lo, local_lo), min(hi, local_hi)
+            if lo > hi:
+                raise self.contradiction(f"'{var}' would have to lie in [{lo}, {hi}]")
+            self.range_cache[var] = (lo, hi)
 
     def bound_variable(self, p: QPoly) -> bool:
         """A constraint ``c*v + k >= 0`` on one variable becomes part of its range."""

@@ -212,25 +212,58 @@ class System:
         t_id = -1
         eqs = [self._row(p, ids) for p in self.eqs]
         if target is not None:
-            t_eq = self._row(target, ids)  # scaled to integers: scale*target - scale*t == 0
-            t_eq.coeffs[t_id] = -_scale(target)
+            # The target is an integer unknown like the others (rows get integer-tightened),
+            # so its coefficients must be integers: they are, for canonical expressions.
+            assert _scale(target) == 1, "the target of the linear facts has integer coefficients"
+            t_eq = self._row(target, ids)
+            t_eq.coeffs[t_id] = -1
             eqs.append(t_eq)
-        reduced = Reduced([self._row(p, ids) for p in self.ineqs], eqs, t_id)
-        # Factors past MAX_SPLITS keep only their ">= x, >= y" facts (max), not their cases.
+        ineqs = [self._row(p, ids) for p in self.ineqs]
+        return self._cases(Reduced(ineqs, eqs, t_id), self._split(first, ids))
+
+    def ranges(self, atoms: list[Atom]) -> dict[Atom, tuple[Any, Any]] | None:
+        """The bounds of each of ``atoms`` (factors of the system) from one set of rows;
+        ``None``: no solution."""
+        ids: dict[Mono, int] = {}
+        eqs = [self._row(p, ids) for p in self.eqs]
+        ineqs = [self._row(p, ids) for p in self.ineqs]
+        split = self._split(set(atoms), ids)
+        out = {}
+        for atom in atoms:
+            keep = ids.get(((atom, 1),))
+            if keep is None:
+                continue  # in no row: nothing narrows it
+            answer = self._cases(Reduced(ineqs, eqs, keep), split)
+            if answer is None:
+                return None
+            out[atom] = answer
+        return out
+
+    def _split(
+        self, first: set[Atom], ids: dict[Mono, int]
+    ) -> list[list[tuple[list[Row], list[Row]]]]:
+        """The rows of each case of the max/min factors split into their cases (those in
+        ``first`` first); past MAX_SPLITS, a factor keeps only its ``>= x, >= y`` facts."""
         split = sorted(self.cases, key=lambda c: (c[0] not in first, c[0].key))[:MAX_SPLITS]
-        rows = [
+        return [
             [
                 ([self._row(p, ids) for p in more], [self._row(p, ids) for p in same])
                 for more, same in cases
             ]
             for _, cases in split
         ]
+
+    @staticmethod
+    def _cases(
+        reduced: Reduced, split: list[list[tuple[list[Row], list[Row]]]]
+    ) -> tuple[Any, Any] | None:
+        """The widest bounds over the cases that have a solution; ``None`` if none has."""
         lo: Any = INF
         hi: Any = -INF
         for choice in itertools.product((0, 1), repeat=len(split)):
             case_ineqs: list[Row] = []
             case_eqs: list[Row] = []
-            for cases, pick in zip(rows, choice, strict=True):
+            for cases, pick in zip(split, choice, strict=True):
                 case_ineqs += cases[pick][0]
                 case_eqs += cases[pick][1]
             answer = reduced.bounds(case_ineqs, case_eqs)

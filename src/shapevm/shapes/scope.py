@@ -91,25 +91,26 @@ class SymbolicScope:
         parsed = [(parse_constraint(text, self), text) for text in self.constraints]
         self._checks = [(lhs, op, rhs, text) for (lhs, op, rhs), text in parsed]
         rules: list[tuple[E.Mono, E.Poly]] = []
-        rest: list[str] = []
+        rest: list[tuple[tuple[E.DimSize, str, E.DimSize], str]] = []
         for (lhs, op, rhs), text in parsed:
             if op == "==" and not _is_monomial(lhs) and _is_monomial(rhs):
                 lhs, rhs = rhs, lhs
             if op == "==" and isinstance(lhs, E.DimExpr) and _is_monomial(lhs):
                 if _mentions(rhs, lhs):
-                    rest.append(text)
+                    rest.append(((lhs, op, rhs), text))
                     continue
                 rules.append((lhs._terms[0][0], E.as_poly(rhs)))
             else:
-                rest.append(text)
+                rest.append(((lhs, op, rhs), text))
         rules.sort(key=lambda r: E._mono_key(r[0]))
         self._rules = rules
         self._remainders = {
             mono[0][0]: rhs for mono, rhs in rules if len(mono) == 1 and mono[0][0].op == "mod"
         }
         ineqs: list[E.DimSize] = []
-        for text in rest:
-            lhs, op, rhs = parse_constraint(text, self)  # again, now with the rewrite rules
+        for (lhs, op, rhs), text in rest:
+            if rules:
+                lhs, op, rhs = parse_constraint(text, self)  # again, now with the rewrite rules
             diff = E.sub(lhs, rhs)
             if op in (">=", "=="):
                 ineqs.append(diff)
