@@ -16,6 +16,7 @@ from shapevm.models import WORKLOADS, accuracy, make_input, make_weights, refere
 from shapevm.tools.bench import get_system, main, register_system, unregister_system
 from shapevm.tools.bench.registry import PLUGINS_ENV, _import_plugin, plugin_errors
 from shapevm.tools.bench.report import baseline_of, fmt_ratio, fmt_time, render, summarize
+from shapevm.tools.bench.runner import time_imports
 from tests.models import cases
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +75,8 @@ def test_tiny_run_end_to_end(
     assert m["first_call_s"] > 0 and len(m["new_shape_s"]) == 1 and len(m["steady_s"]) == 2
     assert len(m["stream_latencies_s"]) == 6 and m["stream_worst_s"] <= m["stream_total_s"]
     assert m["accuracy"] < 1e-5 and m["rss_mib"] > 10
+    # NumPy's own import, timed in a bare interpreter (the measuring child has it loaded)
+    assert m["import_s"] > 1e-3
     assert results["runs"][0]["threads"] == 2
 
     tables = (tmp_path / "tables.md").read_text()
@@ -89,6 +92,16 @@ def test_tiny_run_end_to_end(
         assert (tmp_path / "stream.png").stat().st_size > 1000
     else:
         assert "plot skipped: matplotlib is not installed" in err
+
+
+def test_imports_are_timed_in_a_bare_interpreter() -> None:
+    """The measuring child runs as ``-m shapevm.tools.bench.child``, so it has shapevm loaded
+    before any clock; the probe starts from nothing, NumPy first, then the library."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    t = time_imports(["shapevm"], env, None, 120.0)
+    assert 0 < t["import_numpy_s"] < t["import_s"]
+    with pytest.raises(RuntimeError, match="importing no_such_module_xyz failed"):
+        time_imports(["no_such_module_xyz"], env, None, 120.0)
 
 
 def test_unknown_names_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

@@ -201,7 +201,8 @@ def _resource_sections(summary: Summary, systems: list[str], wids: list[str]) ->
         "### accuracy: max |y − ref| / max |ref| against float64 (ONNX files: against ONNX "
         "Runtime), worst shape",
         _table(["system", *wids], rows),
-        "### import of the system's library (in neither (a) nor (d))",
+        "### import: NumPy, then the system's library, in a fresh interpreter with its bytecode "
+        "caches (in neither (a) nor (d))",
         _per_workload(summary, systems, wids, "import_s"),
     ]
 

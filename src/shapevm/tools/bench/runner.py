@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,8 @@ def child_env(system: System, threads: int) -> dict[str, str]:
     """The parent's environment with the thread limits, ``shapevm`` importable, and whatever
     the system's ``setup_env`` adds."""
     env = dict(os.environ)
+    # What a user gets by default: Python reuses (and writes) its bytecode caches.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     set_thread_env(env, threads)
     src = str(Path(shapevm.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
@@ -79,6 +81,45 @@ def cold_caches(tmp: Path) -> dict[str, str]:
         "TORCHINDUCTOR_CACHE_DIR": str(tmp / "cache" / "inductor"),
         "SHAPEVM_CACHE_DIR": str(tmp / "cache" / "shapevm"),
     }
+
+
+# Run as ``python -c IMPORT_PROBE MODULES_JSON`` by a bare interpreter: how long NumPy and
+# then the system's own modules take to import. The measuring child cannot time this itself:
+# it runs as ``-m shapevm.tools.bench.child``, so shapevm (and NumPy) are loaded before it
+# starts.
+IMPORT_PROBE = """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy
+t1 = time.perf_counter()
+for name in json.loads(sys.argv[1]):
+    __import__(name)
+t2 = time.perf_counter()
+print(json.dumps({"numpy_s": t1 - t0, "library_s": t2 - t1}))
+"""
+
+
+def time_imports(
+    modules: Sequence[str], env: dict[str, str], cpus: list[int] | None, timeout_s: float
+) -> dict[str, float]:
+    """Import time of NumPy and then of ``modules`` in a fresh interpreter, as a user's
+    program would start: the second of two runs, so that Python's bytecode caches exist (an
+    installed package has them; the first run of an editable checkout writes them)."""
+    cmd = [sys.executable, "-c", IMPORT_PROBE, json.dumps(list(modules))]
+    out: dict[str, float] = {}
+    for _ in range(2):
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            preexec_fn=pinning(cpus),
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"importing {', '.join(modules)} failed: {proc.stderr[-2000:]}")
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"import_numpy_s": out["numpy_s"], "import_s": out["numpy_s"] + out["library_s"]}
 
 
 def run_child(
@@ -145,6 +186,9 @@ def run_all(
             tag += f" (repeat {r + 1}/{config.repeats})"
         env = child_env(systems[name], config.threads)
         result = run_child(spec, env, cpus, config.timeout_s)
+        if result.get("ok") and mode == "shapes":
+            imports = (*systems[name].imports, *(("onnx",) if "onnx" in spec else ()))
+            result.update(time_imports(imports, env, cpus, config.timeout_s))
         status = f"{result['wall_s']:.1f} s" if result.get("ok") else f"FAILED: {result['error']}"
         progress(f"{tag} ... {status}")
         records.append({"system": name, "workload": wid, "mode": mode, "repeat": r, **result})
