@@ -167,17 +167,32 @@ def test_nonlinear_contradictions_are_found_through_the_products_planes():
         sv.SymbolicScope(["a*b <= 1", "a + b >= 3"])
 
 
+def test_a_contradiction_of_one_nonlinear_constraint_is_found_when_the_scope_is_made():
+    # a^2 - 3*a + 3 > 0 for every a, which only the exact quadratic method sees
+    for _ in range(2):
+        with pytest.raises(UnsatisfiableConstraintsError, match=r"would have to lie in \[0, -1\]"):
+            sv.symbolic_shape("a", constraints=["a*a <= 3*a - 3"])
+
+
 def test_a_contradiction_found_by_a_query_is_raised_by_every_later_query():
-    # a^2 - 3*a + 3 > 0 for every a, which only the exact quadratic method sees: the scope
-    # is made, and its first query that looks at the quadratic finds the contradiction.
-    (a,) = sv.symbolic_shape("a", constraints=["a*a <= 3*a - 3"])
-    assert sv.bounds(a) == (2, math.inf)
+    # Two constraints that contradict only together and only through the quadratic: the
+    # scope is made, and its first query that looks at the quadratic finds the contradiction.
+    constraints = ["a*a <= 3*b - 3", "b <= a"]
+    (a, _) = sv.symbolic_shape("a, b", constraints=constraints)
     for _ in range(3):
-        with pytest.raises(UnsatisfiableConstraintsError, match=r"would have to lie in \[1, 0\]"):
+        with pytest.raises(UnsatisfiableConstraintsError, match="cannot all be satisfied"):
             sv.bounds(a * a - 3 * a + 3)
     for query in (lambda: sv.bounds(a), lambda: a >= 1, lambda: a * 2 >= a):
         with pytest.raises(UnsatisfiableConstraintsError):
             query()
+
+
+def test_a_variable_range_from_several_constraints_keeps_its_multiples():
+    a, _ = sv.symbolic_shape("a, b", constraints=["a + b <= 4", "mod(a, 2) == 0"])
+    assert sv.bounds(a) == (2, 2)
+    assert a <= 2 and a >= 2
+    a, _ = sv.symbolic_shape("a, b", constraints=["a + b <= 9", "mod(a, 3) == 0", "b >= 2"])
+    assert sv.bounds(a) == (3, 6)
 
 
 def test_dimensions_of_different_scopes_differ():

@@ -300,6 +300,8 @@ def _gap_divisibility() -> None:
     _same_bounds("a", ["mod(a, 2) == 0"], lambda a, mx, mn: a // 2)
     _same_bounds("a", ["a <= 7", "mod(a, 3) == 0"], lambda a, mx, mn: a)
     _same_bounds("b", ["mod(b, 4) == 0"], lambda b, mx, mn: b - 4 * (b // 4))
+    # a variable's range from several constraints is rounded to its multiples: [2, 2]
+    _same_bounds("a, b", ["a + b <= 4", "mod(a, 2) == 0"], lambda a, b, mx, mn: a)
 
 
 def _gap_max_min_constraints() -> None:

@@ -311,7 +311,7 @@ class Engine:
                         raise self.contradiction(
                             "no values of the dimension variables (each >= 1) satisfy them together"
                         )
-                    lo, hi = max(lo, answer[0]), min(hi, answer[1])
+                    lo, hi = self.multiples(atom, max(lo, answer[0]), min(hi, answer[1]))
             finally:
                 self.refining.discard(atom)
         elif atom in self.refining:
@@ -554,10 +554,25 @@ class Engine:
             )
         for var, (lo, hi) in ranges.items():
             local_lo, local_hi = self.local_range(var)
-            lo, hi = max(lo, local_lo), min(hi, local_hi)
+            lo, hi = self.multiples(var, max(lo, local_lo), min(hi, local_hi))
             if lo > hi:
                 raise self.contradiction(f"'{var}' would have to lie in [{lo}, {hi}]")
             self.range_cache[var] = (lo, hi)
+
+    def multiples(self, atom: Atom, lo: Num, hi: Num) -> Interval:
+        """``[lo, hi]`` narrowed to the multiples a variable must be (``mod(v, c) == 0``)."""
+        step = self.multiple_of.get(atom, 1)
+        if step > 1:
+            lo = lo if lo == -INF else -(-math.ceil(lo) // step) * step
+            hi = hi if hi == INF else math.floor(hi) // step * step
+        return lo, hi
+
+    def check_constraints(self) -> None:
+        """Bound each constraint ``G >= 0`` with a product in it: a contradiction that only a
+        nonlinear method sees (a quadratic with no integer root) raises now, not at a query."""
+        for g in self.scope._ineq_exprs:
+            if isinstance(g, DimExpr) and any(len(m) > 1 or m[0][1] > 1 for m, _ in g._terms if m):
+                self.bounds(g)
 
     def bound_variable(self, p: QPoly) -> bool:
         """A constraint ``c*v + k >= 0`` on one variable becomes part of its range."""

@@ -75,6 +75,7 @@ class SymbolicScope:
                 self._parsing = False
             self._engine.prepare()  # unsatisfiable constraints raise here, at once
             self._check_divisors()
+            self._engine.check_constraints()  # and those that only a nonlinear method sees
 
     # -- construction ----------------------------------------------------------------------
     def var(self, name: str) -> E.DimSize:
