@@ -66,3 +66,14 @@ def test_a_device_the_runtime_does_not_have_is_refused(device: str) -> None:
 @pytest.mark.parametrize("device", ["cpu", "cpu:0"])
 def test_the_cpu_is_a_device(device: str) -> None:
     verify(parse_program(_CREATE.format(spec="[4]", device=device)))
+
+
+@pytest.mark.parametrize(
+    ("spec", "device", "match"),
+    [("[4]", "cuda", "not a device of this runtime"), ("[dynamic]", "cpu", "cannot be allocated")],
+)
+def test_an_executable_verifies_its_program(spec: str, device: str, match: str) -> None:
+    # Built directly, not through Exported: it ran on the CPU, or called np.empty with -1.
+    program = parse_program(_CREATE.format(spec=spec, device=device))
+    with pytest.raises(VerifyError, match=match):
+        Executable(program)

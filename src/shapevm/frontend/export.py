@@ -66,7 +66,7 @@ class Exported:
         names = list(arg_names or _leaf_names(in_tree, self.leaf_kinds))
         self._arg_names = names
         array_names = [n for n, k in zip(names, self.leaf_kinds, strict=True) if k.is_array]
-        self.executable = Executable(program, arg_names=array_names)
+        self.executable = Executable(program, arg_names=array_names, verified=True)
         scope = self.executable.scope
         self.in_avals = tuple(
             ShapeDtypeStruct(

@@ -56,7 +56,8 @@ class _Entry:
         self.kinds = traced.leaf_kinds
         self.out_tree = traced.out_tree
         self.single = traced.out_tree.kind == "leaf"
-        self.executable = Executable(traced.program, arg_names=names)
+        # trace() checked the program
+        self.executable = Executable(traced.program, arg_names=names, verified=True)
         self.symbolic = symbolic
         self.engine: JitEngine | None = None
         if jitted is not None and jitted.options.enabled:

@@ -41,6 +41,7 @@ from shapevm.bytecode.program import (
     TensorType,
 )
 from shapevm.bytecode.shape_expr import COMPARISONS, ShapeCmp, evaluate_shape_expr
+from shapevm.bytecode.verify import verify
 from shapevm.ops import AttrKind, DType, Dynamic, OpFlag, OpInfo, get_op
 from shapevm.runtime import bctrace
 from shapevm.runtime.binding import Binder, sym_dim
@@ -262,7 +263,11 @@ def _branch(term: BranchIf, regs: Regs) -> bool:
 
 
 class Executable:
-    """A function of a verified program, ready to run on concrete arrays."""
+    """A function of a verified program, ready to run on concrete arrays.
+
+    The program is verified here (a `VerifyError` says what is wrong) unless
+    ``verified=True`` says its caller has just verified or checked it.
+    """
 
     def __init__(
         self,
@@ -272,7 +277,10 @@ class Executable:
         arg_names: Sequence[str] | None = None,
         choose: KernelChooser | None = None,
         max_plans: int = 256,
+        verified: bool = False,
     ) -> None:
+        if not verified:
+            verify(program)
         self.program = program
         self.fn: Function = program.function(name) if name else program.functions[0]
         self.binder = Binder(self.fn, arg_names)
