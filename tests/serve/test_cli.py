@@ -130,6 +130,23 @@ def test_describe_says_how_requests_are_batched() -> None:
     )
 
 
+def test_a_model_the_jit_cannot_compile_says_so_when_loaded() -> None:
+    # Its calls still succeed, in the interpreter; the start-up line and the metadata say
+    # why, rather than "jit" alone.
+    options = ServeOptions(max_batch_size=1, jit_options={"lowerings": ["no_such_pattern"]})
+    model = load_model(helpers.mlp(), "mlp", options)
+    assert model.warm_path == "interpreted"
+    executor = model.metadata()["shapevm"]["executor"]
+    assert executor["jit_variants_ready"] == 0 and executor["jit_variants_failed"] == 1
+    assert "unknown lowering(s) ['no_such_pattern']" in executor["jit_failure"]
+    assert describe(model).startswith("model 'mlp': (x: float32[b, 16]) -> (float32[b, 8])")
+    assert "; jit (not compiled, calls interpreted: exact (" in describe(model)
+    assert "unknown lowering(s) ['no_such_pattern']" in describe(model)
+    healthy = load_model(helpers.mlp(), "mlp", ServeOptions(max_batch_size=1))
+    assert "jit_failure" not in healthy.metadata()["shapevm"]["executor"]
+    assert "; jit; requests not joined" in describe(healthy)
+
+
 def test_onnx_runtime_behind_the_same_server(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)

@@ -219,7 +219,12 @@ class ShapevmRunner(Runner):
             return {"executor": "interpreter"}
         rows = self._fast.jit_info()
         ready = sum(1 for r in rows if r["status"] == "ready")
-        return {"executor": "jit", "jit_variants_ready": ready, "jit_options": self.jit_options}
+        failed = [r for r in rows if r["status"] == "failed"]
+        out: dict[str, Any] = {"executor": "jit", "jit_variants_ready": ready}
+        if failed:  # those calls run in the interpreter: say why, as jit_info does
+            out["jit_variants_failed"] = len(failed)
+            out["jit_failure"] = f"{failed[-1]['key_text']}: {failed[-1]['reason']}"
+        return {**out, "jit_options": self.jit_options}
 
 
 def _run_counting_hits(fast: Any, args: list[Any]) -> tuple[Outputs, str]:

@@ -114,8 +114,19 @@ def describe(model: ServedModel) -> str:
         )
     else:
         batching = f"not joined: {info['reason']}"
-    executor = r.info().get("executor", r.platform)
-    return f"model {model.name!r}: ({sig}) -> ({outs}){where}; {executor}; requests {batching}"
+    return (
+        f"model {model.name!r}: ({sig}) -> ({outs}){where}; {_executor(model)}; requests {batching}"
+    )
+
+
+def _executor(model: ServedModel) -> str:
+    """The executor, and why a model warmed up on the JIT still runs in the interpreter."""
+    info = model.runner.info()
+    executor = str(info.get("executor", model.runner.platform))
+    if model.warm_path == "interpreted" and "jit_failure" in info:
+        reason = str(info["jit_failure"]).splitlines()[0]
+        executor += f" (not compiled, calls interpreted: {reason})"
+    return executor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
