@@ -124,7 +124,16 @@ def _native_names(info: OpInfo) -> list[str]:
         return (
             ["native_chain", "native_rowop"] if OpFlag.REDUCTION in info.flags else ["native_chain"]
         )
-    if info.name in ("transpose", "reshape", "slice", "broadcast_to", "concatenate", "pad", "full"):
+    if info.name in (
+        "transpose",
+        "reshape",
+        "slice",
+        "broadcast_to",
+        "concatenate",
+        "pad",
+        "full",
+        "take",
+    ):
         return ["native_view"]
     return []
 

@@ -13,6 +13,8 @@ import pytest
 
 import shapevm as sv
 import shapevm.numpy as snp
+from shapevm.frontend.numpy_api import _as_tensor
+from shapevm.frontend.tracer import bind_op
 from shapevm.jit.backend.function import lower_function
 from shapevm.jit.regions import find_regions
 from shapevm.runtime.interpreter import Executable
@@ -205,3 +207,48 @@ def test_convolutions_lower_and_agree_with_the_interpreter(name: str) -> None:
         env = {"b": b, "h": h, "w": w}
         (got,) = Variant(ex, ("exact", (b, h, w)), nf, env).run([x], env)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_rank_0_constant_keeps_rank_0_and_lowers() -> None:
+    """ONNX files carry their scalars as rank-0 initializers (``x * np.array(0.5)``); the
+    executor checks each constant against its slot, and one made rank 1 on the way was
+    refused, leaving the whole function interpreted."""
+    half = np.array(0.5, np.float32)
+    exp, ex, nf = lowered(lambda x: snp.tanh(x * half) + np.array(1.0, np.float32))
+    for n in (1, 5):
+        run_both(exp, ex, nf, n)
+    fast = exp.jit(hot_threshold=1, background=False, tier3=False)
+    fast(np.ones((2, 32), np.float32))
+    assert [r["status"] for r in fast.jit_info()] == ["ready"]
+
+
+QKV = (RNG.standard_normal((32, 96)) / 6).astype(np.float32)
+
+
+def take(x: Any, idx: np.ndarray[Any, Any], axis: int) -> Any:
+    """The op ONNX's Gather imports as (``shapevm.numpy`` has no ``take``)."""
+    return bind_op("take", [x, _as_tensor(idx)], {"axis": axis})
+
+
+@pytest.mark.parametrize("index", [0, 2, -1, [1]])
+def test_take_of_one_constant_index_is_a_view(index: Any) -> None:
+    """ONNX's Gather splitting a fused q/k/v projection: ``take`` of one constant index
+    along an axis of constant extent is a view, so the region is not cut there."""
+    idx = np.array(index, np.int64)
+
+    def fn(x: Any) -> Any:
+        qkv = (x @ QKV).reshape(x.shape[0], 3, 32).transpose(1, 0, 2)
+        return take(qkv, idx, 0) * 2.0
+
+    exp, ex, nf = lowered(fn)
+    assert len(nf.regions) == 1 and not nf.interpreted and nf.whole
+    for n in (1, 4, 7):
+        run_both(exp, ex, nf, n)
+
+
+def test_take_out_of_range_is_left_to_the_interpreter() -> None:
+    idx = np.array(5, np.int64)
+    exp, _, nf = lowered(lambda x: take(x.reshape(x.shape[0], 4, 8), idx, 1))
+    assert "take" not in " ".join(labels(nf))
+    with pytest.raises(Exception, match=r"out of bounds|index"):
+        exp.call(np.ones((2, 32), np.float32))

@@ -267,8 +267,9 @@ class RegionLowering:
                 (vid,) = op.outs
                 array = self.const_array(vid)
                 assert array is not None
+                # np.require keeps a rank-0 constant rank 0 (ascontiguousarray makes it [1])
                 self.of_value[vid] = self.new(
-                    "const", array.dtype, array.shape, value=vid, array=np.ascontiguousarray(array)
+                    "const", array.dtype, array.shape, value=vid, array=np.require(array, None, "C")
                 )
             elif op.kind == "resize":
                 lower_reshape_value(self, op.ins[0], op.outs[0])
@@ -420,6 +421,49 @@ def lower_layout(low: RegionLowering, op: Op) -> bool:
     return True
 
 
+def lower_take(low: RegionLowering, op: Op) -> bool:
+    """``take(x, i, axis)`` with one constant index and a constant extent along ``axis``
+    (ONNX's ``Gather`` splitting a fused q/k/v projection): a view, a slice of width 1 that
+    then loses the axis when ``i`` is a scalar. The index is checked here, once: a view has
+    no run-time bounds check."""
+    if op.info is None or op.info.name != "take" or not _view_enabled(low, op):
+        return False
+    src, idx = op.ins
+    index = low.const_array(idx)
+    axis = op.attrs["axis"]
+    base = low.tensor(src)
+    shape = low.tensors[base].shape
+    if index is None or index.size != 1 or index.ndim > 1 or not -len(shape) <= axis < len(shape):
+        return False
+    axis %= len(shape)
+    extent, i = shape[axis], int(index.reshape(()))
+    if not isinstance(extent, int) or not -extent <= i < extent:
+        return False
+    i %= extent
+    starts = tuple(i if d == axis else 0 for d in range(len(shape)))
+    steps = (1,) * len(shape)
+    sliced = tuple(1 if d == axis else n for d, n in enumerate(shape))
+    contiguous = _slice_contiguous(low.tensors[base], starts, sliced, steps, sliced)
+    if index.ndim == 1:
+        low.bind_view(op.outs[0], base, N.V_SLICE, contiguous, params=starts, params2=steps)
+    else:
+        dtype = low.graph.value(op.outs[0]).dtype
+        part = low.new(
+            "view",
+            dtype,
+            sliced,
+            base=base,
+            viewop=N.V_SLICE,
+            contiguous=contiguous,
+            params=starts,
+            params2=steps,
+        )
+        keep = tuple(d for d in range(len(shape)) if d != axis)
+        low.bind_view(op.outs[0], part, N.V_SELECT, False, params=keep)
+    low.claim(op.pos)
+    return True
+
+
 def lower_concatenate(low: RegionLowering, op: Op) -> bool:
     if op.info is None or op.info.name != "concatenate" or not _view_enabled(low, op):
         return False
@@ -542,12 +586,8 @@ def match_activation(low: RegionLowering, h: int) -> tuple[str, list[int], int] 
     for op in graph.ops[start + 1 :]:
         if not _elementwise_of(low, op, shape):
             continue
-        tensors = set(op.ins)
-        if (
-            tensors
-            and tensors <= inside
-            and all(kind == "c" or val in inside for kind, val in low.literals(op))
-        ):
+        tensors = set(op.ins) - _scalar_consts(low, op)  # ONNX's scalars are rank-0 tensors
+        if tensors and tensors <= inside:
             members.append(op.pos)
             inside.add(op.outs[0])
     best: tuple[str, list[int], int] | None = None
@@ -568,6 +608,16 @@ def match_activation(low: RegionLowering, h: int) -> tuple[str, list[int], int] 
     return best
 
 
+def _scalar_consts(low: RegionLowering, op: Op) -> set[int]:
+    """The operands of ``op`` that are constants holding one value."""
+    out = set()
+    for vid in op.ins:
+        array = low.const_array(vid)
+        if array is not None and array.size == 1:
+            out.add(vid)
+    return out
+
+
 def _ancestors(graph: RegionGraph, members: Sequence[int], end: int) -> list[int]:
     need = {end}
     out: list[int] = []
@@ -581,13 +631,22 @@ def _ancestors(graph: RegionGraph, members: Sequence[int], end: int) -> list[int
     return sorted(out)
 
 
+def _probe_const(low: RegionLowering, vid: int) -> np.ndarray[Any, Any]:
+    array = low.const_array(vid)
+    assert array is not None
+    return np.asarray(array, np.float64)
+
+
 def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> str | None:
     env: dict[int, Any] = {h: _PROBE.copy()}
     with np.errstate(all="ignore"):
         try:
             for pos in chosen:
                 op = low.graph.ops[pos]
-                args = [env[val] if kind == "v" else val for kind, val in low.literals(op)]
+                args = [
+                    val if kind == "c" else env[val] if val in env else _probe_const(low, val)
+                    for kind, val in low.literals(op)
+                ]
                 assert op.info is not None
                 (res,) = op.info.kernel(args, op.attrs)
                 env[op.outs[0]] = np.asarray(res, np.float64)

@@ -21,6 +21,7 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("global_pool", convs.lower_global_pool),
     ("rowop", rowpatterns.lower_rowop),
     ("layout", lower.lower_layout),
+    ("take", lower.lower_take),
     ("concatenate", lower.lower_concatenate),
     ("pad", lower.lower_pad),
     ("full", lower.lower_full),
