@@ -38,11 +38,22 @@ def interpreted(jitted: Any, *args: Any) -> list[Any]:
     return list(engine.executable(*args))
 
 
-def assert_same(ref: Any, got: Any, rtol: float = 1e-6) -> None:
+def assert_same(ref: Any, got: Any, rtol: float = 1e-6, exp_chains: bool = False) -> None:
+    """``got`` equals the interpreter's ``ref`` within ``rtol``. ``exp_chains``: a value
+    made by ``exp`` of a computed ``y`` carries ``|y|`` times the relative error of ``y``
+    (a 1-ulp difference inside ``exp(exp(x))`` near 1e24 is 4e-6 outside), so the tolerance
+    of a value ``r`` grows with ``|ln |r||``, the largest ``|y|`` that could have made it."""
     ref = ref if isinstance(ref, (list, tuple)) else [ref]
     got = got if isinstance(got, (list, tuple)) else [got]
     assert len(ref) == len(got)
     for r, g in zip(ref, got, strict=True):
         r, g = np.asarray(r), np.asarray(g)
         assert r.dtype == g.dtype and r.shape == g.shape, (r.dtype, g.dtype, r.shape, g.shape)
+        if exp_chains and r.dtype.kind == "f":
+            with np.errstate(all="ignore"):
+                scale = np.abs(np.log(np.abs(r.astype(np.float64))))
+            scale = np.where(np.isfinite(scale), np.maximum(scale, 1.0), 1.0)
+            ok = np.isclose(g, r, rtol=rtol * scale, atol=1e-6, equal_nan=True)
+            assert ok.all(), f"beyond the tolerance at {np.argwhere(~ok)[:5]}: {g[~ok]} != {r[~ok]}"
+            continue
         np.testing.assert_allclose(g, r, rtol=rtol, atol=1e-6, equal_nan=True)

@@ -116,7 +116,7 @@ def run_stream(recipe: list[tuple[Any, ...]], seed: int, **options: Any) -> None
             got = j(x, y, w)
             (engine,) = j.engines
             ref = engine.executable(x, y, w)
-        assert_same(ref, got, rtol=2e-6)
+        assert_same(ref, got, rtol=2e-6, exp_chains=True)
     stats = j.jit_stats()
     assert stats["failures"] == 0, [r["reason"] for r in j.jit_info()]
     if options.get("cache_mode") != "bucket":
