@@ -31,11 +31,12 @@ def test_every_unsupported_part_is_listed_at_once() -> None:
     ]
     scales = numpy_helper.from_array(np.ones(2, np.float32), "s")
     m = _model(nodes, [_vi("x", ["n", 3])], [_vi("y", ["n", 3], T.BFLOAT16)], [scales])
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
     with pytest.raises(so.UnsupportedModelError) as info:
         so.load(m)
     err = info.value
     text = str(err)
-    assert text.startswith("m: 5 nodes cannot be imported")
+    assert text.startswith("m: 4 nodes and 1 other part cannot be imported")  # 'y' is bf16
     assert [p.where.split(" (")[0] for p in err.problems[1:]] == [
         "node 'unknown_op'", "node 'bad_mode'", "node 'custom'", "node 'to_bf16'",
     ]  # fmt: skip
@@ -43,14 +44,30 @@ def test_every_unsupported_part_is_listed_at_once() -> None:
     assert "attribute mode='bicubic' is not supported" in text
     assert "expected: 'nearest' or 'linear' or 'cubic'" in text
     assert "operator Custom of domain 'com.example'" in text
+    assert "node 'custom' (Custom, domain com.example, opset 1)" in text  # its domain's opset
     assert "found:    BFLOAT16" in text
     assert err.needs == ()  # nothing that fixing input values would cure
 
 
 def test_a_newer_opset_than_known_is_refused() -> None:
     m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [2])], [_vi("y", [2])], opset=99)
-    with pytest.raises(so.UnsupportedModelError, match=r"it uses opset 99 of ai\.onnx"):
+    with pytest.raises(so.UnsupportedModelError, match=r"it uses opset 99 of ai\.onnx") as info:
         so.load(m)
+    assert str(info.value).startswith("m: 1 part cannot be imported")  # not a node
+
+
+def test_a_node_with_several_problems_is_counted_once() -> None:
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], name="c", auto_pad="ODD")
+    resize = helper.make_node("Resize", ["y", "", "s"], ["z"], name="r", mode="bicubic",
+                              coordinate_transformation_mode="sideways")  # fmt: skip
+    scales = numpy_helper.from_array(np.ones(4, np.float32), "s")
+    m = _model([conv, resize], [_vi("x", [1, 1, 4, 4]), _vi("w", [1, 1, 1, 1])],
+               [_vi("z", None)], [scales])  # fmt: skip
+    with pytest.raises(so.UnsupportedModelError) as info:
+        so.load(m)
+    wheres = [p.where for p in info.value.problems]
+    assert len(wheres) > len(set(wheres)) == 2, wheres
+    assert str(info.value).startswith("m: 2 nodes cannot be imported")
 
 
 def test_a_shape_mismatch_in_the_model_names_the_node() -> None:

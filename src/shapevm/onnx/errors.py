@@ -47,8 +47,7 @@ class UnsupportedModelError(ValueError):
     def __init__(self, model: str, problems: Sequence[Problem]) -> None:
         self.model = model
         self.problems = tuple(problems)
-        n = len(self.problems)
-        head = f"{model}: {n} node{'s' if n != 1 else ''} cannot be imported"
+        head = f"{model}: {_count(self.problems)} cannot be imported"
         super().__init__("\n".join([head, *(p.render() for p in self.problems)]))
 
     @property
@@ -58,6 +57,25 @@ class UnsupportedModelError(ValueError):
         if not self.problems or any(not p.needs for p in self.problems):
             return ()
         return tuple(dict.fromkeys(n for p in self.problems for n in p.needs))
+
+
+def _count(problems: Sequence[Problem]) -> str:
+    """``"2 nodes"``, or ``"1 node and 1 other part"`` when some problems are not at a node
+    (the opset, a graph input's type): each node counted once, however many problems it has.
+
+    >>> _count([Problem("node 'a' (Foo, opset 17)", "x"), Problem("the model", "y")])
+    '1 node and 1 other part'
+    """
+    nodes = {p.where[: p.where.find(")") + 1] for p in problems if p.where.startswith("node ")}
+    others = sum(not p.where.startswith("node ") for p in problems)
+    parts = [_plural(len(nodes), "node")] if nodes or not others else []
+    if others:
+        parts.append(_plural(others, "other part" if nodes else "part"))
+    return " and ".join(parts)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 class ModelFileError(ValueError):

@@ -95,7 +95,8 @@ def check_model(model: onnx.ModelProto, frozen: Iterable[str] = ()) -> list[Prob
                 found=f"{len(graph.sparse_initializer)} sparse",
             )
         )
-    problems += check_nodes(graph, opset)
+    versions = {e.domain: int(e.version) for e in model.opset_import}
+    problems += check_nodes(graph, opset, versions)
     problems += check_data_dependence(graph, set(frozen) | initialized, opset)
     return problems
 
@@ -126,13 +127,18 @@ def _value_type(v: Any, where: str, untyped_ok: bool = False) -> list[Problem]:
     return []
 
 
-def check_nodes(graph: onnx.GraphProto, opset: int) -> list[Problem]:
+def check_nodes(
+    graph: onnx.GraphProto, opset: int, versions: Mapping[str, int] | None = None
+) -> list[Problem]:
+    """The problems of ``graph``'s nodes, subgraphs included; ``versions`` gives the opset of
+    each domain the model imports (to name a node of another domain with its own opset)."""
     problems: list[Problem] = []
     for proto in graph.node:
         node = Node(proto, opset)
         if proto.domain not in DOMAINS:
             problems.append(
-                node.problem(
+                Problem(
+                    _foreign_where(proto, versions or {}),
                     f"operator {proto.op_type} of domain {proto.domain!r}",
                     expected="operators of the default domain ai.onnx",
                     found=f"domain {proto.domain!r}",
@@ -159,7 +165,7 @@ def check_nodes(graph: onnx.GraphProto, opset: int) -> list[Problem]:
             problems += op.check(node)
         for attr in proto.attribute:
             if attr.HasField("g"):
-                problems += check_nodes(attr.g, opset)
+                problems += check_nodes(attr.g, opset, versions)
                 problems += [
                     p
                     for v in attr.g.output
@@ -167,6 +173,14 @@ def check_nodes(graph: onnx.GraphProto, opset: int) -> list[Problem]:
                     if v.type.WhichOneof("value")
                 ]
     return problems
+
+
+def _foreign_where(proto: Any, versions: Mapping[str, int]) -> str:
+    """Where a node of a domain other than ai.onnx is: its domain and that domain's opset."""
+    name = proto.name or (proto.output[0] if proto.output else "")
+    version = versions.get(proto.domain)
+    opset = f", opset {version}" if version is not None else ""
+    return f"node {name!r} ({proto.op_type}, domain {proto.domain}{opset})"
 
 
 def _check_body(node: Node, opset: int) -> list[Problem]:
