@@ -93,6 +93,18 @@ def test_path_bytes_and_modelproto_give_the_same_program(tmp_path: Path) -> None
     assert so.load(model, name="my model").fun_name == "my_model"
 
 
+def test_importing_shapevm_and_shapevm_onnx_does_not_import_onnx() -> None:
+    """onnx is an optional extra: only `load` (and the backend) import it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, shapevm, shapevm.onnx\n"
+        "assert 'onnx' not in sys.modules, sorted(m for m in sys.modules if 'onnx' in m)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
 def test_float16_is_computed_in_float32_and_stored_as_float16() -> None:
     nodes = [helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Add", ["e", "x"], ["y"])]
     m = _model(nodes, [_vi("x", ["n"], T.FLOAT16)], [_vi("y", ["n"], T.FLOAT16)])

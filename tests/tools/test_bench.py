@@ -230,6 +230,18 @@ def test_onnxruntime_models_match_the_float64_reference(wid: str) -> None:
         assert y.dtype == np.float32 and accuracy(y, ref) < 1e-5, shape
 
 
+@pytest.mark.parametrize("wid", list(WORKLOADS))
+def test_shapevm_onnx_runs_the_graph_onnxruntime_runs(wid: str) -> None:
+    """The ``shapevm-onnx`` system imports the workload's ONNX graph (dynamic axes) and
+    runs it in the JIT: it computes what the float64 reference does, at two shapes."""
+    pytest.importorskip("onnx", reason="onnx is not installed (pip install -e '.[onnx]')")
+    run = get_system("shapevm-onnx").build(wid, cases.weights(wid))
+    for i, shape in enumerate(WORKLOADS[wid].shapes[:2]):
+        x, ref = cases.case(wid, shape, i)
+        y = run(x)
+        assert y.dtype == np.float32 and accuracy(y, ref) < 1e-5, shape
+
+
 @pytest.mark.parametrize("system", ["jax", "torch-eager"])
 def test_other_peers_match_the_float64_reference(system: str) -> None:
     pytest.importorskip("jax" if system == "jax" else "torch", reason=f"{system} not installed")
