@@ -93,6 +93,15 @@ def test_path_bytes_and_modelproto_give_the_same_program(tmp_path: Path) -> None
     assert so.load(model, name="my model").fun_name == "my_model"
 
 
+def test_a_constraint_on_a_dimension_no_input_has_is_refused_at_import() -> None:
+    """A misspelt name would make every call fail (no value for it): refused at load."""
+    with pytest.raises(ValueError, match=r"constraint 'nn >= 2' names \['nn'\]") as info:
+        so.load(_relu(["n", 2]), constraints=["n <= 64", "nn >= 2"])
+    assert "expected: constraints on the inputs' dimensions ['n']" in str(info.value)
+    exp = so.load(_relu(["n", 2]), dims={"x": "b, _"}, constraints=["b >= 2"])
+    assert exp.call(np.ones((3, 2), np.float32))[0].shape == (3, 2)
+
+
 def test_importing_shapevm_and_shapevm_onnx_does_not_import_onnx() -> None:
     """onnx is an optional extra: only `load` (and the backend) import it."""
     import subprocess

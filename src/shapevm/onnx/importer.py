@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shapevm.bytecode.errors import format_message
 from shapevm.frontend.export import Exported, export
 from shapevm.onnx.errors import ModelFileError, Problem, UnsupportedModelError
 from shapevm.onnx.graph import Runner
@@ -26,7 +27,8 @@ from shapevm.onnx.model_io import ONNX_DTYPES, onnx_module, read_model, tensor_a
 from shapevm.onnx.node import ConvertError
 from shapevm.onnx.support import check_model, onnx_opset
 from shapevm.onnx.values import Value, tensor
-from shapevm.shapes import ShapeDtypeStruct, SymbolicScope, symbolic_shape
+from shapevm.shapes import DimExpr, ShapeDtypeStruct, SymbolicScope, symbolic_shape
+from shapevm.shapes.parser import parse_constraint
 
 if TYPE_CHECKING:
     import onnx
@@ -78,6 +80,7 @@ def load(
         values[key] = arr.astype(_input_dtype(graph, key), copy=False)
     inputs = [v for v in graph.input if v.name not in values]
     specs = _input_specs(inputs, dims or {}, constraints, label)
+    _check_constraint_names(specs, constraints, label)
     fn = _graph_function(graph, onnx_opset(proto), values, [v.name for v in inputs])
     fn.__name__ = _identifier(name or graph.name or "model", "model")
     try:
@@ -140,6 +143,26 @@ def _check_constants(graph: onnx.GraphProto, frozen: Mapping[str, Any], label: s
             f"{label}: constants= names {unknown}, which are not graph inputs; the graph "
             f"inputs are {sorted(names)}"
         )
+
+
+def _check_constraint_names(
+    specs: Sequence[ShapeDtypeStruct], constraints: Sequence[str], label: str
+) -> None:
+    """Refuse a constraint on a dimension no input has: no call could give it a value."""
+    known = {v for s in specs for d in s.shape if isinstance(d, DimExpr) for v in d.free_vars()}
+    for text in constraints:
+        lhs, _, rhs = parse_constraint(text, SymbolicScope())
+        names = {v for e in (lhs, rhs) if isinstance(e, DimExpr) for v in e.free_vars()}
+        if names - known:
+            raise ValueError(
+                format_message(
+                    f"{label}: constraint {text!r} names {sorted(names - known)}, which no "
+                    "input's shape has",
+                    expected=f"constraints on the inputs' dimensions {sorted(known)}",
+                    found=", ".join(sorted(names - known)),
+                    fix="correct the name, or give that dimension to an input with dims=",
+                )
+            )
 
 
 def _input_specs(
