@@ -504,9 +504,11 @@ class JitEngine:
         try:
             patches = tier3.generate(variant, ref_env, rec.key[0] == "exact", rec.check)
         except CompileCancelled:
+            rec.stage = ""
             return
         except Exception as exc:
             with stats.LOCK:
+                rec.stage = ""
                 rec.tier3 = f"failed: {type(exc).__name__}: {exc}"
                 self.counters.tier3_failures += 1
                 stats.COUNTERS.tier3_failures += 1

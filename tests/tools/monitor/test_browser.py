@@ -17,9 +17,21 @@ from tests.tools.tooling import chromium, playwright_api, screenshot_path
 PROGRAM = textwrap.dedent(
     """
     import sys
+    import threading
+    import time
     import numpy as np
     import shapevm as sv
     import shapevm.numpy as snp
+    from shapevm.jit.backend import tier3
+
+    gate = threading.Event()  # holds the build of generated C until the page looked
+    build = tier3.generate
+
+    def gated_build(*args, **kwargs):
+        gate.wait(60)
+        return build(*args, **kwargs)
+
+    tier3.generate = gated_build
 
     rng = np.random.default_rng(0)
     w1 = rng.standard_normal((64, 256)).astype(np.float32) / 8
@@ -33,6 +45,10 @@ PROGRAM = textwrap.dedent(
     @sv.jit(shapes="b, 64", hot_threshold=1, lowerings=["no_such_pattern"])
     def broken(x):
         return snp.sum(x * x, axis=1)
+
+    @sv.jit(shapes="b, 64", hot_threshold=1)
+    def chained(x):
+        return snp.tanh(x * 1.5 + 0.25) * x
 
     def calls(f, sizes, after=()):
         for b in sizes:
@@ -49,6 +65,13 @@ PROGRAM = textwrap.dedent(
             calls(mlp, [3, 3, 3, 8, 8, 8], after=[1, 3, 8, 1, 3, 8, 1, 1, 1, 3])
         elif step == "fail":
             calls(broken, [2, 2])
+        elif step == "chain":  # lowered and ready; its generated C waits for the gate
+            chained(np.ones((2, 64), np.float32))
+            while not any(r["tier3"] == "compiling" for r in chained.jit_info()):
+                time.sleep(0.01)
+        elif step == "build":
+            gate.set()
+            chained.wait(60)
         elif step == "quit":
             break
         print("done", step, flush=True)
@@ -144,6 +167,24 @@ def test_the_page_shows_variants_appear_turn_ready_and_fail_in_red(program):
         page.wait_for_selector('#charts figure[data-function="mlp"]')
         caption = page.inner_text('#charts figure[data-function="mlp"] figcaption')
         assert "calls" in caption and ("compiled" in caption or "mixed" in caption)
+
+        # generated C built in the background: in the queue while it compiles, then in the
+        # listing of a variant selected before it was built
+        step("chain")
+        page.wait_for_selector('#queue tr:has-text("chained"):has-text("tier 3")')
+        page.click('#variants tr[data-function="chained"][data-key="exact (2,)"]')
+        page.wait_for_selector('#tabs button[data-tab="listing"]')
+        page.click('#tabs button[data-tab="listing"]')
+        page.wait_for_function("() => document.getElementById('code').textContent.startsWith('R0')")
+        assert "generated C for" not in page.inner_text("#code")
+        step("build")
+        page.wait_for_function(
+            "() => document.getElementById('code').textContent.includes('generated C for chain')"
+        )
+        page.wait_for_function(
+            "() => !document.getElementById('queue').textContent.includes('chained')"
+        )
+        page.click('#tabs button[data-tab="bytecode"]')  # the chosen tab stays for the next
 
         # the code of the selected variant: bytecode and what the compiled code runs
         page.click('#variants tr[data-function="mlp"][data-key="exact (3,)"]')

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -99,6 +101,70 @@ def test_compile_queue_estimates_from_finished_compiles():
     assert (queued["scd"], queued["estimated_ms"]) == (1.0, 20.0)
     assert queued["estimate_basis"] == "median of this function's 2"
     assert compile_queue(functions, variants[2:3])[0]["estimated_ms"] is None
+
+
+def test_a_tier_3_build_in_the_background_is_in_the_queue_with_its_own_estimate():
+    variants = [
+        {"function": "a", "key_text": "k1", "status": "ready", "compile_ms": 2.0},
+        {"function": "a", "key_text": "k2", "status": "ready", "tier3": "ready", "tier3_ms": 900},
+        {
+            "function": "a",
+            "key_text": "k3",
+            "status": "ready",
+            "compile_ms": 4.0,
+            "tier3": "compiling",
+            "stage": "tier 3: generating and compiling C for the chains",
+            "compiling_for_ms": 12.0,
+        },
+        {"function": "a", "key_text": "k4", "status": "ready", "tier3": "failed: cc"},
+    ]
+    (entry,) = compile_queue([{"function": "a", "scd": 1.0}], variants)
+    assert (entry["key_text"], entry["status"], entry["tier"]) == ("k3", "compiling", 3)
+    assert entry["stage"].startswith("tier 3") and entry["compiling_for_ms"] == 12.0
+    assert (entry["estimated_ms"], entry["estimate_basis"]) == (900, "median of this function's 1")
+
+
+def _chain_fn(name: str):
+    def fun(x):
+        return snp.tanh(x * 1.5 + 0.25) * x
+
+    fun.__name__ = fun.__qualname__ = name
+    return sv.jit(fun, shapes="b, 16", hot_threshold=1)
+
+
+def test_generated_c_compiling_shows_in_the_queue_and_a_failed_build_leaves_no_stage(
+    monkeypatch,
+):
+    from shapevm.jit.backend import tier3
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_failing_build(*args, **kwargs):
+        started.set()
+        release.wait(30)
+        raise RuntimeError("the C compiler crashed")
+
+    monkeypatch.setattr(tier3, "available", lambda: None)
+    monkeypatch.setattr(tier3, "generate", slow_failing_build)
+    f = _chain_fn("tier3_fn")
+    try:
+        f(np.ones((3, 16), np.float32))
+        assert started.wait(30)
+        time.sleep(0.01)
+        state = snapshot()
+        (row,) = [v for v in state["variants"] if v["function"] == "tier3_fn"]
+        assert (row["status"], row["tier3"]) == ("ready", "compiling")
+        (entry,) = [e for e in state["queue"] if e["function"] == "tier3_fn"]
+        assert (entry["status"], entry["tier"], entry["stage"]) == ("compiling", 3, row["stage"])
+        assert entry["stage"].startswith("tier 3") and entry["compiling_for_ms"] > 0
+    finally:
+        release.set()
+        f.wait(30)
+    state = snapshot()
+    (row,) = [v for v in state["variants"] if v["function"] == "tier3_fn"]
+    assert row["tier3"] == "failed: RuntimeError: the C compiler crashed"
+    assert row["stage"] == "" and row["tier"] == 2  # it runs on, without generated C
+    assert not [e for e in state["queue"] if e["function"] == "tier3_fn"]
 
 
 def test_call_records_say_how_each_call_ran():

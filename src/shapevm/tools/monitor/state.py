@@ -135,33 +135,40 @@ def _variant_row(row: dict[str, Any], now_mono: float) -> dict[str, Any]:
     started = out.pop("compile_started", 0.0)
     if out.get("status") == COMPILING and started:
         out["compiling_for_ms"] = round((now_mono - started) * 1e3, 1)
+    elif _tier3_compiling(out) and started:  # tier 3 starts as the lowering ends
+        tier3_started = started + out.get("compile_ms", 0.0) / 1e3
+        out["compiling_for_ms"] = round(max(0.0, now_mono - tier3_started) * 1e3, 1)
     return out
+
+
+def _tier3_compiling(row: dict[str, Any]) -> bool:
+    """A ready variant whose generated C (tier 3) is being compiled in the background."""
+    return row.get("status") == "ready" and row.get("tier3") == COMPILING
 
 
 def compile_queue(
     functions: list[dict[str, Any]], variants: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The variants waiting for or in a compile, each with its function's SCD and an
-    estimated compile time: the median of that function's finished compiles, else of all
+    """The compiles waiting or running: variants queued or compiling (``tier`` 2: their
+    regions lowered onto the executor) and ready variants whose generated C is compiling
+    in the background (``tier`` 3). Each has its function's SCD and an estimated compile
+    time: the median of that function's finished compiles of the same tier, else of all
     functions', else unknown (``None``)."""
     scd = {f["function"]: f.get("scd") for f in functions}
-    done = [v for v in variants if v.get("status") == "ready" and v.get("compile_ms")]
-    all_ms = [v["compile_ms"] for v in done]
     out = []
     for v in variants:
-        if v.get("status") not in (QUEUED, COMPILING):
-            continue
-        own = [d["compile_ms"] for d in done if d["function"] == v["function"]]
-        if own:
-            estimate, basis = statistics.median(own), f"median of this function's {len(own)}"
-        elif all_ms:
-            estimate, basis = statistics.median(all_ms), f"median of all {len(all_ms)} compiles"
+        if v.get("status") in (QUEUED, COMPILING):
+            tier, field = 2, "compile_ms"
+        elif _tier3_compiling(v):
+            tier, field = 3, "tier3_ms"
         else:
-            estimate, basis = None, "no compile has finished yet"
+            continue
+        estimate, basis = _estimate(variants, v["function"], field)
         entry = {
             "function": v["function"],
             "key_text": v.get("key_text"),
-            "status": v["status"],
+            "status": COMPILING if tier == 3 else v["status"],
+            "tier": tier,
             "stage": v.get("stage", ""),
             "scd": scd.get(v["function"]),
             "estimated_ms": None if estimate is None else round(estimate, 2),
@@ -170,8 +177,20 @@ def compile_queue(
         if "compiling_for_ms" in v:
             entry["compiling_for_ms"] = v["compiling_for_ms"]
         out.append(entry)
-    out.sort(key=lambda e: e["status"] != COMPILING)  # the one compiling first, then FIFO
+    out.sort(key=lambda e: e["status"] != COMPILING)  # the ones compiling first, then FIFO
     return out
+
+
+def _estimate(variants: list[dict[str, Any]], function: str, field: str) -> tuple[Any, str]:
+    """The median of the finished compile times ``field`` of ``function``'s ready variants,
+    else of every function's, with what it is the median of."""
+    done = [v for v in variants if v.get("status") == "ready" and v.get(field)]
+    own = [v[field] for v in done if v["function"] == function]
+    if own:
+        return statistics.median(own), f"median of this function's {len(own)}"
+    if done:
+        return statistics.median(v[field] for v in done), f"median of all {len(done)} compiles"
+    return None, "no compile has finished yet"
 
 
 def jsonable(obj: Any) -> Any:

@@ -106,7 +106,9 @@ function renderFunctions(rows) {
 }
 
 const VARIANT_MAIN = ["function", "key", "key_text", "status", "stage", "compiling_for_ms", "compile_ms", "hits", "last_use_s_ago", "planned_bytes", "naive_bytes", "reason"];
-function isBad(r) { return r.status === "failed" || r.fallback === true || (r.reason && r.status !== "evicted" && r.status !== "ready"); }
+// a failed build of generated C (tier 3): the variant runs on without it, at tier 2
+function tier3Failed(r) { return typeof r.tier3 === "string" && r.tier3.startsWith("failed"); }
+function isBad(r) { return r.status === "failed" || r.fallback === true || tier3Failed(r) || (r.reason && r.status !== "evicted" && r.status !== "ready"); }
 function renderVariants(rows) {
   const shown = new Set(VARIANT_MAIN);
   table("variants", [
@@ -115,7 +117,7 @@ function renderVariants(rows) {
     col("compile_ms", "compile", (v) => (v ? fmt.ms(v) : "–"), true), col("hits", "hits", fmt.num, true),
     col("last_use_s_ago", "last use", fmt.ago),
     { label: "memory planned / naive", nowrap: true, cell: (r) => el("td", {}, r.naive_bytes ? bar(r.planned_bytes / r.naive_bytes, `${fmt.bytes(r.planned_bytes)} / ${fmt.bytes(r.naive_bytes)}`) : "–") },
-    { label: "reason", cell: (r) => el("td", { class: "reason" }, r.reason || "") },
+    { label: "reason", cell: (r) => el("td", { class: "reason" }, r.reason || (tier3Failed(r) ? "generated C (tier 3) " + r.tier3 : "")) },
     { label: "more", cell: (r) => more(r, shown) },
   ], rows, (tr, r) => {
     tr.dataset.function = r.function; tr.dataset.key = r.key_text; tr.dataset.status = r.status;
@@ -165,7 +167,7 @@ function renderDetail() {
   document.getElementById("detail-title").textContent = `${row.function} ${row.key_text}`;
   const fields = Object.entries(row).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, isLong(v) ? el("pre", { class: "code" }, v) : auto(k, v))));
   document.getElementById("detail-fields").replaceChildren(...fields);
-  const version = `${row.function}|${row.key_text}|${row.status}|${row.compile_ms}`;
+  const version = `${row.function}|${row.key_text}|${row.status}|${row.compile_ms}|${row.tier3}`; // tier 3 adds generated C
   if (!code || code.for !== version) {
     code = { for: version, texts: null };
     fetch(api("/api/code", { function: row.function, key: row.key_text }))
@@ -179,13 +181,13 @@ function renderDetail() {
 function renderCode() {
   const texts = (code && code.texts) || { loading: "…" };
   const names = Object.keys(texts);
-  if (!names.includes(tab)) tab = names[0];
+  const shown = names.includes(tab) ? tab : names[0]; // the chosen tab stays chosen across a reload
   document.getElementById("tabs").replaceChildren(...names.map((n) => {
-    const b = el("button", { type: "button", class: n === tab ? "on" : "", data: { tab: n } }, n);
+    const b = el("button", { type: "button", class: n === shown ? "on" : "", data: { tab: n } }, n);
     b.addEventListener("click", () => { tab = n; renderCode(); });
     return b;
   }));
-  document.getElementById("code").textContent = fmt.text(texts[tab]);
+  document.getElementById("code").textContent = fmt.text(texts[shown]);
 }
 
 // -- latency ---------------------------------------------------------------------------------
