@@ -32,7 +32,7 @@ from shapevm.bytecode.program import (
     TensorResize,
 )
 from shapevm.jit.regions import Region
-from shapevm.ops import AttrKind, DType, OpInfo, get_op
+from shapevm.ops import AttrKind, DType, OpFlag, OpInfo, get_op
 from shapevm.runtime.binding import sym_dim
 from shapevm.shapes import DimExpr, SymbolicScope
 
@@ -76,6 +76,19 @@ class Op:
     info: OpInfo | None = None
     attrs: dict[str, Any] = field(default_factory=dict)  # DIMS attributes stay symbolic
     dims_attrs: tuple[str, ...] = ()  # names of attributes to evaluate per call
+
+    @property
+    def fusible(self) -> bool:
+        """An op call of one result that the op table marks elementwise and fusible: what
+        a chain, a written-out row op or an activation may be made of."""
+        info = self.info
+        return (
+            self.kind == "call"
+            and info is not None
+            and OpFlag.ELEMENTWISE in info.flags
+            and OpFlag.FUSIBLE in info.flags
+            and len(self.outs) == 1
+        )
 
 
 @dataclass

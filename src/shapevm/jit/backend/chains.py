@@ -22,7 +22,7 @@ import numpy as np
 
 from shapevm.jit.backend.nodes import Kernel
 from shapevm.jit.graph import Op
-from shapevm.ops import DType, OpFlag
+from shapevm.ops import DType
 from shapevm.runtime.scheduler import native_enabled
 
 Ref = tuple[str, Any]  # ("in", i) | ("lit", value) | ("node", j)
@@ -69,14 +69,10 @@ class Chain:
 
 
 def _fusible(low: Any, op: Op) -> bool:
-    info = op.info
     return (
-        op.kind == "call"
-        and info is not None
-        and OpFlag.ELEMENTWISE in info.flags
-        and OpFlag.FUSIBLE in info.flags
-        and len(op.outs) == 1
-        and native_enabled(info.name, "native_chain", _kernel_dtype(low, op))
+        op.fusible
+        and op.info is not None
+        and native_enabled(op.info.name, "native_chain", _kernel_dtype(low, op))
     )
 
 

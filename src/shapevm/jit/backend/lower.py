@@ -156,6 +156,21 @@ class RegionLowering:
         self.of_value[vid] = tid
         return tid
 
+    def slice_of(
+        self, base: int, shape: Sequence[Any], starts: Sequence[Any], contiguous: bool = False
+    ) -> int:
+        """A view of ``base`` of extents ``shape`` from ``starts``, unit steps."""
+        return self.new(
+            "view",
+            self.tensors[base].dtype,
+            shape,
+            base=base,
+            viewop=N.V_SLICE,
+            contiguous=contiguous,
+            params=tuple(starts),
+            params2=(1,) * len(shape),
+        )
+
     def contiguous(self, tid: int, pcs: tuple[int, ...] = ()) -> int:
         """``tid`` itself if it is C-contiguous, else a contiguous copy of it."""
         t = self.tensors[tid]
@@ -447,17 +462,7 @@ def lower_take(low: RegionLowering, op: Op) -> bool:
     if index.ndim == 1:
         low.bind_view(op.outs[0], base, N.V_SLICE, contiguous, params=starts, params2=steps)
     else:
-        dtype = low.graph.value(op.outs[0]).dtype
-        part = low.new(
-            "view",
-            dtype,
-            sliced,
-            base=base,
-            viewop=N.V_SLICE,
-            contiguous=contiguous,
-            params=starts,
-            params2=steps,
-        )
+        part = low.slice_of(base, sliced, starts, contiguous)
         keep = tuple(d for d in range(len(shape)) if d != axis)
         low.bind_view(op.outs[0], part, N.V_SELECT, False, params=keep)
     low.claim(op.pos)
@@ -476,16 +481,7 @@ def lower_concatenate(low: RegionLowering, op: Op) -> bool:
         src = low.tensor(vid)
         piece = low.graph.value(vid).shape
         starts = tuple(offset if i == axis else 0 for i in range(len(shape)))
-        view = low.new(
-            "view",
-            low.tensors[src].dtype,
-            piece,
-            base=res,
-            viewop=N.V_SLICE,
-            contiguous=False,
-            params=starts,
-            params2=(1,) * len(shape),
-        )
+        view = low.slice_of(res, piece, starts)
         low.emit(Kernel(N.OP_COPY, [src], [view], pcs=(op.pc,), label="concatenate"))
         offset = offset + piece[axis]
     low.claim(op.pos)
@@ -507,17 +503,7 @@ def lower_pad(low: RegionLowering, op: Op) -> bool:
             N.OP_FILL, [], [res], fattr=[float(op.attrs["value"])], pcs=(op.pc,), label="pad (fill)"
         )
     )
-    xt = low.tensors[x]
-    view = low.new(
-        "view",
-        xt.dtype,
-        xt.shape,
-        base=res,
-        viewop=N.V_SLICE,
-        contiguous=False,
-        params=tuple(lows),
-        params2=(1,) * xt.ndim,
-    )
+    view = low.slice_of(res, low.tensors[x].shape, lows)
     low.emit(Kernel(N.OP_COPY, [x], [view], pcs=(op.pc,), label="pad"))
     low.claim(op.pos)
     return True
@@ -562,12 +548,9 @@ def _act_reference(name: str, h: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 def _elementwise_of(low: RegionLowering, op: Op, shape: Sequence[Any]) -> bool:
     info = op.info
     return (
-        op.kind == "call"
+        op.fusible
         and info is not None
-        and OpFlag.ELEMENTWISE in info.flags
-        and OpFlag.FUSIBLE in info.flags
         and OpFlag.COMPARISON not in info.flags
-        and len(op.outs) == 1
         and op.pos not in low.claimed
         and low.graph.value(op.outs[0]).dtype == F32
         and _shape_equal(low.graph.value(op.outs[0]).shape, shape)

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from shapevm.jit.graph import Op
-from shapevm.ops import OpFlag
 
 ROW_REDUCTIONS = ("sum", "max", "min", "mean")
 
@@ -47,23 +46,12 @@ def _last_axis_reduction(low: Any, op: Op) -> bool:
     return ndim >= 1 and axes == (ndim - 1,) and bool(op.attrs.get("keepdims"))
 
 
-def _elementwise(op: Op) -> bool:
-    info = op.info
-    return (
-        op.kind == "call"
-        and info is not None
-        and OpFlag.ELEMENTWISE in info.flags
-        and OpFlag.FUSIBLE in info.flags
-        and len(op.outs) == 1
-    )
-
-
 def match_row(low: Any, start: Op) -> RowMatch | None:
     """The row op that the ops from ``start`` compute, if any (see the module docstring)."""
     from shapevm.jit.backend.lower import _shape_equal
 
     graph = low.graph
-    if start.pos in low.claimed or not (_last_axis_reduction(low, start) or _elementwise(start)):
+    if start.pos in low.claimed or not (_last_axis_reduction(low, start) or start.fusible):
         return None
     tensors = list(dict.fromkeys(v for v in start.ins if low.const_array(v) is None))
     if len(tensors) != 1:
@@ -79,7 +67,7 @@ def match_row(low: Any, start: Op) -> RowMatch | None:
     for op in graph.ops[start.pos :]:
         if op.pos in low.claimed or op.kind != "call":
             continue
-        if not (_elementwise(op) or _last_axis_reduction(low, op)):
+        if not (op.fusible or _last_axis_reduction(low, op)):
             continue
         ok = True
         uses_inside = False
