@@ -358,3 +358,25 @@ def test_a_new_key_reuses_the_code_of_a_shape_generic_variant():
     (engine,) = j.engines
     a, b = engine.variant(("exact", (2,))), engine.variant(("exact", (300,)))
     assert a.function is b.function  # the same native code, lowered once
+
+
+def test_import_shapevm_leaves_the_native_tier_unloaded() -> None:
+    """The C library, the lowerings and the C toolchain are imported by the first compile
+    (on the compile worker), not by ``import shapevm``: a program that never gets hot, or
+    only imports shapevm, does not pay for them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, shapevm as sv\n"
+        "loaded = lambda: sorted(m for m in ('shapevm.jit.backend', 'shapevm.native', "
+        "'subprocess') if m in sys.modules)\n"
+        "print(loaded())\n"
+        "f = sv.jit(lambda x: x * 2.0, shapes=['b'], hot_threshold=1, background=False)\n"
+        "f(np.ones(3, np.float32))\n"
+        "print(loaded(), f.jit_info()[0]['status'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second = out.stdout.splitlines()
+    assert first == "[]"
+    assert second.startswith("['shapevm.jit.backend', 'shapevm.native'") and "ready" in second

@@ -22,18 +22,20 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shapevm import _pytree
 from shapevm.frontend.trace import Traced, trace
-from shapevm.jit.backend import Compiler
 from shapevm.jit.engine import JitEngine
 from shapevm.jit.options import CACHE_MODES, JitOptions
 from shapevm.jit.worker import WORKER
 from shapevm.runtime.interpreter import Executable
 from shapevm.shapes import DimExpr, ShapeDtypeStruct, SymbolicScope, symbolic_args_specs
+
+if TYPE_CHECKING:
+    from shapevm.jit.backend import Compiler
 
 log = logging.getLogger("shapevm")
 

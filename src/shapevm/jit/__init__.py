@@ -12,13 +12,30 @@ Import names from this package with ``from shapevm.jit import ...``: the attribu
 ``shapevm.jit`` is the `shapevm.jit` function.
 """
 
-from shapevm.jit.backend import LOWERINGS, Compiler, NativeFunction, Variant, lowering_names
+from typing import TYPE_CHECKING, Any
+
 from shapevm.jit.engine import JitEngine, VariantRecord
 from shapevm.jit.errors import JitCompileError
 from shapevm.jit.options import JitOptions
 from shapevm.jit.policy import AdaptivePolicy, BucketPolicy, CachePolicy, ExactPolicy
 from shapevm.jit.regions import Region, RegionReport, find_regions
 from shapevm.jit.worker import WORKER
+
+if TYPE_CHECKING:
+    from shapevm.jit.backend import LOWERINGS, Compiler, NativeFunction, Variant, lowering_names
+
+_BACKEND = ("LOWERINGS", "Compiler", "NativeFunction", "Variant", "lowering_names")
+
+
+def __getattr__(name: str) -> Any:
+    """The native tier's names, imported on first use: ``import shapevm`` leaves the C
+    library and the lowerings unloaded until a function is compiled."""
+    if name in _BACKEND:
+        from shapevm.jit import backend
+
+        return getattr(backend, name)
+    raise AttributeError(f"module 'shapevm.jit' has no attribute {name!r}")
+
 
 __all__ = [
     "LOWERINGS",

@@ -44,19 +44,25 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shapevm.jit import stats
-from shapevm.jit.backend import CompileCancelled, Compiler, Variant, tier3
-from shapevm.jit.backend.function import ExecMismatch
 from shapevm.jit.blas import one_blas_thread
-from shapevm.jit.errors import JitCompileError, format_key
+from shapevm.jit.errors import CompileCancelled, JitCompileError, format_key
 from shapevm.jit.options import JitOptions
 from shapevm.jit.policy import AdaptivePolicy, Key, make_policy, pow2
 from shapevm.jit.regions import RegionReport, find_regions
 from shapevm.jit.worker import WORKER, run_with_timeout
 from shapevm.runtime import bctrace, scheduler
 from shapevm.runtime.interpreter import Executable, Plan
+
+if TYPE_CHECKING:  # the native tier is imported by the first compile, not with shapevm
+    from shapevm.jit.backend import Compiler, Variant, tier3
+
+
+class _NoExecutorYet(Exception):
+    """Stands for the executor's `ExecMismatch` until a variant exists (never raised)."""
+
 
 QUEUED, COMPILING, READY, FAILED, EVICTED = "queued", "compiling", "ready", "failed", "evicted"
 _HISTORY = 256
@@ -153,7 +159,8 @@ class JitEngine:
     ) -> None:
         self.executable = executable
         self.options = options or JitOptions()
-        self.compiler = compiler or Compiler(self.options.lowerings, self.options.mem_optimize)
+        self._compiler = compiler
+        self._mismatch: type[Exception] = _NoExecutorYet  # the executor's, once compiled
         self.name = name or executable.fn.name
         self.variables = executable.binder.variables
         self.policy = make_policy(
@@ -177,6 +184,16 @@ class JitEngine:
         with stats.LOCK:
             stats.ENGINES.add(self)
 
+    @property
+    def compiler(self) -> Compiler:
+        """The native tier's compiler, made (and the native tier imported) when first
+        needed, so that ``import shapevm`` does not load the C library and its lowerings."""
+        if self._compiler is None:
+            from shapevm.jit.backend.compiler import Compiler
+
+            self._compiler = Compiler(self.options.lowerings, self.options.mem_optimize)
+        return self._compiler
+
     # -- calls ------------------------------------------------------------------------------
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
         if dims is None:
@@ -188,7 +205,7 @@ class JitEngine:
             if bind is not None:  # the executor checks and binds a new shape in C
                 try:
                     values = bind(*args)
-                except ExecMismatch:
+                except self._mismatch:
                     pass  # the binder below explains it (or converts lists and scalars)
                 else:
                     return self.run(args, dict(zip(self.variables, values, strict=True)))
@@ -225,7 +242,7 @@ class JitEngine:
             stats.COUNTERS.compiled_calls += 1
         try:
             return list(direct(*arrays) if dims is None else direct(dims, *arrays))
-        except ExecMismatch:
+        except self._mismatch:
             with stats.LOCK:  # counted again by the full path
                 self.counters.calls -= 1
                 self.counters.compiled_calls -= 1
@@ -343,7 +360,8 @@ class JitEngine:
                     self.counters.evictions += 1
                     stats.COUNTERS.evictions += 1
             self._counts.clear()
-        self.compiler.forget(self.executable)
+        if self._compiler is not None:
+            self._compiler.forget(self.executable)
 
     def _lender(self) -> VariantRecord | None:
         """The most recently used ready variant that serves any key (shape-generic)."""
@@ -477,6 +495,7 @@ class JitEngine:
             rec.status = READY  # hot-patch: the next call of the key takes the variant
             rec.stage = ""
             fn = variant.function
+            self._mismatch = _exec_mismatch()
             if fn.direct is not None and not fn.direct_needs_dims and self._bind is None:
                 self._bind = fn.direct.bind
             self.counters.compiles += 1
@@ -492,6 +511,8 @@ class JitEngine:
         if not self.options.tier3:
             rec.tier3 = "off (tier3=False)"
             return
+        from shapevm.jit.backend import tier3
+
         why = tier3.available()
         if why is not None:
             with stats.LOCK:
@@ -566,3 +587,9 @@ class JitEngine:
 
 
 __all__ = ["COMPILING", "EVICTED", "FAILED", "QUEUED", "READY", "JitEngine", "VariantRecord"]
+
+
+def _exec_mismatch() -> type[Exception]:
+    from shapevm.jit.backend.function import ExecMismatch
+
+    return ExecMismatch

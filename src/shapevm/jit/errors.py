@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+class CompileCancelled(Exception):
+    """The compile was abandoned (timeout or eviction) between two of its steps."""
+
+
+class NoNativeCode(Exception):
+    """No region of the function could be lowered (the message lists why)."""
+
+
 class JitCompileError(RuntimeError):
     """Compiled code for a call could not be built and ``fallback=False`` forbids interpreting.
 

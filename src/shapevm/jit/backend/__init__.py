@@ -9,10 +9,11 @@
 """
 
 from shapevm.jit.backend import tier3
-from shapevm.jit.backend.compiler import CompileCancelled, Compiler, NoNativeCode
+from shapevm.jit.backend.compiler import Compiler
 from shapevm.jit.backend.function import NativeFunction, NativeRegion, lower_function
 from shapevm.jit.backend.registry import LOWERINGS, lowering_names
 from shapevm.jit.backend.variant import Variant
+from shapevm.jit.errors import CompileCancelled, NoNativeCode
 
 __all__ = [
     "LOWERINGS",

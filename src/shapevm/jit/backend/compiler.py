@@ -15,16 +15,11 @@ from shapevm.jit.backend.function import NativeFunction, lower_function
 from shapevm.jit.backend.lower import Lowering
 from shapevm.jit.backend.registry import lowerings_named
 from shapevm.jit.backend.variant import Variant
+from shapevm.jit.errors import CompileCancelled, NoNativeCode
 from shapevm.jit.regions import RegionReport
 from shapevm.runtime.interpreter import Executable
 
-
-class CompileCancelled(Exception):
-    """The compile was abandoned (timeout or eviction) between two of its steps."""
-
-
-class NoNativeCode(Exception):
-    """No region of the function could be lowered (the message lists why)."""
+__all__ = ["CompileCancelled", "Compiler", "NoNativeCode"]
 
 
 class Compiler:
