@@ -202,3 +202,15 @@ def test_dimensions_of_different_scopes_differ():
     assert len({a1, a2}) == 2
     (a3,) = sv.symbolic_shape("a", scope=a1.scope)
     assert a1 == a3 and hash(a1) == hash(a3)
+
+
+def test_an_equality_implied_by_earlier_ones_is_accepted_as_jax_does() -> None:
+    """Each equality is rewritten by the ones before it: ``b == a`` after ``a == b`` says
+    nothing new (JAX gives ``(b, b)``); it used to make two rules that rewrote each other
+    without end, refused when the scope was made."""
+    a, b = sv.symbolic_shape("a, b", constraints=("a == b", "b == a"))
+    assert (str(a), str(b)) == ("b", "b")
+    a, b, c = sv.symbolic_shape("a, b, c", constraints=("a == b", "b == c", "c == a"))
+    assert a == b == c
+    with pytest.raises(sv.shapes.UnsatisfiableConstraintsError):
+        sv.symbolic_shape("a, b", constraints=("a == b + 1", "b == a"))

@@ -94,6 +94,12 @@ class SymbolicScope:
         rules: list[tuple[E.Mono, E.Poly]] = []
         rest: list[tuple[tuple[E.DimSize, str, E.DimSize], str]] = []
         for (lhs, op, rhs), text in parsed:
+            if op == "==" and rules:  # rewritten by the rules before it, as JAX does
+                self._rules = list(rules)
+                lhs, rhs = (E.make(E.as_poly(x), self) for x in (lhs, rhs))
+                self._rules = []
+                if _same(lhs, rhs):  # implied by them (``b == a`` after ``a == b``)
+                    continue
             if op == "==" and not _is_monomial(lhs) and _is_monomial(rhs):
                 lhs, rhs = rhs, lhs
             if op == "==" and isinstance(lhs, E.DimExpr) and _is_monomial(lhs):
@@ -248,6 +254,10 @@ class SymbolicScope:
 
     def __repr__(self) -> str:
         return f"SymbolicScope({list(self.constraints)!r})"
+
+
+def _same(x: E.DimSize, y: E.DimSize) -> bool:
+    return not E.poly_add(E.as_poly(x), E.as_poly(y), -1)
 
 
 def _is_monomial(x: E.DimSize) -> bool:
