@@ -372,11 +372,14 @@ def test_import_shapevm_leaves_the_native_tier_unloaded() -> None:
         "loaded = lambda: sorted(m for m in ('shapevm.jit.backend', 'shapevm.native', "
         "'subprocess') if m in sys.modules)\n"
         "print(loaded())\n"
+        "f = sv.jit(lambda x: x * 2.0, shapes=['b'], hot_threshold=1, background=False, "
+        "jit=False)\n"
+        "print(loaded())\n"
         "f = sv.jit(lambda x: x * 2.0, shapes=['b'], hot_threshold=1, background=False)\n"
         "f(np.ones(3, np.float32))\n"
         "print(loaded(), f.jit_info()[0]['status'])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    first, second = out.stdout.splitlines()
-    assert first == "[]"
+    first, not_jitted, second = out.stdout.splitlines()
+    assert first == not_jitted == "[]"
     assert second.startswith("['shapevm.jit.backend', 'shapevm.native'") and "ready" in second

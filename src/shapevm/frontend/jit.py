@@ -30,7 +30,7 @@ from shapevm import _pytree
 from shapevm.frontend.trace import Traced, trace
 from shapevm.jit.engine import JitEngine
 from shapevm.jit.options import CACHE_MODES, JitOptions
-from shapevm.jit.worker import WORKER
+from shapevm.jit.worker import WORKER, prefetch_native_tier
 from shapevm.runtime.interpreter import Executable
 from shapevm.shapes import DimExpr, ShapeDtypeStruct, SymbolicScope, symbolic_args_specs
 
@@ -100,6 +100,8 @@ class Jitted:
                 **options,
             )
         )
+        if self.options.enabled:
+            prefetch_native_tier()  # compiles will need it; load it while the program sets up
         self.fun = fun
         self.shapes = shapes
         self.constraints = tuple(constraints)

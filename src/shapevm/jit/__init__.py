@@ -31,9 +31,9 @@ def __getattr__(name: str) -> Any:
     """The native tier's names, imported on first use: ``import shapevm`` leaves the C
     library and the lowerings unloaded until a function is compiled."""
     if name in _BACKEND:
-        from shapevm.jit import backend
+        from shapevm.jit.worker import native_tier
 
-        return getattr(backend, name)
+        return getattr(native_tier(), name)
     raise AttributeError(f"module 'shapevm.jit' has no attribute {name!r}")
 
 

@@ -11,7 +11,8 @@ that the native kernels and the calling thread need. Measured on W1's 200-call s
 
 So `JitEngine` runs a call's interpreted steps inside `one_blas_thread` once the function
 has something compiled or compiling; a function that is never compiled keeps NumPy's
-threads. The BLAS libraries are found with `threadpoolctl` (once per process, 2.6 ms);
+threads. The BLAS libraries are found with `threadpoolctl` (once per process, 2-25 ms by how many
+libraries are loaded, on the thread that prefetches the native tier, see `worker`);
 setting and restoring the count costs about 5 us per interpreted call. The count is
 process-wide: a NumPy product that another thread runs at the same moment also runs on one
 thread.
@@ -28,7 +29,9 @@ _lock = threading.Lock()
 _libs: list[Any] | None = None
 
 
-def _blas_libraries() -> list[Any]:
+def find_blas_libraries() -> list[Any]:
+    """NumPy's BLAS libraries, found once per process (the first call scans every loaded
+    library: 2-25 ms, by how many are loaded)."""
     global _libs
     if _libs is None:
         with _lock:
@@ -46,7 +49,7 @@ def _blas_libraries() -> list[Any]:
 def one_blas_thread() -> Iterator[None]:
     """Run the block with every loaded BLAS library on one thread, then restore the counts."""
     saved = []
-    for lib in _blas_libraries():
+    for lib in find_blas_libraries():
         n = lib.num_threads
         if n > 1:
             lib.set_num_threads(1)
@@ -58,4 +61,4 @@ def one_blas_thread() -> Iterator[None]:
             lib.set_num_threads(n)
 
 
-__all__ = ["one_blas_thread"]
+__all__ = ["find_blas_libraries", "one_blas_thread"]

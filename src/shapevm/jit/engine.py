@@ -52,7 +52,7 @@ from shapevm.jit.errors import CompileCancelled, JitCompileError, format_key
 from shapevm.jit.options import JitOptions
 from shapevm.jit.policy import AdaptivePolicy, Key, make_policy, pow2
 from shapevm.jit.regions import RegionReport, find_regions
-from shapevm.jit.worker import WORKER, run_with_timeout
+from shapevm.jit.worker import WORKER, native_tier, prefetch_native_tier, run_with_timeout
 from shapevm.runtime import bctrace, scheduler
 from shapevm.runtime.interpreter import Executable, Plan
 
@@ -160,6 +160,8 @@ class JitEngine:
         self.executable = executable
         self.options = options or JitOptions()
         self._compiler = compiler
+        if self.options.enabled:
+            prefetch_native_tier()
         self._mismatch: type[Exception] = _NoExecutorYet  # the executor's, once compiled
         self.name = name or executable.fn.name
         self.variables = executable.binder.variables
@@ -189,9 +191,8 @@ class JitEngine:
         """The native tier's compiler, made (and the native tier imported) when first
         needed, so that ``import shapevm`` does not load the C library and its lowerings."""
         if self._compiler is None:
-            from shapevm.jit.backend.compiler import Compiler
-
-            self._compiler = Compiler(self.options.lowerings, self.options.mem_optimize)
+            compiler = native_tier().Compiler
+            self._compiler = compiler(self.options.lowerings, self.options.mem_optimize)
         return self._compiler
 
     # -- calls ------------------------------------------------------------------------------
@@ -511,8 +512,7 @@ class JitEngine:
         if not self.options.tier3:
             rec.tier3 = "off (tier3=False)"
             return
-        from shapevm.jit.backend import tier3
-
+        tier3 = native_tier().tier3
         why = tier3.available()
         if why is not None:
             with stats.LOCK:
@@ -590,6 +590,5 @@ __all__ = ["COMPILING", "EVICTED", "FAILED", "QUEUED", "READY", "JitEngine", "Va
 
 
 def _exec_mismatch() -> type[Exception]:
-    from shapevm.jit.backend.function import ExecMismatch
-
-    return ExecMismatch
+    mismatch: type[Exception] = native_tier().function.ExecMismatch
+    return mismatch

@@ -20,11 +20,13 @@ someone changed it meanwhile).
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Protocol
 
 SWITCH_INTERVAL_S = 2e-4
@@ -59,6 +61,46 @@ def background_work() -> Iterator[None]:
                 if abs(sys.getswitchinterval() - SWITCH_INTERVAL_S) < 1e-9:
                     sys.setswitchinterval(_switch_saved)
                 _switch_saved = None
+
+
+_prefetch_lock = threading.Lock()
+_prefetch: threading.Thread | None = None
+
+
+def prefetch_native_tier() -> None:
+    """Import the native tier (the C library, the lowerings, the C toolchain) and find
+    NumPy's BLAS libraries (see `blas`) in a daemon thread, once per process: ``import
+    shapevm`` leaves them out, and a function being made jittable is the sign that a
+    compile will need them soon."""
+    global _prefetch
+    with _prefetch_lock:
+        if _prefetch is not None or "shapevm.jit.backend" in sys.modules:
+            return
+        _prefetch = threading.Thread(
+            target=_import_native_tier, name="shapevm-jit-prefetch", daemon=True
+        )
+        _prefetch.start()
+
+
+def native_tier() -> ModuleType:
+    """The native tier's package, imported. A compile calls this before it imports any of
+    its modules: it waits for a prefetch under way, because two threads importing one
+    package and its submodules at once can see it half made (``KeyError`` from importlib)."""
+    thread = _prefetch
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+    return importlib.import_module("shapevm.jit.backend")  # (shapevm.jit is the function)
+
+
+def _import_native_tier() -> None:
+    try:
+        with background_work():
+            importlib.import_module("shapevm.jit.backend")
+            from shapevm.jit.blas import find_blas_libraries
+
+            find_blas_libraries()  # ~20 ms of scanning the loaded libraries, not in a call
+    except Exception:  # the compile that needs it imports it again and reports why
+        pass
 
 
 class Job(Protocol):

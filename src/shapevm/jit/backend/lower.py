@@ -101,6 +101,13 @@ class RegionLowering:
             from shapevm.jit.backend.convs import reorder_from_blocked
 
             return reorder_from_blocked(self, vid)
+        if tid is None and self.graph.value(vid).kind == "const":
+            array = self.const_array(vid)
+            assert array is not None
+            # np.require keeps a rank-0 constant rank 0 (ascontiguousarray makes it [1])
+            c = np.require(array, None, "C")
+            tid = self.new("const", array.dtype, array.shape, value=vid, array=c)
+            self.of_value[vid] = tid
         if tid is None:
             v = self.graph.value(vid)
             if v.kind != "input":
@@ -279,14 +286,9 @@ class RegionLowering:
             if op.pos in self.claimed:
                 continue
             if op.kind == "const":
-                (vid,) = op.outs
-                array = self.const_array(vid)
-                assert array is not None
-                # np.require keeps a rank-0 constant rank 0 (ascontiguousarray makes it [1])
-                self.of_value[vid] = self.new(
-                    "const", array.dtype, array.shape, value=vid, array=np.require(array, None, "C")
-                )
-            elif op.kind == "resize":
+                continue  # a tensor only when a kernel reads it (`tensor`): packed weights
+                # are read through `const_array`, and need no C-ordered copy of their own
+            if op.kind == "resize":
                 lower_reshape_value(self, op.ins[0], op.outs[0])
             elif op.kind == "call":
                 try:
@@ -304,9 +306,7 @@ class RegionLowering:
         live = sorted(self.graph.live_out)
         # constants stay where they are: the caller's registers get the arrays themselves
         self.const_outputs = [
-            (v, self.tensors[self.of_value[v]].array)
-            for v in live
-            if v in self.of_value and self.tensors[self.of_value[v]].kind == "const"
+            (v, self.const_array(v)) for v in live if self.graph.value(v).kind == "const"
         ]
         output_values = [v for v in live if v not in dict(self.const_outputs)]
         for vid in output_values:
