@@ -260,3 +260,16 @@ def test_torch_compile_matches_the_float64_reference() -> None:
         for i, shape in enumerate(workload.shapes[:2]):
             x = make_input(wid, shape, seed=i)
             assert accuracy(run(x), reference_f64(wid, weights)(x)) < 1e-5, (wid, shape)
+
+
+def test_jit_systems_settle_before_steady_state() -> None:
+    """Steady state (c) is after every compile: the JIT systems compile in the background,
+    so what their build returns has ``settle``, which waits for the compile queue."""
+    weights = make_weights("W1")
+    fn = get_system("shapevm-jit").build("W1", weights)
+    x = make_input("W1", (3, 256), 0)
+    for _ in range(4):
+        fn(x)
+    fn.settle()  # type: ignore[attr-defined]
+    assert [r["status"] for r in fn.fn.jit_info()] == ["ready"]  # type: ignore[attr-defined]
+    np.testing.assert_allclose(fn(x), reference_f64("W1", weights)(x), rtol=1e-4, atol=1e-5)

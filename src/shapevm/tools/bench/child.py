@@ -112,10 +112,13 @@ def run_shapes(system: System, spec: dict[str, Any]) -> dict[str, Any]:
         dt, outputs[shape] = _timed(fn, inputs[shape])
         new_shape_s.append(dt)
     steady = []
+    settle = getattr(fn, "settle", None)
     for shape in shapes:
         x = inputs[shape]
         for _ in range(spec["warmup"]):
             fn(x)
+        if settle is not None:  # background compiles done: steady means after compiles
+            settle()
         gc.collect()
         steady.append(statistics.median(_timed(fn, x)[0] for _ in range(spec["steady_calls"])))
     rss, rss_children = _peak_rss_mib()

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from shapevm.tools.bench.registry import Compiled, Weights, register_system
+from shapevm.tools.bench.registry import Compiled, Settling, Weights, register_system
 
 BUCKETS: dict[str, dict[str, list[int]]] = {
     "W1": {"b": [1, 4, 16, 64, 256]},
@@ -74,13 +74,7 @@ def _build_jit(mode: str, form: str = "user") -> Callable[[str, Weights], Compil
             options["cache_mode"] = mode
         if mode == "bucket":
             options["bucket_boundaries"] = BUCKETS[workload_id]
-        fast = exp.jit(**options)
-
-        def run(x: np.ndarray) -> np.ndarray:
-            y: np.ndarray = fast(x)
-            return y
-
-        return run
+        return Settling(exp.jit(**options))
 
     return build
 
@@ -89,13 +83,7 @@ def _build_from_onnx(workload_id: str, weights: Weights) -> Compiled:
     from shapevm.onnx import load
     from shapevm.tools.bench.onnx_models import build_onnx
 
-    fast = load(build_onnx(workload_id, weights)).jit()  # default options
-
-    def run(x: np.ndarray) -> np.ndarray:
-        y: np.ndarray = fast(x)[0]
-        return y
-
-    return run
+    return Settling(load(build_onnx(workload_id, weights)).jit(), 0)  # default options
 
 
 def _file_builder(jit_options: dict[str, Any] | None) -> Callable[[str], Compiled]:
