@@ -71,11 +71,19 @@ def test_a_key_compiles_after_hot_threshold_calls_and_serves_the_next_call():
     assert row["planned_bytes"] > 0 and row["naive_bytes"] > 0
 
 
-def test_other_keys_keep_their_own_counts():
+def test_the_first_variant_counts_every_shape_and_later_keys_their_own():
+    """The first lowering serves every shape, so it waits for the function's calls, not
+    for one shape to come back (in a stream of six shapes that took 15-25 calls, all
+    interpreted); after it, each key counts its own calls for a variant of its own."""
     j = jitted_mlp(hot_threshold=2, background=False)
-    for batch in (1, 2, 3, 1):
-        j(*mlp_inputs(batch))
-    assert statuses(j) == {("exact", (1,)): "ready"}
+    j(*mlp_inputs(1))
+    assert statuses(j) == {}
+    j(*mlp_inputs(2))  # the function's second call: hot, whatever the shape
+    assert statuses(j) == {("exact", (2,)): "ready"}
+    j(*mlp_inputs(3))  # borrows (2,)'s native code, counted once for (3,)
+    assert statuses(j) == {("exact", (2,)): "ready"}
+    j(*mlp_inputs(1))  # (1,)'s second call: its own variant
+    assert statuses(j) == {("exact", (2,)): "ready", ("exact", (1,)): "ready"}
 
 
 def test_calls_during_a_background_compile_run_in_the_interpreter(injected):

@@ -10,8 +10,10 @@ symbolic dimension (it needs a concrete value), each shape gets its own trace, a
 report says why.
 
 Each trace gets a `shapevm.jit.JitEngine` (unless ``jit=False`` or
-``interpret_only=True``): calls start in the interpreter, and a specialization that is
-called ``hot_threshold`` times is compiled in the background and used from then on. See
+``interpret_only=True``): calls start in the interpreter; once the function has been called
+``hot_threshold`` times (any shapes) its regions are lowered in the background and run
+natively for every shape from then on, and each specialization key called as often gets a
+variant of its own. See
 `shapevm.jit.JitOptions` for the options and ``docs/jit.md`` for how a call flows.
 """
 

@@ -176,6 +176,7 @@ class JitEngine:
         self._records: OrderedDict[Key, VariantRecord] = OrderedDict()  # LRU order
         self._history: deque[VariantRecord] = deque(maxlen=_HISTORY)
         self._counts: dict[Key, int] = {}
+        self._function_calls = 0  # calls before the first variant, of any key
         self.counters = stats.Counters()
         self._fast: dict[tuple[Any, ...], tuple[VariantRecord, Any, Any]] = {}
         self._bind: Any = None
@@ -361,6 +362,7 @@ class JitEngine:
                     self.counters.evictions += 1
                     stats.COUNTERS.evictions += 1
             self._counts.clear()
+            self._function_calls = 0
         if self._compiler is not None:
             self._compiler.forget(self.executable)
 
@@ -383,8 +385,14 @@ class JitEngine:
         """Count a call of ``key``; a job when it just became hot and may be compiled."""
         n = self._counts.get(key, 0) + 1
         threshold = self.options.hot_threshold
-        if self.options.eager_first and not self._records:
-            threshold = 1  # nothing compiled yet: every call would stay in the interpreter
+        if not self._records:
+            # Nothing compiled yet: the function's first lowering serves every shape, so its
+            # calls count whatever their shapes (a stream of shapes would otherwise wait
+            # for one shape to come back hot_threshold times, interpreted meanwhile).
+            self._function_calls += 1
+            n = max(n, self._function_calls)
+            if self.options.eager_first:
+                threshold = 1  # every call would stay in the interpreter
         if n < threshold:
             if len(self._counts) >= _COUNTED_KEYS:
                 self._counts.clear()

@@ -21,7 +21,9 @@ PerVariable = tuple[tuple[str, Boundaries], ...]
 class JitOptions:
     """How one jitted function is specialized and compiled.
 
-    - ``hot_threshold``: calls of one specialization key before its compile is queued;
+    - ``hot_threshold``: calls of the function, whatever their shapes, before its first
+      variant is queued (its native code serves every shape), then calls of each other
+      specialization key before that key gets a variant of its own;
     - ``eager_first``: the first key of a function is compiled at its first call, whatever
       ``hot_threshold`` says (until a variant exists, every call is interpreted; after,
       keys that are not hot yet borrow a shape-generic variant);
