@@ -22,6 +22,7 @@ batch-invariance check (`shapevm.serve.batching`) uses to test that path.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ class TensorInfo:
         return f"TensorInfo({self.name!r}, {self.dtype.name}, {self.dims})"
 
 
-class Runner:
+class Runner(ABC):
     """The executor of one model (see the module docstring)."""
 
     platform = ""
@@ -66,20 +67,21 @@ class Runner:
     outputs: tuple[TensorInfo, ...] = ()
     constraints: tuple[str, ...] = ()
 
+    @abstractmethod
     def bind(self, arrays: Arrays) -> dict[str, int]:
         """The value of each dimension variable for these inputs, or `ShapeError`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run(self, arrays: Arrays) -> Outputs:
-        raise NotImplementedError
+        """The model's outputs for these inputs."""
 
+    @abstractmethod
     def run_on_path(self, arrays: Arrays) -> tuple[Outputs, str]:
         """Run, and say which path the call took."""
-        raise NotImplementedError
 
+    @abstractmethod
     def prober(self) -> Prober:
         """A callable like `run_on_path` whose state the server's calls do not share."""
-        raise NotImplementedError
 
     def upper_bound(self, variable: str) -> float:
         """The largest value the constraints allow for a dimension variable."""
