@@ -56,6 +56,21 @@ def _chain_source() -> tuple[str, str]:
     return codegen.chain_source(chain, "generic")
 
 
+def test_program_text_cannot_leave_the_generated_comment() -> None:
+    """A chain's text (from a program, maybe a loaded file) goes into a C comment only;
+    an attribute holding ``*/`` and C after it stays inside that comment."""
+    from shapevm.jit.backend.chains import Chain, Node
+
+    f32 = np.dtype(np.float32)
+    hostile = {"note": "*/ int injected; /*"}
+    chain = Chain(
+        (7,), [0], [Node("exp", (("in", 0),), f32, hostile)], [(0, 1)], input_dtypes=[f32]
+    )
+    _, source = codegen.chain_source(chain, "generic")
+    comment, _, code = source.partition("*/")
+    assert "injected" in comment and "injected" not in code
+
+
 FUNCTIONS = {
     "gelu-ish": lambda x, y: 0.5 * x * (1 + snp.tanh(0.8 * (x + 0.04 * x * x * x))) + y,
     "where and comparisons": lambda x, y: snp.where((x > y) & (y > -0.5), x - y, snp.sqrt(y * y)),
