@@ -91,7 +91,7 @@ def new_shapes(quick: bool) -> None:
     print("|---|---|---|---|---|")
     for workload in ("W1", "W3"):
         exp = traced.export_workload(workload, wl.make_weights(workload), form="user")
-        fast = exp.jit(tier3=False)
+        fast = exp.jit()  # default options
         shapes = wl.get_workload(workload).shapes
         x0 = wl.make_input(workload, shapes[0], 0)
         for _ in range(4):  # hot: the function is native from here on
