@@ -168,7 +168,7 @@ def jit_functions() -> list[dict[str, Any]]:
     ...     _ = double(np.ones((b, 4), np.float32))
     >>> row = next(r for r in vm.jit_functions() if r["function"] == "double")
     >>> row["calls"], row["compiled_calls"], row["scd"], row["variants"]
-    (3, 1, 1.0, 1)
+    (3, 3, 1.0, 1)
     """
     rows: dict[str, dict[str, Any]] = {}
     for engine in _stats.engines():

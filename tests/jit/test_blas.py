@@ -43,7 +43,7 @@ def test_calls_interpreted_while_a_compile_runs_use_one_blas_thread(entered, inj
         return sv.numpy.tanh(x) * 2.0
 
     compiler = injected("slowpoke", sleeping(0.4))
-    j = sv.jit(slowpoke, shapes="b", hot_threshold=1, compiler=compiler)
+    j = sv.jit(slowpoke, shapes="b", hot_threshold=1, compiler=compiler, ahead=False)
     x = np.linspace(-1, 1, 4).astype(np.float32)
     for _ in range(3):
         assert_same(np.tanh(x) * 2.0, j(x))

@@ -55,7 +55,7 @@ def failing(low):
 
 
 def test_a_key_compiles_after_hot_threshold_calls_and_serves_the_next_call():
-    j = jitted_mlp(hot_threshold=3, background=False)
+    j = jitted_mlp(hot_threshold=3, background=False, ahead=False)
     args = mlp_inputs(5)
     for _ in range(2):
         j(*args)
@@ -75,7 +75,7 @@ def test_the_first_variant_counts_every_shape_and_later_keys_their_own():
     """The first lowering serves every shape, so it waits for the function's calls, not
     for one shape to come back (in a stream of six shapes that took 15-25 calls, all
     interpreted); after it, each key counts its own calls for a variant of its own."""
-    j = jitted_mlp(hot_threshold=2, background=False)
+    j = jitted_mlp(hot_threshold=2, background=False, ahead=False)
     j(*mlp_inputs(1))
     assert statuses(j) == {}
     j(*mlp_inputs(2))  # the function's second call: hot, whatever the shape
@@ -91,7 +91,7 @@ def test_calls_during_a_background_compile_run_in_the_interpreter(injected):
         return snp.tanh(x) * 2.0
 
     compiler = injected("slowpoke", sleeping(0.4))
-    j = sv.jit(slowpoke, shapes="b, 3", hot_threshold=1, compiler=compiler)
+    j = sv.jit(slowpoke, shapes="b, 3", hot_threshold=1, compiler=compiler, ahead=False)
     x = np.ones((4, 3), np.float32)
     t0 = time.perf_counter()
     j(x)
@@ -119,6 +119,7 @@ def test_a_compile_over_the_timeout_is_abandoned_and_never_retried(injected):
         background=False,
         compile_timeout_s=0.2,
         compiler=compiler,
+        ahead=False,
     )
     x = np.arange(3, dtype=np.float32)
     t0 = time.perf_counter()
@@ -189,7 +190,7 @@ def test_the_scd_gate_keeps_low_convergence_functions_interpreted():
     loose = sv.jit(f, shapes="b, 3", hot_threshold=1, background=False)
     for _ in range(2):
         total, doubled = loose(x)
-    assert int(total) == 2 and loose.jit_stats()["compiled_calls"] == 1
+    assert int(total) == 2 and loose.jit_stats()["compiled_calls"] == 2  # lowered ahead
     assert_same(x * 2.0, doubled)
 
 
@@ -212,7 +213,7 @@ def test_a_full_budget_of_compiling_variants_refuses_and_counts(injected):
         return x * 5.0
 
     compiler = injected("busy", sleeping(0.5))
-    j = sv.jit(busy, shapes="b", hot_threshold=1, max_variants=1, compiler=compiler)
+    j = sv.jit(busy, shapes="b", hot_threshold=1, max_variants=1, compiler=compiler, ahead=False)
     j(np.ones(2, np.float32))
     j(np.ones(3, np.float32))  # no room: the only variant is still compiling
     assert j.jit_stats()["budget_refusals"] == 1
@@ -222,7 +223,11 @@ def test_a_full_budget_of_compiling_variants_refuses_and_counts(injected):
 
 def test_bucket_mode_serves_a_range_and_counts_values_below_it():
     j = jitted_mlp(
-        hot_threshold=2, background=False, cache_mode="bucket", bucket_boundaries=[4, 16]
+        hot_threshold=2,
+        background=False,
+        cache_mode="bucket",
+        bucket_boundaries=[4, 16],
+        ahead=False,
     )
     for batch in (2, 5, 9, 15, 16, 40):
         args = mlp_inputs(batch)
@@ -235,7 +240,7 @@ def test_bucket_mode_serves_a_range_and_counts_values_below_it():
 
 
 def test_a_new_shape_borrows_a_shape_generic_variant_until_its_own_is_ready():
-    j = jitted_mlp(hot_threshold=3, background=False)
+    j = jitted_mlp(hot_threshold=3, background=False, ahead=False)
     for batch in (2, 2, 2, 2):
         j(*mlp_inputs(batch))
     assert j.jit_stats()["borrowed_calls"] == 0
@@ -250,7 +255,13 @@ def test_a_new_shape_borrows_a_shape_generic_variant_until_its_own_is_ready():
 
 
 def test_adaptive_mode_gives_a_frequent_shape_its_own_variant():
-    j = jitted_mlp(hot_threshold=1, background=False, cache_mode="adaptive", adaptive_exact_after=3)
+    j = jitted_mlp(
+        hot_threshold=1,
+        background=False,
+        cache_mode="adaptive",
+        adaptive_exact_after=3,
+        ahead=False,
+    )
     for batch in (5, 6, 5, 5, 5):
         args = mlp_inputs(batch)
         assert_same(numpy_mlp(*args), j(*args))
@@ -306,7 +317,7 @@ def test_exported_call_interprets_and_exported_jit_compiles():
     args = mlp_inputs(3)
     for _ in range(4):
         exp.call(*args)
-    fast = exp.jit(hot_threshold=2, background=False)
+    fast = exp.jit(hot_threshold=2, background=False, ahead=False)
     for _ in range(3):
         assert_same(numpy_mlp(*args), fast(*args))
     assert [r["status"] for r in fast.jit_info()] == ["ready"]
@@ -341,7 +352,7 @@ def test_unknown_lowering_names_fail_the_compile_with_the_registered_ones():
 
 
 def test_eager_first_compiles_the_first_key_at_once_then_waits_for_hot_keys():
-    j = jitted_mlp(hot_threshold=3, background=False, eager_first=True)
+    j = jitted_mlp(hot_threshold=3, background=False, eager_first=True, ahead=False)
     j(*mlp_inputs(2))
     assert statuses(j) == {("exact", (2,)): "ready"}
     for _ in range(2):

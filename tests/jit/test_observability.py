@@ -20,7 +20,7 @@ def _no_trace_left_on():
 
 
 def test_jit_info_hit_rate_and_compile_time():
-    j = jitted_mlp(hot_threshold=1, background=False)
+    j = jitted_mlp(hot_threshold=1, background=False, ahead=False)
     j.wait(30)  # nothing else compiles meanwhile
     vm.reset_jit_stats()
     for _ in range(4):
@@ -48,7 +48,7 @@ def test_jit_info_hit_rate_and_compile_time():
 
 
 def test_bc_trace_records_interpreted_instructions_and_compiled_regions(tmp_path):
-    j = jitted_mlp(hot_threshold=2, background=False)
+    j = jitted_mlp(hot_threshold=2, background=False, ahead=False)
     args = mlp_inputs(3)
     j(*args)
     assert bctrace.ACTIVE is None

@@ -268,7 +268,7 @@ class JittedExported:
         >>> for _ in range(3):
         ...     y = fast(np.ones((2, 4), np.float32))
         >>> fast.jit_stats()["calls"], fast.jit_stats()["compiled_calls"]
-        (3, 2)
+        (3, 3)
         """
         return self.engine.counters.as_dict()
 

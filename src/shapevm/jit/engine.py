@@ -1,5 +1,10 @@
 """The JIT engine of one traced function: counters, trigger, variants, compile jobs.
 
+With the option ``ahead`` (the default) the engine lowers the function when it is made
+(`_lower_ahead`): its first call makes the first key's variant from that code and runs
+native; generated C for a key waits for ``hot_threshold`` calls of it (`_Tier3Job`). The
+flow below is the rest, and all of it with ``ahead=False``.
+
 How a call flows (`JitEngine.__call__`):
 
 1. **bind**: the arguments are checked and the dimension variables solved (cached per
@@ -41,6 +46,7 @@ for the whole of a region.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
@@ -92,7 +98,11 @@ class VariantRecord:
         self.tier = 2
         self.tier3 = ""  # tier 3's state: compiling, ready, skipped/failed with the reason
         self.tier3_ms = 0.0
+        self.tier3_started = 0.0  # time.monotonic() when its generated C began
         self.patches: tier3.Patches | None = None
+        self.tier3_when_hot = False
+        """Made at its key's first call from code lowered ahead: its generated C is queued
+        once the key has had ``hot_threshold`` calls (`JitEngine._tier3_job`)."""
 
     def check(self) -> None:
         """Raise `CompileCancelled` once the compile has been abandoned."""
@@ -122,6 +132,7 @@ class VariantRecord:
             "tier": self.tier if self.status == READY else 1,
             "tier3": self.tier3,
             "tier3_ms": round(self.tier3_ms, 3),
+            "tier3_started": self.tier3_started,
         }
 
 
@@ -144,6 +155,32 @@ class _Job:
 
     def abandon(self) -> None:
         self.engine._abandon(self.record, f"timeout: compile exceeded {self.timeout_s} s")
+
+
+class _Tier3Job:
+    """Generating and compiling C for the chains of a ready variant (tier 3)."""
+
+    first = False
+
+    def __init__(self, engine: JitEngine, record: VariantRecord) -> None:
+        self.engine = engine
+        self.record = record
+        self.timeout_s = engine.options.compile_timeout_s
+
+    def execute(self) -> None:
+        rec = self.record
+        variant = rec.variant
+        if variant is not None and rec.status == READY:
+            self.engine._tier3(rec, variant, variant.ref_env)
+
+    def abandon(self) -> None:
+        rec = self.record
+        rec.cancelled = True
+        with stats.LOCK:
+            rec.stage = ""
+            rec.tier3 = f"failed: timeout: compile exceeded {self.timeout_s} s"
+            for c in (self.engine.counters, stats.COUNTERS):
+                c.tier3_failures += 1
 
 
 class JitEngine:
@@ -184,8 +221,36 @@ class JitEngine:
         """Once a variant is one executor call that binds the arrays itself: its `bind`."""
         """Shapes of calls whose key's own variant is ready and one executor call: the
         record, the executor and the dimension values it needs (None: it binds them)."""
+        self._ahead: Any = None
+        """The function's native code when it was lowered ahead (`_lower_ahead`)."""
+        self.ahead_ms = 0.0
         with stats.LOCK:
             stats.ENGINES.add(self)
+        if self.options.enabled and self.options.ahead:
+            self._lower_ahead()
+
+    def _lower_ahead(self) -> None:
+        """Tier 2 before the first call (option ``ahead``): lowering needs no shapes and no
+        compiler, so the function is lowered as it is wrapped, as ONNX Runtime prepares
+        its session, and its first call runs native. A function whose SCD is too low, or
+        that does not lower, stays on the ``hot_threshold`` path (whose compile records
+        why it failed)."""
+        report = self.report
+        if self.skip_reason is not None:
+            return
+        t0 = time.perf_counter()
+        timeout = self.options.compile_timeout_s
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def check() -> None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise CompileCancelled(f"timeout: lowering exceeded {timeout} s")
+
+        try:
+            self._ahead = self.compiler.native_function(self.executable, report, check)
+        except Exception:  # met again, and recorded with its reason, by the compile when hot
+            return
+        self.ahead_ms = (time.perf_counter() - t0) * 1e3
 
     @property
     def compiler(self) -> Compiler:
@@ -242,9 +307,13 @@ class JitEngine:
             self.counters.compiled_calls += 1
             stats.COUNTERS.calls += 1
             stats.COUNTERS.compiled_calls += 1
+            job = self._tier3_job(rec)
         try:
             return list(direct(*arrays) if dims is None else direct(dims, *arrays))
         except self._mismatch:
+            if job is not None:
+                rec.tier3_when_hot = True
+                job = None
             with stats.LOCK:  # counted again by the full path
                 self.counters.calls -= 1
                 self.counters.compiled_calls -= 1
@@ -252,6 +321,9 @@ class JitEngine:
                 stats.COUNTERS.compiled_calls -= 1
                 rec.hits -= 1
             return None
+        finally:
+            if job is not None:
+                self._submit(job)
 
     def _remember_fast(
         self, arrays: Sequence[Any], values: tuple[int, ...], variant: Variant
@@ -307,7 +379,7 @@ class JitEngine:
 
     def _decide(
         self, values: tuple[int, ...]
-    ) -> tuple[Variant | None, _Job | None, VariantRecord | None]:
+    ) -> tuple[Variant | None, _Job | _Tier3Job | None, VariantRecord | None]:
         now = time.monotonic()
         g = stats.COUNTERS
         c = self.counters
@@ -323,7 +395,11 @@ class JitEngine:
                 return None, None, None
             rec = self._records.get(key)
             if rec is not None and rec.status == READY:
-                return self._hit(rec, now), None, None
+                return self._hit(rec, now), self._tier3_job(rec), None
+            if rec is None and not self._records and self._ahead is not None:
+                rec = self._ready_now(key, values)
+                if rec is not None:
+                    return self._hit(rec, now), self._tier3_job(rec), None
             job = None
             if rec is None:
                 job = self._count(key, values)
@@ -341,11 +417,39 @@ class JitEngine:
                     return self._hit(lender, now), job, None
             return None, job, None
 
+    def _ready_now(self, key: Key, values: tuple[int, ...]) -> VariantRecord | None:
+        """The first key's variant over the code lowered ahead, made in this call (under
+        the lock: it is a `Variant` over code that exists, well under a millisecond)."""
+        t0 = time.perf_counter()
+        rec = VariantRecord(self, key, values)
+        ref = self.policy.reference_values(key, values)
+        try:
+            variant = self.compiler.compile(
+                self.executable, self.report, key, dict(zip(self.variables, ref, strict=True))
+            )
+        except Exception:  # the hot_threshold path compiles it and records why
+            self._ahead = None
+            return None
+        rec.status = COMPILING
+        rec.tier3_when_hot = True
+        self._records[key] = rec
+        self._install(rec, variant, self.ahead_ms + (time.perf_counter() - t0) * 1e3)
+        return rec
+
+    def _tier3_job(self, rec: VariantRecord) -> _Tier3Job | None:
+        """Tier 3 of a variant made from code lowered ahead, once its key is hot (called
+        under the lock)."""
+        if not rec.tier3_when_hot or rec.hits < self.options.hot_threshold:
+            return None
+        rec.tier3_when_hot = False
+        return _Tier3Job(self, rec)
+
     def _capabilities_changed(self) -> None:
         """The capability db changed: native code built under the old one goes (its
         records are evicted with the reason), keys compile again when hot."""
         with stats.LOCK:
             self._generation = scheduler.generation()
+            self._ahead = None
             self._fast = {}
             self._bind = None
             for rec in list(self._records.values()):
@@ -451,7 +555,7 @@ class JitEngine:
             self._report = report
         return report
 
-    def _submit(self, job: _Job) -> None:
+    def _submit(self, job: _Job | _Tier3Job) -> None:
         if self.options.background:
             WORKER.submit(job)
         else:
@@ -495,23 +599,27 @@ class JitEngine:
         with stats.LOCK:
             if rec.status != COMPILING:  # abandoned meanwhile
                 return
-            rec.variant = variant
-            rec.shares_code_with = variant.shares_code_with
-            rec.compile_ms = ms
-            rec.planned_bytes = variant.planned_bytes
-            rec.naive_bytes = variant.naive_bytes
-            rec.patterns = variant.patterns
-            rec.status = READY  # hot-patch: the next call of the key takes the variant
-            rec.stage = ""
-            fn = variant.function
-            self._mismatch = _exec_mismatch()
-            if fn.direct is not None and not fn.direct_needs_dims and self._bind is None:
-                self._bind = fn.direct.bind
-            self.counters.compiles += 1
-            self.counters.compile_ms += ms
-            stats.COUNTERS.compiles += 1
-            stats.COUNTERS.compile_ms += ms
+            self._install(rec, variant, ms)
         self._tier3(rec, variant, ref_env)
+
+    def _install(self, rec: VariantRecord, variant: Variant, ms: float) -> None:
+        """A compiled record becomes ready (called under the lock)."""
+        rec.variant = variant
+        rec.shares_code_with = variant.shares_code_with
+        rec.compile_ms = ms
+        rec.planned_bytes = variant.planned_bytes
+        rec.naive_bytes = variant.naive_bytes
+        rec.patterns = variant.patterns
+        rec.status = READY  # hot-patch: the next call of the key takes the variant
+        rec.stage = ""
+        fn = variant.function
+        self._mismatch = _exec_mismatch()
+        if fn.direct is not None and not fn.direct_needs_dims and self._bind is None:
+            self._bind = fn.direct.bind
+        self.counters.compiles += 1
+        self.counters.compile_ms += ms
+        stats.COUNTERS.compiles += 1
+        stats.COUNTERS.compile_ms += ms
 
     def _tier3(self, rec: VariantRecord, variant: Variant, ref_env: Mapping[str, int]) -> None:
         """Generated C for the key's chains (tier 3), patched in when built."""
@@ -520,7 +628,8 @@ class JitEngine:
         if not self.options.tier3:
             rec.tier3 = "off (tier3=False)"
             return
-        tier3 = native_tier().tier3
+        native_tier()
+        tier3 = importlib.import_module("shapevm.jit.backend.tier3")
         why = tier3.available()
         if why is not None:
             with stats.LOCK:
@@ -529,6 +638,7 @@ class JitEngine:
                 stats.COUNTERS.tier3_skipped += 1
             return
         rec.tier3 = "compiling"
+        rec.tier3_started = time.monotonic()
         rec.stage = "tier 3: generating and compiling C for the chains"
         try:
             patches = tier3.generate(variant, ref_env, rec.key[0] == "exact", rec.check)

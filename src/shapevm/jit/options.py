@@ -21,9 +21,14 @@ PerVariable = tuple[tuple[str, Boundaries], ...]
 class JitOptions:
     """How one jitted function is specialized and compiled.
 
-    - ``hot_threshold``: calls of the function, whatever their shapes, before its first
-      variant is queued (its native code serves every shape), then calls of each other
-      specialization key before that key gets a variant of its own;
+    - ``ahead``: lower the function to the native executor (tier 2: no compiler,
+      milliseconds, right for every shape) when it is wrapped or traced, so that its first
+      call already runs native; its first key's variant is made at that call and every
+      other key borrows it until it is hot (``False``: the first lowering waits for
+      ``hot_threshold`` calls, interpreted meanwhile);
+    - ``hot_threshold``: calls of a key before it gets a variant of its own and generated C
+      (tier 3); without ``ahead``, also calls of the function, whatever their shapes,
+      before its first variant is queued (its native code serves every shape);
     - ``eager_first``: the first key of a function is compiled at its first call, whatever
       ``hot_threshold`` says (until a variant exists, every call is interpreted; after,
       keys that are not hot yet borrow a shape-generic variant);
@@ -49,6 +54,7 @@ class JitOptions:
     - ``enabled``: ``False`` runs every call in the interpreter.
     """
 
+    ahead: bool = True
     hot_threshold: int = 3
     eager_first: bool = False
     scd_threshold: float = 0.8

@@ -65,6 +65,7 @@ def background_work() -> Iterator[None]:
 
 _prefetch_lock = threading.Lock()
 _prefetch: threading.Thread | None = None
+_imported = threading.Event()  # the prefetch has imported the native tier (or failed to)
 
 
 def prefetch_native_tier() -> None:
@@ -88,14 +89,17 @@ def native_tier() -> ModuleType:
     package and its submodules at once can see it half made (``KeyError`` from importlib)."""
     thread = _prefetch
     if thread is not None and thread is not threading.current_thread():
-        thread.join()
+        _imported.wait()  # not the BLAS scan that follows
     return importlib.import_module("shapevm.jit.backend")  # (shapevm.jit is the function)
 
 
 def _import_native_tier() -> None:
     try:
         with background_work():
-            importlib.import_module("shapevm.jit.backend")
+            try:
+                importlib.import_module("shapevm.jit.backend")
+            finally:
+                _imported.set()
             from shapevm.jit.blas import find_blas_libraries
 
             find_blas_libraries()  # ~20 ms of scanning the loaded libraries, not in a call

@@ -37,12 +37,12 @@ PROGRAM = textwrap.dedent(
     w1 = rng.standard_normal((64, 256)).astype(np.float32) / 8
     w2 = rng.standard_normal((256, 64)).astype(np.float32) / 16
 
-    @sv.jit(shapes="b, 64", hot_threshold=3)
+    @sv.jit(shapes="b, 64", hot_threshold=3, ahead=False)
     def mlp(x):
         h = snp.maximum(x @ w1, 0.0)
         return snp.tanh(h @ w2) + x
 
-    @sv.jit(shapes="b, 64", hot_threshold=1, lowerings=["no_such_pattern"])
+    @sv.jit(shapes="b, 64", hot_threshold=1, lowerings=["no_such_pattern"], ahead=False)
     def broken(x):
         return snp.sum(x * x, axis=1)
 

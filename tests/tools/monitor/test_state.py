@@ -168,7 +168,7 @@ def test_generated_c_compiling_shows_in_the_queue_and_a_failed_build_leaves_no_s
 
 
 def test_call_records_say_how_each_call_ran():
-    f = _jitted("calls_fn", hot_threshold=2, background=False)
+    f = _jitted("calls_fn", hot_threshold=2, background=False, ahead=False)
     bctrace.enable(True, steps=False)
     for b in (2, 2, 2):
         f(np.ones((b, 16), np.float32))
@@ -183,14 +183,14 @@ def test_a_trace_of_steps_replaces_one_of_calls_and_records_calls_too():
     steps = bctrace.enable(True)
     assert steps is not calls_only and steps.steps
     assert bctrace.enable(True, steps=False) is steps  # the monitor keeps the user's trace
-    f = _jitted("steps_fn", background=False)
+    f = _jitted("steps_fn", background=False, ahead=False)
     f(np.ones((2, 16), np.float32))
     assert [c.function for c in steps.calls] == ["steps_fn"]
     assert len(steps.records) >= 2
 
 
 def test_latency_log_records_only_while_watched_and_leaves_a_users_trace_alone():
-    f = _jitted("watch_fn", hot_threshold=100)
+    f = _jitted("watch_fn", hot_threshold=100, ahead=False)
     log = LatencyLog()
     f(np.ones((1, 16), np.float32))
     log.watch(True)

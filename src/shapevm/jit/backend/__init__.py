@@ -5,10 +5,12 @@
   lowerings of one ordered tuple (`registry.LOWERINGS`);
 - `plan`: the symbolic memory plan and the executor's arrays;
 - `function`: a function's regions lowered once (`lower_function`), the executors;
-- `variant`, `compiler`: a key's `Variant` over the function's shared native code.
+- `variant`, `compiler`: a key's `Variant` over the function's shared native code;
+- `tier3` (with `codegen` and `toolchain`): generated C for hot chains. It is imported by
+  the first tier-3 job, in the compile worker, not with the package: the C toolchain's
+  modules (subprocess, tempfile, hashlib) would add ~15 ms to the wrap of every function.
 """
 
-from shapevm.jit.backend import tier3
 from shapevm.jit.backend.compiler import Compiler
 from shapevm.jit.backend.function import NativeFunction, NativeRegion, lower_function
 from shapevm.jit.backend.registry import LOWERINGS, lowering_names
@@ -25,5 +27,4 @@ __all__ = [
     "Variant",
     "lower_function",
     "lowering_names",
-    "tier3",
 ]

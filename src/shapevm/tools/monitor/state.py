@@ -133,10 +133,10 @@ def _variant_row(row: dict[str, Any], now_mono: float) -> dict[str, Any]:
     last = out.pop("last_use", 0.0)
     out["last_use_s_ago"] = round(now_mono - last, 3) if last else None
     started = out.pop("compile_started", 0.0)
+    tier3_started = out.pop("tier3_started", 0.0)
     if out.get("status") == COMPILING and started:
         out["compiling_for_ms"] = round((now_mono - started) * 1e3, 1)
-    elif _tier3_compiling(out) and started:  # tier 3 starts as the lowering ends
-        tier3_started = started + out.get("compile_ms", 0.0) / 1e3
+    elif _tier3_compiling(out) and tier3_started:
         out["compiling_for_ms"] = round(max(0.0, now_mono - tier3_started) * 1e3, 1)
     return out
 

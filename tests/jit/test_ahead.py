@@ -1,0 +1,126 @@
+"""Lowering ahead (the default): a function is lowered to the native executor as it is
+wrapped or traced, so its first call already runs native; ``hot_threshold`` then gates
+generated C (tier 3) and the keys' own variants."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import shapevm as sv
+import shapevm.numpy as snp
+from shapevm.jit import Compiler, lowering_names
+from tests.jit.programs import assert_same, interpreted, jitted_mlp, mlp_inputs, softmax_mlp
+
+
+def test_the_first_call_runs_native_and_other_shapes_borrow_it():
+    j = jitted_mlp()
+    args = mlp_inputs(5)
+    got = j(*args)
+    assert_same(interpreted(j, *args), got)
+    stats = j.jit_stats()
+    assert (stats["calls"], stats["compiled_calls"], stats["compiles"]) == (1, 1, 1)
+    (row,) = j.jit_info()
+    assert (row["key"], row["status"], row["tier"]) == (("exact", (5,)), "ready", 2)
+    assert row["compile_ms"] > 0  # the lowering done ahead is the variant's compile time
+    other = mlp_inputs(9)
+    got = j(*other)
+    assert_same(interpreted(j, *other), got)
+    stats = j.jit_stats()
+    assert (stats["compiled_calls"], stats["borrowed_calls"]) == (2, 1)
+
+
+def test_an_exported_program_is_lowered_by_jit_before_any_call():
+    (b,) = sv.symbolic_shape("b")
+    specs = (
+        sv.ShapeDtypeStruct((b, 8), np.float32),
+        sv.ShapeDtypeStruct((8, 4), np.float32),
+        sv.ShapeDtypeStruct((4,), np.float32),
+    )
+    exp = sv.export(sv.jit(softmax_mlp))(*specs)
+    fast = exp.jit()
+    assert fast.engine.ahead_ms > 0 and fast.jit_info() == []
+    for batch in (1, 7, 300):
+        args = mlp_inputs(batch)
+        assert_same(exp.call(*args), fast(*args))
+    assert fast.jit_stats()["compiled_calls"] == 3
+
+
+def test_generated_c_waits_for_hot_threshold_calls_of_the_key(monkeypatch):
+    from shapevm.jit.backend import tier3
+
+    built = []
+    done = threading.Event()
+
+    def recording_build(variant, *args, **kwargs):
+        built.append(variant.key)
+        done.set()
+        raise RuntimeError("not built in this test")
+
+    monkeypatch.setattr(tier3, "available", lambda: None)
+    monkeypatch.setattr(tier3, "generate", recording_build)
+
+    @sv.jit(shapes="b, 16", hot_threshold=3)
+    def chain(x):
+        return snp.tanh(x * 1.5 + 0.25) * x
+
+    x = np.linspace(-2, 2, 48, dtype=np.float32).reshape(3, 16)
+    for _ in range(2):
+        assert_same(np.tanh(x * 1.5 + 0.25) * x, chain(x), exp_chains=True)
+    chain.wait(30)
+    assert built == [] and chain.jit_info()[0]["tier3"] == ""
+    chain(x)  # the key's third call: its chains go to the C compiler, in the background
+    assert done.wait(30) and chain.wait(30)
+    assert built == [("exact", (3,))]
+    for _ in range(3):
+        chain(x)
+    chain.wait(30)
+    assert built == [("exact", (3,))]  # once
+    (row,) = chain.jit_info()
+    assert row["tier3"].startswith("failed: RuntimeError") and row["tier"] == 2
+
+
+def _sleeping_compiler(function: str, seconds: float) -> Compiler:
+    def lowering(low, op):
+        if low.graph.function.name == function:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+                low.check()
+        return False
+
+    return Compiler([("sleepy", lowering), *lowering_names()])
+
+
+def test_a_lowering_past_the_timeout_leaves_the_function_interpreted():
+    def sluggish(x):
+        return x + 1.0
+
+    j = sv.jit(
+        sluggish,
+        shapes="b",
+        compile_timeout_s=0.2,
+        compiler=_sleeping_compiler("sluggish", 3.0),
+    )
+    x = np.arange(3, dtype=np.float32)
+    t0 = time.perf_counter()
+    assert_same(x + 1.0, j(x))  # traced, lowered ahead until the timeout, interpreted
+    assert time.perf_counter() - t0 < 2.0
+    assert j.jit_stats()["compiled_calls"] == 0
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_a_stream_of_shapes_gives_the_interpreters_results(ahead):
+    j = jitted_mlp(ahead=ahead)
+    for batch in (3, 1, 64, 3, 17, 1, 3, 3, 256, 17):
+        args = mlp_inputs(batch)
+        got = j(*args)
+        assert_same(interpreted(j, *args), got)
+    j.wait(30)
+    args = mlp_inputs(5)
+    got = j(*args)
+    assert_same(interpreted(j, *args), got)
+    assert j.jit_stats()["compiled_calls"] >= (11 if ahead else 1)
