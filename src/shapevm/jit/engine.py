@@ -197,8 +197,8 @@ class JitEngine:
         self.executable = executable
         self.options = options or JitOptions()
         self._compiler = compiler
-        if self.options.enabled:
-            prefetch_native_tier()
+        if self.options.enabled and not self.options.ahead:
+            prefetch_native_tier()  # (lowering ahead imports it at once, below)
         self._mismatch: type[Exception] = _NoExecutorYet  # the executor's, once compiled
         self.name = name or executable.fn.name
         self.variables = executable.binder.variables

@@ -94,15 +94,17 @@ def native_tier() -> ModuleType:
 
 
 def _import_native_tier() -> None:
+    # Not under `background_work`: at a switch interval of 0.2 ms this import and the
+    # caller's tracing (both Python) handed the GIL back and forth so often that W3's
+    # export and wrap took 90-110 ms against 60-75 ms at the default interval.
     try:
-        with background_work():
-            try:
-                importlib.import_module("shapevm.jit.backend")
-            finally:
-                _imported.set()
-            from shapevm.jit.blas import find_blas_libraries
+        try:
+            importlib.import_module("shapevm.jit.backend")
+        finally:
+            _imported.set()
+        from shapevm.jit.blas import find_blas_libraries
 
-            find_blas_libraries()  # ~20 ms of scanning the loaded libraries, not in a call
+        find_blas_libraries()  # ~20 ms of scanning the loaded libraries, not in a call
     except Exception:  # the compile that needs it imports it again and reports why
         pass
 
