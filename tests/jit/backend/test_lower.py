@@ -252,3 +252,28 @@ def test_take_out_of_range_is_left_to_the_interpreter() -> None:
     assert "take" not in " ".join(labels(nf))
     with pytest.raises(Exception, match=r"out of bounds|index"):
         exp.call(np.ones((2, 32), np.float32))
+
+
+def test_a_chain_with_more_results_than_an_instruction_writes_is_split() -> None:
+    """An executor instruction writes at most four results; a chain whose five values are
+    all read outside it failed to lower (``chain_kernel: wrong number of programs``) and
+    left the function interpreted."""
+
+    def five(x: Any) -> Any:
+        a = x * 2.0
+        b = a + 1.0
+        c = b * b
+        d = c - x
+        return a, b, c, d, snp.abs(d)
+
+    (b,) = sv.symbolic_shape("b")
+    exp = sv.export(sv.jit(five))(sv.ShapeDtypeStruct((b, 32), np.float32))
+    fast = exp.jit(tier3=False)
+    for n in (1, 7):
+        x = RNG.standard_normal((n, 32)).astype(np.float32)
+        for want, got in zip(exp.call(x), fast(x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert fast.jit_stats()["compiled_calls"] == 2 and fast.jit_stats()["failures"] == 0
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    assert labels(nf) == ["chain[5]", "chain[5]"]

@@ -15,7 +15,7 @@ library runs it without compiling (tier 2) and `codegen` turns it into C (tier 3
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,10 @@ class Node:
     dtype: np.dtype[Any]
     attrs: dict[str, Any] = field(default_factory=dict)
     shape: tuple[Any, ...] = ()
+
+
+MAX_OUTPUTS = 4
+"""Results one executor instruction writes (``SVX_MAXOUT`` in ``exec.h``)."""
 
 
 @dataclass
@@ -271,19 +275,28 @@ def lower_elementwise(low: Any, op: Op) -> bool:
     if not chain.outputs:  # nothing reads what the chain computes: dead code
         low.claim(*positions)
         return True
-    run = tile_kernel(chain)  # raises Unsupported when the chain has no tier-2 form
+    # One executor instruction writes at most MAX_OUTPUTS results; a chain with more is
+    # run as several passes over the same inputs, each writing a share of the results.
+    parts = [
+        chain
+        if len(chain.outputs) <= MAX_OUTPUTS
+        else replace(chain, outputs=chain.outputs[i : i + MAX_OUTPUTS])
+        for i in range(0, len(chain.outputs), MAX_OUTPUTS)
+    ]
+    runs = [tile_kernel(part) for part in parts]  # Unsupported: no tier-2 form
     pcs = tuple(sorted(low.graph.ops[p].pc for p in positions))
     label = "chain" if chain.nodes[0].op != "identity" else chain.reduce or "chain"
-    k = Kernel(
-        N.OP_EXTERNAL,
-        list(chain.inputs),
-        [t for _, t in chain.outputs],
-        obj=run,
-        pcs=pcs,
-        label=f"{label}[{len(chain.nodes)}]",
-    )
-    k.chain = chain
-    low.emit(k)
+    for part, run in zip(parts, runs, strict=True):
+        k = Kernel(
+            N.OP_EXTERNAL,
+            list(part.inputs),
+            [t for _, t in part.outputs],
+            obj=run,
+            pcs=pcs,
+            label=f"{label}[{len(part.nodes)}]",
+        )
+        k.chain = part
+        low.emit(k)
     low.claim(*positions)
     low.patterns.append("elementwise")
     return True
