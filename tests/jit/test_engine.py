@@ -149,6 +149,34 @@ def test_a_failed_compile_with_fallback_interprets_and_keeps_the_reason(injected
     assert j.jit_stats()["failures"] == 1
 
 
+def test_a_lowering_that_failed_is_not_tried_again_for_other_keys(injected):
+    """Lowering does not depend on the shape: once it failed (ahead, or for a key), every
+    other key gets its reason at once."""
+    tries = []
+
+    def counting(low):
+        tries.append(1)
+        raise RuntimeError("no kernel for this op")
+
+    def broken2(x):
+        return x * 3.0
+
+    j = sv.jit(
+        broken2,
+        shapes="b",
+        hot_threshold=1,
+        background=False,
+        compiler=injected("broken2", counting),
+    )
+    for n in (2, 3, 4, 2):
+        x = np.arange(n, dtype=np.float32)
+        assert_same(x * 3.0, j(x))
+    assert len(tries) == 1
+    reasons = {r["key"]: r["reason"] for r in j.jit_info()}
+    assert set(reasons) == {("exact", (2,)), ("exact", (3,)), ("exact", (4,))}
+    assert set(reasons.values()) == {"RuntimeError: no kernel for this op"}
+
+
 def test_a_failed_compile_without_fallback_raises_at_once(injected):
     def strict(x):
         return x - 1.0

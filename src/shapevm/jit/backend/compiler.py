@@ -35,6 +35,9 @@ class Compiler:
         self.lowerings = None if lowerings is None else tuple(lowerings)
         self.mem_optimize = mem_optimize
         self._functions: dict[int, tuple[Executable, NativeFunction]] = {}
+        self._failed: dict[int, tuple[Executable, Exception]] = {}
+        """Lowerings that failed: they do not depend on the shape, so every later key of
+        the function gets the same error at once instead of lowering it again."""
         self._lock = threading.Lock()
 
     def native_function(
@@ -48,16 +51,29 @@ class Compiler:
             found = self._functions.get(id(executable))
         if found is not None and found[0] is executable:
             return found[1]
-        nf = lower_function(
-            executable,
-            report,
-            lowerings=lowerings_named(self.lowerings),
-            mem_optimize=self.mem_optimize,
-            check=check,
-        )
-        if not nf.regions:
-            reasons = "; ".join(f"{p.region.span}: {p.reason}" for p in nf.interpreted)
-            raise NoNativeCode(f"no region could be lowered ({reasons or 'no compilable region'})")
+        with self._lock:
+            failed = self._failed.get(id(executable))
+        if failed is not None and failed[0] is executable:
+            raise failed[1].with_traceback(None)
+        try:
+            nf = lower_function(
+                executable,
+                report,
+                lowerings=lowerings_named(self.lowerings),
+                mem_optimize=self.mem_optimize,
+                check=check,
+            )
+            if not nf.regions:
+                reasons = "; ".join(f"{p.region.span}: {p.reason}" for p in nf.interpreted)
+                raise NoNativeCode(
+                    f"no region could be lowered ({reasons or 'no compilable region'})"
+                )
+        except CompileCancelled:
+            raise  # a timeout or an abandoned compile: another try may finish
+        except Exception as exc:
+            with self._lock:
+                self._failed[id(executable)] = (executable, exc)
+            raise
         with self._lock:
             self._functions[id(executable)] = (executable, nf)
         return nf
@@ -66,6 +82,7 @@ class Compiler:
         """Drop the native code of ``executable`` (the next compile lowers it again)."""
         with self._lock:
             self._functions.pop(id(executable), None)
+            self._failed.pop(id(executable), None)
 
     def compile(
         self,
