@@ -124,3 +124,24 @@ def test_a_stream_of_shapes_gives_the_interpreters_results(ahead):
     got = j(*args)
     assert_same(interpreted(j, *args), got)
     assert j.jit_stats()["compiled_calls"] >= (11 if ahead else 1)
+
+
+def test_a_capability_patch_lowers_the_function_again_at_its_next_call():
+    import shapevm.vm as vm
+    from shapevm.runtime import UnsupportedKernelError
+
+    f = sv.jit(lambda x: snp.exp(x) + 1.0, shapes="b")
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    try:
+        assert_same(np.exp(x) + 1.0, f(x), exp_chains=True)
+        assert f.jit_stats()["compiled_calls"] == 1
+        vm.load_capability_patch({"cpu": {"exp": None}})  # no exp anywhere: the call fails
+        with pytest.raises(UnsupportedKernelError):
+            f(x)
+    finally:
+        vm.reset_capability_db()
+    assert_same(np.exp(x) + 1.0, f(x), exp_chains=True)  # lowered again under the full table
+    stats = f.jit_stats()
+    assert stats["evictions"] >= 1 and stats["failures"] == 0
+    assert [r["status"] for r in f.jit_info() if r["status"] != "evicted"] == ["ready"]
+    assert f.jit_info()[-1]["hits"] == 1

@@ -446,7 +446,8 @@ class JitEngine:
 
     def _capabilities_changed(self) -> None:
         """The capability db changed: native code built under the old one goes (its
-        records are evicted with the reason), keys compile again when hot."""
+        records are evicted with the reason); the function is lowered again at once under
+        the new table when it lowers ahead, and its keys compile again when hot."""
         with stats.LOCK:
             self._generation = scheduler.generation()
             self._ahead = None
@@ -469,6 +470,8 @@ class JitEngine:
             self._function_calls = 0
         if self._compiler is not None:
             self._compiler.forget(self.executable)
+        if self.options.enabled and self.options.ahead:
+            self._lower_ahead()  # under the new table: this call already runs native
 
     def _lender(self) -> VariantRecord | None:
         """The most recently used ready variant that serves any key (shape-generic)."""
