@@ -32,6 +32,17 @@ def jitted_mlp(**options: Any) -> Any:
     return sv.jit(softmax_mlp, shapes=MLP_SHAPES, **options)
 
 
+def exported_mlp() -> Any:
+    """`softmax_mlp` exported for a symbolic batch ``b``."""
+    (b,) = sv.symbolic_shape("b")
+    specs = (
+        sv.ShapeDtypeStruct((b, 8), np.float32),
+        sv.ShapeDtypeStruct((8, 4), np.float32),
+        sv.ShapeDtypeStruct((4,), np.float32),
+    )
+    return sv.export(sv.jit(softmax_mlp))(*specs)
+
+
 def interpreted(jitted: Any, *args: Any) -> list[Any]:
     """The interpreter's results for a call of ``jitted`` (its only engine's executable)."""
     (engine,) = jitted.engines

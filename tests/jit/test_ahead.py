@@ -13,7 +13,13 @@ import pytest
 import shapevm as sv
 import shapevm.numpy as snp
 from shapevm.jit import Compiler, lowering_names
-from tests.jit.programs import assert_same, interpreted, jitted_mlp, mlp_inputs, softmax_mlp
+from tests.jit.programs import (
+    assert_same,
+    exported_mlp,
+    interpreted,
+    jitted_mlp,
+    mlp_inputs,
+)
 
 
 def test_the_first_call_runs_native_and_other_shapes_borrow_it():
@@ -34,13 +40,7 @@ def test_the_first_call_runs_native_and_other_shapes_borrow_it():
 
 
 def test_an_exported_program_is_lowered_by_jit_before_any_call():
-    (b,) = sv.symbolic_shape("b")
-    specs = (
-        sv.ShapeDtypeStruct((b, 8), np.float32),
-        sv.ShapeDtypeStruct((8, 4), np.float32),
-        sv.ShapeDtypeStruct((4,), np.float32),
-    )
-    exp = sv.export(sv.jit(softmax_mlp))(*specs)
+    exp = exported_mlp()
     fast = exp.jit()
     assert fast.engine.ahead_ms > 0 and fast.jit_info() == []
     for batch in (1, 7, 300):

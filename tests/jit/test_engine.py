@@ -11,7 +11,14 @@ import pytest
 import shapevm as sv
 import shapevm.numpy as snp
 from shapevm.jit import Compiler, lowering_names
-from tests.jit.programs import assert_same, interpreted, jitted_mlp, mlp_inputs, softmax_mlp
+from tests.jit.programs import (
+    assert_same,
+    exported_mlp,
+    interpreted,
+    jitted_mlp,
+    mlp_inputs,
+    softmax_mlp,
+)
 
 
 def statuses(j):
@@ -335,13 +342,7 @@ def test_the_jit_can_be_turned_off():
 
 
 def test_exported_call_interprets_and_exported_jit_compiles():
-    (b,) = sv.symbolic_shape("b")
-    specs = (
-        sv.ShapeDtypeStruct((b, 8), np.float32),
-        sv.ShapeDtypeStruct((8, 4), np.float32),
-        sv.ShapeDtypeStruct((4,), np.float32),
-    )
-    exp = sv.export(sv.jit(softmax_mlp))(*specs)
+    exp = exported_mlp()
     args = mlp_inputs(3)
     for _ in range(4):
         exp.call(*args)
