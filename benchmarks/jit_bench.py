@@ -133,6 +133,7 @@ def tier3_child(count: int) -> None:
 
     print(json.dumps({
         "tier3_ms": [r["tier3_ms"] for r in rows],
+        "library_ms": [ms for r in rows for ms in r["tier3_build_ms"]],
         "builds": stats.COUNTERS.tier3_builds,
         "states": sorted({r["tier3"] for r in rows}),
     }))  # fmt: skip
@@ -155,6 +156,11 @@ def tier3(quick: bool) -> None:
             f"- {label}: {builds} libraries compiled"
             + (f", {statistics.median(ms):.0f} ms per function (median)" if ms else "")
             + (f", {sum(ms) / builds:.0f} ms per library (mean)" if ms and builds else "")
+            + (
+                f", {statistics.median(data['library_ms']):.0f} ms per library (median)"
+                if data["library_ms"]
+                else ""
+            )
             + f"; states {data['states']}"
         )
 

@@ -99,6 +99,7 @@ class VariantRecord:
         self.tier3 = ""  # tier 3's state: compiling, ready, skipped/failed with the reason
         self.tier3_ms = 0.0
         self.tier3_started = 0.0  # time.monotonic() when its generated C began
+        self.tier3_build_ms: tuple[float, ...] = ()  # each library its tier 3 compiled
         self.patches: tier3.Patches | None = None
         self.tier3_when_hot = False
         """Made at its key's first call from code lowered ahead: its generated C is queued
@@ -133,6 +134,7 @@ class VariantRecord:
             "tier3": self.tier3,
             "tier3_ms": round(self.tier3_ms, 3),
             "tier3_started": self.tier3_started,
+            "tier3_build_ms": [round(ms, 3) for ms in self.tier3_build_ms],
         }
 
 
@@ -663,6 +665,7 @@ class JitEngine:
             rec.patches = patches
             rec.tier = 3 if patches.installed else 2
             rec.tier3_ms = patches.compile_ms
+            rec.tier3_build_ms = tuple(patches.build_ms)
             rec.tier3 = "ready" if not patches.skipped else "partial: " + "; ".join(patches.skipped)
             self.counters.tier3_builds += patches.built
             self.counters.tier3_ms += patches.compile_ms

@@ -117,6 +117,25 @@ def test_a_second_build_is_a_cache_hit(cache: Path) -> None:
 
 
 @needs_cc
+def test_jit_info_lists_each_library_built_and_none_on_a_cache_hit(cache: Path) -> None:
+    def chains(z: Any) -> Any:
+        return snp.tanh(z * 1.75 + 0.5) * snp.exp(-z)
+
+    rows = []
+    for _ in range(2):  # the second function finds the first one's libraries
+        f = sv.jit(chains, shapes="b, 64", hot_threshold=1, background=False)
+        f(np.ones((3, 64), np.float32))
+        assert f.wait(60)
+        (row,) = f.jit_info()
+        assert row["tier3"] == "ready", row["tier3"]
+        rows.append(row)
+    built, hit = rows
+    assert built["tier3_build_ms"] and all(ms > 0 for ms in built["tier3_build_ms"])
+    assert sum(built["tier3_build_ms"]) == pytest.approx(built["tier3_ms"], abs=0.01)
+    assert hit["tier3_build_ms"] == [] and hit["tier3_ms"] == 0.0
+
+
+@needs_cc
 def test_a_corrupt_entry_is_rebuilt_not_loaded(cache: Path) -> None:
     symbol, source = _chain_source()
     first = toolchain.build(symbol, source, "generic")

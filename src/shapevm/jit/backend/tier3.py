@@ -29,6 +29,7 @@ class Patches:
     installed: list[tuple[Any, int, int]] = field(default_factory=list)
     compile_ms: float = 0.0
     built: int = 0
+    build_ms: list[float] = field(default_factory=list)  # each library compiled (not cached)
     cached: int = 0
     skipped: list[str] = field(default_factory=list)
     sources: list[tuple[str, str]] = field(default_factory=list)  # (kernel label, C source)
@@ -81,6 +82,8 @@ def generate(
             )
             out.compile_ms += built.compile_ms
             out.built += not built.cached
+            if not built.cached:
+                out.build_ms.append(built.compile_ms)
             out.cached += built.cached
             capsule = toolchain.load(built)
             for executor in executors:
