@@ -15,7 +15,6 @@ Python that was traced to produce it.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import struct
@@ -476,6 +475,8 @@ class Program:
         for fn in self.functions:
             if fn.name == name:
                 return fn
+        import difflib  # only to explain a missing name
+
         close = difflib.get_close_matches(name, [f.name for f in self.functions], 1)
         hint = f"; did you mean @{close[0]}?" if close else ""
         raise KeyError(f"no function @{name} in the program{hint}")

@@ -11,7 +11,6 @@ can see without deciding anything (a rank, an axis out of range) raise `ShapeRul
 
 from __future__ import annotations
 
-import difflib
 import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +32,13 @@ RuleAttr: TypeAlias = "int | float | bool | str | tuple[int, ...] | tuple[SymDim
 """An attribute as a rule or kernel receives it: defaults filled in, ``DIMS`` parsed."""
 
 Kernel: TypeAlias = Callable[[Sequence[Any], Mapping[str, Any]], tuple[np.ndarray[Any, Any], ...]]
+
+
+def _close_matches(name: str, names: list[str]) -> list[str]:
+    """The closest name, to explain an unknown one (difflib is imported only then)."""
+    import difflib
+
+    return difflib.get_close_matches(name, names, 1)
 
 
 class AttrKind(enum.Enum):
@@ -207,7 +213,7 @@ class OpInfo:
         for name, value in given.items():
             spec = self.attr_spec(name)
             if spec is None:
-                close = difflib.get_close_matches(name, [s.name for s in self.attrs], 1)
+                close = _close_matches(name, [s.name for s in self.attrs])
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 problems.append((f"unknown attribute {name!r}{hint}", schema, name))
             elif not spec.kind.accepts(value):
@@ -278,5 +284,5 @@ def all_ops() -> tuple[OpInfo, ...]:
 
 def suggest_op(name: str) -> str | None:
     """The registered op name closest to ``name``, for "did you mean" hints."""
-    close = difflib.get_close_matches(name, list(_REGISTRY), 1)
+    close = _close_matches(name, list(_REGISTRY))
     return close[0] if close else None

@@ -27,7 +27,6 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, TextIO, TypeAlias
 
 from shapevm.bytecode.program import DEVICES
@@ -461,7 +460,8 @@ def load_capability_patch(
     else:
         source = str(patch)
         try:
-            data = json.loads(Path(patch).read_text(encoding="utf-8"))
+            with open(patch, encoding="utf-8") as f:
+                data = json.loads(f.read())
         except json.JSONDecodeError as exc:
             raise ValueError(f"{source}: not JSON: {exc}") from None
     with _lock:
