@@ -277,3 +277,25 @@ def test_a_chain_with_more_results_than_an_instruction_writes_is_split() -> None
     ex = Executable(exp.program)
     nf = lower_function(ex, find_regions(ex.fn, ex.program))
     assert labels(nf) == ["chain[5]", "chain[5]"]
+
+
+def test_a_value_read_outside_a_chain_keeps_its_reduction_out_of_the_chain() -> None:
+    """A chain with a trailing reduction writes the reduced value only; when another of its
+    values is read outside it (here by a product), the lowering failed ("value t3 leaves the
+    region unset") and the function ran interpreted. Found by the differential test."""
+
+    def fn(x: Any) -> Any:
+        a = snp.abs(x)
+        return snp.sum(snp.abs(a), axis=1, keepdims=True), a @ W.T
+
+    (b,) = sv.symbolic_shape("b")
+    exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct((b, 32), np.float32))
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    assert nf.regions and not nf.interpreted
+    fast = exp.jit(tier3=False)
+    for n in (1, 6):
+        x = RNG.standard_normal((n, 32)).astype(np.float32)
+        for want, got in zip(exp.call(x), fast(x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    assert fast.jit_stats()["compiled_calls"] == 2 and fast.jit_stats()["failures"] == 0

@@ -142,13 +142,24 @@ def grow_chain(low: Any, start: Op) -> tuple[Chain, list[int]] | None:
     inside = {op.outs[0] for op in members}
     reduce_op = None
     last = members[-1]
+    positions = {op.pos for op in members}
     for op in graph.ops[last.pos + 1 :]:
         if _is_reduction(low, op) and op.ins[0] == last.outs[0]:
             users = low.users(last.outs[0])
-            if users == [op.pos] and last.outs[0] not in graph.live_out:
-                reduce_op = op
+            if (
+                users == [op.pos]
+                and last.outs[0] not in graph.live_out
+                and not any(_escapes(low, m, positions) for m in members[:-1])
+            ):
+                reduce_op = op  # (a chain with a reduction writes its reduced value only)
             break
     return _build(low, members, shape, reduce_op)
+
+
+def _escapes(low: Any, op: Op, positions: set[int]) -> bool:
+    """Whether something outside the chain (or the function's result) reads ``op``'s value."""
+    v = op.outs[0]
+    return v in low.graph.live_out or any(u not in positions for u in low.users(v))
 
 
 def _readable(low: Any, vid: int) -> bool:
