@@ -191,7 +191,8 @@ class Exported:
     __call__ = call
 
     def jit(self, **options: Any) -> JittedExported:
-        """This function with a JIT: hot shapes are compiled in the background.
+        """This function with a JIT: lowered to native code now, for every shape; C for hot
+        shapes is compiled in the background.
 
         `call` itself always interprets; the returned object is called the same way and
         takes the options of `shapevm.jit` (``hot_threshold``, ``cache_mode``...).
