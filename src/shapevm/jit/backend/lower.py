@@ -403,18 +403,20 @@ def _slice_contiguous(
     return all(steps[i] == 1 for i in partial) and all(_equal(shape[i], 1) for i in range(first))
 
 
-def _view_enabled(low: RegionLowering, op: Op) -> bool:
-    assert op.info is not None
+def _view_enabled(low: RegionLowering, op: Op, *names: str) -> bool:
+    """Whether ``op`` is one of ``names`` (any op when none are given) and the capability
+    table lets the executor run it as a view or copy (variant ``native_view``)."""
+    if op.info is None or (names and op.info.name not in names):
+        return False
     dtype = DType.from_numpy(low.graph.value(op.outs[0]).dtype)
     return native_enabled(op.info.name, "native_view", dtype)
 
 
 def lower_layout(low: RegionLowering, op: Op) -> bool:
+    if not _view_enabled(low, op, "transpose", "reshape", "slice", "broadcast_to"):
+        return False
     info = op.info
-    if info is None or info.name not in ("transpose", "reshape", "slice", "broadcast_to"):
-        return False
-    if not _view_enabled(low, op):
-        return False
+    assert info is not None
     (src,) = op.ins
     (out,) = op.outs
     base = low.tensor(src)
@@ -441,7 +443,7 @@ def lower_take(low: RegionLowering, op: Op) -> bool:
     (ONNX's ``Gather`` splitting a fused q/k/v projection): a view, a slice of width 1 that
     then loses the axis when ``i`` is a scalar. The index is checked here, once: a view has
     no run-time bounds check."""
-    if op.info is None or op.info.name != "take" or not _view_enabled(low, op):
+    if not _view_enabled(low, op, "take"):
         return False
     src, idx = op.ins
     index = low.const_array(idx)
@@ -470,7 +472,7 @@ def lower_take(low: RegionLowering, op: Op) -> bool:
 
 
 def lower_concatenate(low: RegionLowering, op: Op) -> bool:
-    if op.info is None or op.info.name != "concatenate" or not _view_enabled(low, op):
+    if not _view_enabled(low, op, "concatenate"):
         return False
     (out,) = op.outs
     res = low.result(out)
@@ -489,7 +491,7 @@ def lower_concatenate(low: RegionLowering, op: Op) -> bool:
 
 
 def lower_pad(low: RegionLowering, op: Op) -> bool:
-    if op.info is None or op.info.name != "pad" or not _view_enabled(low, op):
+    if not _view_enabled(low, op, "pad"):
         return False
     (src,) = op.ins
     (out,) = op.outs
@@ -510,7 +512,7 @@ def lower_pad(low: RegionLowering, op: Op) -> bool:
 
 
 def lower_full(low: RegionLowering, op: Op) -> bool:
-    if op.info is None or op.info.name != "full" or not _view_enabled(low, op):
+    if not _view_enabled(low, op, "full"):
         return False
     (out,) = op.outs
     value = op.attrs["value"]
