@@ -15,8 +15,9 @@ graph, not at how the user wrote it:
   any strides, with a following multiplication by a constant as its scale;
 - layout ops (transpose, slice, reshape, broadcast) are views: strides, not copies;
   concatenate and pad are copies into views of their result;
-- the families of `shapevm.jit.backend.families` (convolution, pooling, row ops, fused
-  elementwise chains) add their own lowerings to the tuple where their kernels exist.
+- the other modules of the package (`convs`, `rowpatterns`, `chains`) hold the lowerings of
+  convolution, pooling, row ops and fused elementwise chains; `registry.LOWERINGS` orders
+  them all.
 
 An op no lowering takes raises `Unsupported`; `native_reason` says beforehand which ops
 those are, so the compiler keeps them interpreted and splits the region around them.
@@ -85,6 +86,7 @@ class RegionLowering:
         self.input_values: list[int] = []
         self.patterns: list[str] = []
         self.folded: dict[int, np.ndarray[Any, Any]] = {}  # value -> constant it folds to
+        self._const_regs: dict[Reg, int] | None = None
         self.blocked: dict[int, int] = {}  # value -> its tensor in the blocked conv layout
 
     # -- tensors ----------------------------------------------------------------------------
@@ -187,11 +189,6 @@ class RegionLowering:
         self.emit(Kernel(N.OP_COPY, [tid], [copy], pcs=pcs, label="copy"))
         return copy
 
-    def contiguous_rows(self, tid: int, pcs: tuple[int, ...] = ()) -> int:
-        """``tid`` if its last axis has unit stride whatever the shape (C-contiguous), else
-        a contiguous copy (row kernels read rows of unit stride)."""
-        return self.contiguous(tid, pcs)
-
     def contiguous_last(self, tid: int, pcs: tuple[int, ...] = ()) -> int:
         """``tid`` if its last axis surely has unit stride (any other strides), else a
         contiguous copy."""
@@ -249,7 +246,7 @@ class RegionLowering:
             self.folded[vid] = array
             return array
         if v.kind == "input":  # a register that only ever holds a LOAD_CONST of the function
-            index = _const_register(self.graph, v.reg)
+            index = self._const_registers().get(v.reg)
             if index is not None:
                 self.folded[vid] = self.constants[index]
                 return self.folded[vid]
@@ -268,6 +265,25 @@ class RegionLowering:
         self.folded[vid] = np.asarray(out)
         return self.folded[vid]
 
+    def _const_registers(self) -> dict[Reg, int]:
+        """The registers defined once in the function, by ``LOAD_CONST``, and their constant
+        index (one scan of the function, at the first question)."""
+        found = self._const_regs
+        if found is None:
+            from shapevm.bytecode.program import LoadConst
+
+            defs: dict[Reg, list[Any]] = {}
+            for _, _, instr in self.graph.function.instructions():
+                for reg in instr.defs():
+                    defs.setdefault(reg, []).append(instr)
+            found = {
+                reg: d[0].const
+                for reg, d in defs.items()
+                if len(d) == 1 and isinstance(d[0], LoadConst)
+            }
+            self._const_regs = found
+        return found
+
     def literals(self, op: Op) -> list[Any]:
         """The operands of an op call as written: value ids for tensors, literals as is."""
         assert isinstance(op.instr, OpCall)
@@ -285,6 +301,7 @@ class RegionLowering:
         for op in self.graph.ops:
             if op.pos in self.claimed:
                 continue
+            self.check()  # an abandoned compile (or a lowering past its timeout) stops here
             if op.kind == "const":
                 continue  # a tensor only when a kernel reads it (`tensor`): packed weights
                 # are read through `const_array`, and need no C-ordered copy of their own
@@ -337,16 +354,6 @@ class RegionLowering:
 
 
 Lowering = Callable[[RegionLowering, Op], bool]
-
-
-def _const_register(graph: RegionGraph, reg: Reg) -> int | None:
-    """The constant index when ``reg`` is defined once in the function, by LOAD_CONST."""
-    from shapevm.bytecode.program import LoadConst
-
-    defs = [i for _, _, i in graph.function.instructions() if reg in i.defs()]
-    if len(defs) == 1 and isinstance(defs[0], LoadConst):
-        return defs[0].const
-    return None
 
 
 # -- layout ops: views ------------------------------------------------------------------------
@@ -800,30 +807,18 @@ def lower_matmul(low: RegionLowering, op: Op) -> bool:
     return True
 
 
-BASE_LOWERINGS: tuple[Lowering, ...] = (
-    lower_dense,
-    lower_matmul,
-    lower_layout,
-    lower_concatenate,
-    lower_pad,
-    lower_full,
-)
-"""The lowerings of the executor's own kernels, in priority order; `families` adds the
-kernel families' lowerings to make `shapevm.jit.backend.LOWERINGS`."""
-
-
 def lower_region(
     graph: RegionGraph,
     constants: Sequence[np.ndarray[Any, Any]],
-    lowerings: Sequence[Lowering] = BASE_LOWERINGS,
+    lowerings: Sequence[Lowering],
     check: Callable[[], None] = lambda: None,
 ) -> Lowered:
-    """The region as executor kernels; `Unsupported` if an op cannot be lowered."""
+    """The region as executor kernels, by ``lowerings`` in their order (`registry.LOWERINGS`
+    or a selection of it); `Unsupported` if an op cannot be lowered."""
     return RegionLowering(graph, constants, check).run(lowerings)
 
 
 __all__ = [
-    "BASE_LOWERINGS",
     "Lowering",
     "RegionLowering",
     "Unsupported",

@@ -18,7 +18,7 @@ interpreter runs it) are evaluated for given dimension values by `MemoryPlan.byt
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,6 @@ import numpy as np
 from shapevm.jit.backend import nodes as N
 from shapevm.jit.backend.dims import MAX, DimHeap
 from shapevm.jit.backend.nodes import Lowered
-from shapevm.shapes import DimExpr
 
 
 def _key(d: Any) -> Any:
@@ -206,7 +205,3 @@ def build_spec(low: Lowered, plan: MemoryPlan, heap: DimHeap, threads: int = 0) 
         "consts": consts,
         "threads": threads,
     }
-
-
-def unused(_: Sequence[DimExpr]) -> None:  # pragma: no cover
-    pass

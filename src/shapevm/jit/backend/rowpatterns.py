@@ -250,7 +250,7 @@ def lower_rowop(low: Any, op: Op) -> bool:
     }
     if not all(native_enabled(r, "native_rowop") for r in reductions):
         return False
-    x = low.contiguous_rows(low.tensor(found.x), (op.pc,))
+    x = low.contiguous(low.tensor(found.x), (op.pc,))
     out = low.result(found.out)
     kernel = make(found.kind, eps=found.eps, scale=found.scale, gamma=found.gamma, beta=found.beta)
     pcs = tuple(sorted(low.graph.ops[p].pc for p in found.positions))
