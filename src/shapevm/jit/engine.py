@@ -347,7 +347,7 @@ class JitEngine:
         if self._report is None:
             self.report  # noqa: B018  (outside the lock: type inference takes milliseconds)
         values = tuple(env[v] for v in self.variables)
-        variant, job, failed = self._decide(values)
+        variant, job, failed, own = self._decide(values)
         if job is not None and (not self.options.background or job.first):
             # Without background: compiled now, so that the next call finds the variant.
             # The function's first variant: queued before this call runs (see _Job.first).
@@ -359,7 +359,11 @@ class JitEngine:
             if failed is not None:
                 raise JitCompileError(self.name, failed.key, failed.reason)
             if variant is not None and variant.whole and bctrace.ACTIVE is None:
-                if self.policy.key(values) == variant.key:
+                if own and (
+                    not isinstance(self.policy, AdaptivePolicy) or variant.key[0] == "exact"
+                ):
+                    # the key's own variant, not a borrowed one; in adaptive mode not a shared
+                    # power-of-two one either, whose shapes must keep counting towards their own
                     self._remember_fast(arrays, values, variant)
                 return variant.run(arrays, env)
             plan = variant.plan_for(env) if variant is not None else self.executable.plan_for(env)
@@ -381,7 +385,10 @@ class JitEngine:
 
     def _decide(
         self, values: tuple[int, ...]
-    ) -> tuple[Variant | None, _Job | _Tier3Job | None, VariantRecord | None]:
+    ) -> tuple[Variant | None, _Job | _Tier3Job | None, VariantRecord | None, bool]:
+        """The variant to run (None: interpret), a job to submit, a failed record whose calls
+        raise, and whether the variant is the key's own (the policy's key is asked once:
+        the adaptive policy counts each question)."""
         now = time.monotonic()
         g = stats.COUNTERS
         c = self.counters
@@ -394,30 +401,30 @@ class JitEngine:
             if key is None:
                 c.out_of_range += 1
                 g.out_of_range += 1
-                return None, None, None
+                return None, None, None, False
             rec = self._records.get(key)
             if rec is not None and rec.status == READY:
-                return self._hit(rec, now), self._tier3_job(rec), None
+                return self._hit(rec, now), self._tier3_job(rec), None, True
             if rec is None and not self._records and self._ahead is not None:
                 rec = self._ready_now(key, values)
                 if rec is not None:
-                    return self._hit(rec, now), self._tier3_job(rec), None
+                    return self._hit(rec, now), self._tier3_job(rec), None, True
             job = None
             if rec is None:
                 job = self._count(key, values)
             elif rec.status == FAILED and not self.options.fallback:
-                return None, None, rec
+                return None, None, rec, False
             if isinstance(self.policy, AdaptivePolicy) and key[0] == "exact":
                 shared = self._records.get(("pow2", tuple(pow2(v) for v in values)))
                 if shared is not None and shared.status == READY:
-                    return self._hit(shared, now), job, None
+                    return self._hit(shared, now), job, None, False
             if rec is None or rec.status in (QUEUED, COMPILING):
                 lender = self._lender()
                 if lender is not None:
                     c.borrowed_calls += 1
                     g.borrowed_calls += 1
-                    return self._hit(lender, now), job, None
-            return None, job, None
+                    return self._hit(lender, now), job, None, False
+            return None, job, None, False
 
     def _ready_now(self, key: Key, values: tuple[int, ...]) -> VariantRecord | None:
         """The first key's variant over the code lowered ahead, made in this call (under
@@ -426,8 +433,8 @@ class JitEngine:
         rec = VariantRecord(self, key, values)
         ref = self.policy.reference_values(key, values)
         try:
-            variant = self.compiler.compile(
-                self.executable, self.report, key, dict(zip(self.variables, ref, strict=True))
+            variant = native_tier().Variant(
+                self.executable, key, self._ahead, dict(zip(self.variables, ref, strict=True))
             )
         except Exception:  # the hot_threshold path compiles it and records why
             self._ahead = None
@@ -451,7 +458,10 @@ class JitEngine:
         records are evicted with the reason); the function is lowered again at once under
         the new table when it lowers ahead, and its keys compile again when hot."""
         with stats.LOCK:
-            self._generation = scheduler.generation()
+            generation = scheduler.generation()
+            if generation == self._generation:
+                return  # another call has handled it
+            self._generation = generation
             self._ahead = None
             self._fast = {}
             self._bind = None

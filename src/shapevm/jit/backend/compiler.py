@@ -17,6 +17,7 @@ from shapevm.jit.backend.registry import lowerings_named
 from shapevm.jit.backend.variant import Variant
 from shapevm.jit.errors import CompileCancelled, NoNativeCode
 from shapevm.jit.regions import RegionReport
+from shapevm.runtime import scheduler
 from shapevm.runtime.interpreter import Executable
 
 __all__ = ["CompileCancelled", "Compiler", "NoNativeCode"]
@@ -55,6 +56,7 @@ class Compiler:
             failed = self._failed.get(id(executable))
         if failed is not None and failed[0] is executable:
             raise failed[1].with_traceback(None)
+        generation = scheduler.generation()
         try:
             nf = lower_function(
                 executable,
@@ -74,6 +76,10 @@ class Compiler:
             with self._lock:
                 self._failed[id(executable)] = (executable, exc)
             raise
+        if scheduler.generation() != generation:
+            # The capability table changed while this lowered: its code may use a kernel
+            # the new table removed (the engine has cancelled the record it was for).
+            raise CompileCancelled("the capability table changed during the lowering")
         with self._lock:
             self._functions[id(executable)] = (executable, nf)
         return nf
