@@ -301,7 +301,7 @@ def test_adaptive_mode_gives_a_frequent_shape_its_own_variant():
         args = mlp_inputs(batch)
         assert_same(numpy_mlp(*args), j(*args))
         if n == 2:  # b=5 seen twice: each call counts once (it was counted twice per call)
-            assert statuses(j) == {("pow2", ((4, 8),)): "ready"}
+            assert j.engines[0].policy.seen[(5,)] == 2
     assert statuses(j) == {("pow2", ((4, 8),)): "ready", ("exact", (5,)): "ready"}
     rows = {r["key"][0]: r["hits"] for r in j.jit_info()}
     assert rows == {"pow2": 3, "exact": 1}  # b=5 used the bucket's variant until its own was ready
