@@ -107,6 +107,7 @@ def run_stream(recipe: list[tuple[Any, ...]], seed: int, **options: Any) -> None
     rng = np.random.default_rng(seed)
     w = rng.normal(size=(0, 5))
     fun = make_function(recipe)
+    has_exp = any(s[:2] == ("unary", "exp") for s in recipe)
     j = sv.jit(fun, shapes=["b, n", "n", "n, 5"], hot_threshold=1, background=False, **options)
     for b, n in SHAPES:
         x = rng.normal(size=(b, n)).astype(np.float32)
@@ -116,11 +117,10 @@ def run_stream(recipe: list[tuple[Any, ...]], seed: int, **options: Any) -> None
             got = j(x, y, w)
             (engine,) = j.engines
             ref = engine.executable(x, y, w)
-        assert_same(ref, got, rtol=2e-6, exp_chains=True)
+        assert_same(ref, got, rtol=2e-6, exp_chains=has_exp)
     stats = j.jit_stats()
     assert stats["failures"] == 0, [r["reason"] for r in j.jit_info()]
-    if options.get("cache_mode") != "bucket":
-        assert stats["compiled_calls"] > 0
+    assert stats["compiled_calls"] > 0  # (every shape of SHAPES is in a bucket too)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=[m["cache_mode"] for m in MODES])
@@ -177,4 +177,4 @@ def test_layout_ops_are_views_and_agree_with_the_interpreter() -> None:
     kernels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
     # the slices and transposes are views: what runs are the copies into the results
     # (results are fresh arrays), the chains and the reshape of a transposed view
-    assert "matmul" not in kernels and len(kernels) <= 6, kernels
+    assert "matmul" not in kernels and 1 <= len(kernels) <= 6, kernels
