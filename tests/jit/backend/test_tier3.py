@@ -171,3 +171,20 @@ def test_no_compiler_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         monkeypatch.undo()
         toolchain.reset()
+
+
+def test_patch_takes_generated_code_only() -> None:
+    """`Executor.patch` calls what it is given with the generated code's environment as
+    its data: a family's kernel (which reads its own data there) is refused."""
+
+    @sv.jit(shapes="b, 16", tier3=False)
+    def chain(z: Any) -> Any:
+        return snp.tanh(z * 1.5) + z
+
+    chain(np.ones((2, 16), np.float32))
+    (row,) = chain.jit_info()
+    fn = chain.engines[0].variant(row["key"]).function
+    (region,) = fn.regions
+    index = next(i for i, k in enumerate(region.lowered.kernels) if k.chain is not None)
+    with pytest.raises(native.NativeKernelError, match="not generated code"):
+        fn.direct.patch(index, native.rowop_kernel("softmax"))

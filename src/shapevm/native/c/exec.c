@@ -292,7 +292,10 @@ static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObj
                 return bad("dense needs a PackedDense, x and one result", found), -1;
             in->obj = Py_NewRef(obj);
         } else if (in->op == SVX_OP_EXTERNAL) {
-            sv_exec_kernel *k = PyCapsule_GetPointer(obj, "shapevm.exec_kernel");
+            /* a family's kernel, or generated code run as tier 2 (its self is NULL) */
+            const char *name = PyCapsule_IsValid(obj, SV_GEN_KERNEL) ? SV_GEN_KERNEL
+                                                                      : "shapevm.exec_kernel";
+            sv_exec_kernel *k = PyCapsule_GetPointer(obj, name);
             if (!k) return -1;
             in->kernel = k->run;
             in->kself = k->self;
@@ -849,7 +852,13 @@ static PyObject *exec_patch(Executor *e, PyObject *args) {
         return sv_raise("Executor.patch", "no such chain instruction",
                         "the index of an instruction that runs a chain", "another index",
                         "patch the chain instructions only");
-    sv_exec_kernel *k = PyCapsule_GetPointer(cap, "shapevm.exec_kernel");
+    /* only generated code: it is called with the generated code's environment as self,
+     * which a family's kernel (its own static data as self) would misread */
+    if (!PyCapsule_IsValid(cap, SV_GEN_KERNEL))
+        return sv_raise("Executor.patch", "not generated code",
+                        "a kernel from shapevm.native.load_kernel", Py_TYPE(cap)->tp_name,
+                        "patch in generated kernels only; a family's kernel is an instruction");
+    sv_exec_kernel *k = PyCapsule_GetPointer(cap, SV_GEN_KERNEL);
     if (!k) return NULL;
     svx_instr *in = &e->instrs[index];
     gen_env.threads = sv_pool_threads();

@@ -85,7 +85,11 @@ typedef struct svx_instr {
     const void *kself;     /* EXTERNAL: its static data */
 } svx_instr;
 
-/* The capsule an EXTERNAL instruction's object carries (name "shapevm.exec_kernel"). */
+/* Generated code's capsule (load_kernel); the only kind Executor.patch takes. */
+#define SV_GEN_KERNEL "shapevm.gen_kernel"
+
+/* The capsule an EXTERNAL instruction's object carries (name "shapevm.exec_kernel", or
+ * SV_GEN_KERNEL). */
 typedef struct sv_exec_kernel {
     svx_kernel_fn run;
     const void *self;

@@ -151,7 +151,7 @@ static int run_rowop(const void *vself, const svx_tensor *ins, int nin, const sv
     for (int d = 0; d < op.nd; d++) op.lead[d] = x->shape[d];
     op.n = x->shape[x->ndim - 1];
     if (op.n < 1) return 0;
-    if (r->gamma && op.n != r->n) {
+    if ((r->gamma || r->beta) && op.n != r->n) {
         *err = "row op: rows of another length than its weights";
         return -1;
     }

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 static void kernel_capsule_free(PyObject *cap) {
-    PyMem_Free(PyCapsule_GetPointer(cap, "shapevm.exec_kernel"));
+    PyMem_Free(PyCapsule_GetPointer(cap, SV_GEN_KERNEL));
     /* the library stays loaded: an executor may still hold the function */
 }
 
@@ -35,7 +35,7 @@ static PyObject *py_load_kernel(PyObject *self, PyObject *args) {
     if (!k) return PyErr_NoMemory();
     k->self = NULL;
     *(void **)&k->run = fn;
-    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", kernel_capsule_free);
+    PyObject *cap = PyCapsule_New(k, SV_GEN_KERNEL, kernel_capsule_free);
     if (!cap) PyMem_Free(k);
     return cap;
 }
