@@ -19,8 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from shapevm import native
 from shapevm.bytecode.program import (
     BindInputs,
@@ -326,15 +324,3 @@ def _is_var(d: DimExpr) -> bool:
         and len(terms[0][0]) == 1
         and (terms[0][0][0][1] == 1 and terms[0][0][0][0].op == "var")
     )
-
-
-def run_direct(
-    nf: NativeFunction,
-    arrays: Sequence[np.ndarray[Any, Any]],
-    env: Mapping[str, int] | None,
-    variables: Sequence[str],
-) -> Any:
-    if nf.direct_needs_dims:
-        assert env is not None
-        return nf.direct(tuple(env[v] for v in variables), *arrays)
-    return nf.direct(*arrays)

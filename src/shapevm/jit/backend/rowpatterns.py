@@ -237,9 +237,7 @@ def lower_rowop(low: Any, op: Op) -> bool:
     from shapevm.jit.backend.nodes import Kernel
     from shapevm.runtime.scheduler import native_enabled
 
-    make = getattr(native, "rowop_kernel", None)
-    if make is None:
-        return False
+    make = native.rowop_kernel
     found = match_row(low, op)
     if found is None:
         return False
@@ -271,9 +269,9 @@ def lower_attention(low: Any, op: Op) -> bool:
     from shapevm.jit.backend.nodes import Kernel
     from shapevm.runtime.scheduler import native_enabled
 
-    make = getattr(native, "attention_kernel", None)
+    make = native.attention_kernel
     info = op.info
-    if make is None or info is None or info.name != "matmul":
+    if info is None or info.name != "matmul":
         return False
     if not (native_enabled("matmul", "native_matmul") and native_enabled("max", "native_rowop")):
         return False

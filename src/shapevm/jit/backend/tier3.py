@@ -12,7 +12,6 @@ kernels out again (eviction, a capability patch).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,6 @@ class Patches:
     compile_ms: float = 0.0
     built: int = 0
     build_ms: list[float] = field(default_factory=list)  # each library compiled (not cached)
-    cached: int = 0
     skipped: list[str] = field(default_factory=list)
     sources: list[tuple[str, str]] = field(default_factory=list)  # (kernel label, C source)
 
@@ -84,7 +82,6 @@ def generate(
             out.built += not built.cached
             if not built.cached:
                 out.build_ms.append(built.compile_ms)
-            out.cached += built.cached
             capsule = toolchain.load(built)
             for executor in executors:
                 slot = executor.patch(index, capsule)
@@ -93,7 +90,3 @@ def generate(
                 else:
                     out.skipped.append(f"{kernel.label}: every slot of the instruction is taken")
     return out
-
-
-def elapsed_ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1e3

@@ -76,7 +76,6 @@ class Variant:
         values = tuple(env[v] for v in self.variables)
         plan = self._plans.get(values)
         if plan is None:
-            plan = None
             if self.function.whole:  # one region call: no interpreted step around it
                 first = self.executable.fn.blocks[0].instrs[0]
                 call = _RegionCall(self.regions[0], values, env)
