@@ -145,3 +145,32 @@ def test_a_capability_patch_lowers_the_function_again_at_its_next_call():
     assert stats["evictions"] >= 1 and stats["failures"] == 0
     assert [r["status"] for r in f.jit_info() if r["status"] != "evicted"] == ["ready"]
     assert f.jit_info()[-1]["hits"] == 1
+
+
+def test_generated_c_past_the_timeout_is_recorded_as_failed(monkeypatch):
+    from shapevm.jit.backend import tier3
+
+    def slow_build(variant, env, specialize, check):
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            check()  # cooperative: stops once the job is abandoned
+        raise AssertionError("not abandoned")
+
+    monkeypatch.setattr(tier3, "available", lambda: None)
+    monkeypatch.setattr(tier3, "generate", slow_build)
+    f = sv.jit(
+        lambda z: snp.tanh(z * 1.5) + z,
+        shapes="b, 16",
+        hot_threshold=1,
+        background=False,
+        compile_timeout_s=0.3,
+        ahead=False,
+    )
+    x = np.ones((2, 16), np.float32)
+    f(x)  # lowered in time, then its generated C runs past the timeout
+    (row,) = f.jit_info()
+    assert row["status"] == "ready"
+    assert row["tier3"] == "failed: timeout: compile exceeded 0.3 s"
+    assert f.jit_stats()["tier3_failures"] == 1
+    assert_same(np.tanh(x * 1.5) + x, f(x))  # tier 2 runs on

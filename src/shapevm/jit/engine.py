@@ -156,6 +156,9 @@ class _Job:
         self.engine._compile(self.record)
 
     def abandon(self) -> None:
+        if self.record.status == READY:  # lowered in time; its generated C ran past it
+            _Tier3Job(self.engine, self.record).abandon()
+            return
         self.engine._abandon(self.record, f"timeout: compile exceeded {self.timeout_s} s")
 
 
