@@ -12,7 +12,6 @@ import pytest
 
 import shapevm as sv
 import shapevm.numpy as snp
-from shapevm.jit import Compiler, lowering_names
 from tests.jit.programs import (
     assert_same,
     exported_mlp,
@@ -20,6 +19,7 @@ from tests.jit.programs import (
     jitted_mlp,
     mlp_inputs,
 )
+from tests.jit.test_engine import injected, sleeping  # noqa: F401  (a fixture)
 
 
 def test_the_first_call_runs_native_and_other_shapes_borrow_it():
@@ -83,19 +83,7 @@ def test_generated_c_waits_for_hot_threshold_calls_of_the_key(monkeypatch):
     assert row["tier3"].startswith("failed: RuntimeError") and row["tier"] == 2
 
 
-def _sleeping_compiler(function: str, seconds: float) -> Compiler:
-    def lowering(low, op):
-        if low.graph.function.name == function:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                time.sleep(0.01)
-                low.check()
-        return False
-
-    return Compiler([("sleepy", lowering), *lowering_names()])
-
-
-def test_a_lowering_past_the_timeout_leaves_the_function_interpreted():
+def test_a_lowering_past_the_timeout_leaves_the_function_interpreted(injected):  # noqa: F811
     def sluggish(x):
         return x + 1.0
 
@@ -103,7 +91,7 @@ def test_a_lowering_past_the_timeout_leaves_the_function_interpreted():
         sluggish,
         shapes="b",
         compile_timeout_s=0.2,
-        compiler=_sleeping_compiler("sluggish", 3.0),
+        compiler=injected("sluggish", sleeping(3.0)),
     )
     x = np.arange(3, dtype=np.float32)
     t0 = time.perf_counter()
