@@ -176,6 +176,13 @@ def reshape(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
     return ShapeResult((tuple(new),), (cond,))
 
 
+def transpose_perm(attrs: Attrs, ndim: int) -> tuple[int, ...]:
+    """``transpose``'s permutation of ``ndim`` axes: ``perm``, or the axes reversed when it
+    is absent (as `transpose` computes the shape)."""
+    perm = attrs.get("perm")
+    return tuple(range(ndim - 1, -1, -1)) if perm is None else tuple(perm)  # type: ignore[arg-type]
+
+
 def transpose(shapes: Sequence[SymShape], attrs: Attrs) -> ShapeResult:
     """Permute axes by ``perm`` (reversed when absent)."""
     (shape,) = shapes

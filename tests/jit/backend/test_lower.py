@@ -299,3 +299,14 @@ def test_a_value_read_outside_a_chain_keeps_its_reduction_out_of_the_chain() -> 
         for want, got in zip(exp.call(x), fast(x), strict=True):
             np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
     assert fast.jit_stats()["compiled_calls"] == 2 and fast.jit_stats()["failures"] == 0
+
+
+def test_a_transpose_without_perm_reverses_the_axes_natively() -> None:
+    """``perm`` is optional in the op table (the axes reversed); the lowering read it as
+    given and failed with a TypeError on a program that left it out."""
+    exp, _ex, nf = lowered(lambda x: bind_op("transpose", [x], {}) * 2.0)
+    assert nf.regions and not nf.interpreted
+    fast = exp.jit(tier3=False)
+    x = RNG.standard_normal((5, 32)).astype(np.float32)
+    np.testing.assert_array_equal(fast(x), exp.call(x))
+    assert fast.jit_stats()["compiled_calls"] == 1 and fast.jit_stats()["failures"] == 0

@@ -37,6 +37,7 @@ from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
 from shapevm.jit.graph import Op, RegionGraph
 from shapevm.native import ACTIVATIONS, pack_dense
 from shapevm.ops import DType, OpFlag
+from shapevm.ops.shape_rules import transpose_perm
 from shapevm.runtime.scheduler import native_enabled
 
 F32 = np.dtype(np.float32)
@@ -136,7 +137,7 @@ class RegionLowering:
         t_op = self.sole_user(vid)
         if t_op is None or t_op.info is None or t_op.info.name != "transpose":
             return self.result(vid)
-        perm = tuple(t_op.attrs["perm"])
+        perm = transpose_perm(t_op.attrs, len(graph.value(vid).shape))
         if unit_last and perm[-1] != len(perm) - 1:
             return self.result(vid)
         r_op = self.sole_user(t_op.outs[0])
@@ -430,7 +431,7 @@ def lower_layout(low: RegionLowering, op: Op) -> bool:
     if info.name == "reshape":
         lower_reshape_value(low, src, out)
     elif info.name == "transpose":
-        perm = tuple(op.attrs["perm"])
+        perm = transpose_perm(op.attrs, len(low.graph.value(src).shape))
         low.bind_view(out, base, N.V_TRANSPOSE, perm == tuple(range(len(perm))), params=perm)
     elif info.name == "slice":
         starts, stops, steps = op.attrs["start"], op.attrs["stop"], tuple(op.attrs["step"])

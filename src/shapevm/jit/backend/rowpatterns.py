@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from shapevm.jit.graph import Op
+from shapevm.ops.shape_rules import transpose_perm
 
 ROW_REDUCTIONS = ("sum", "max", "min", "mean")
 
@@ -287,7 +288,7 @@ def lower_attention(low: Any, op: Op) -> bool:
         or producer.info is None
         or producer.info.name != "transpose"
         or nd < 2
-        or tuple(producer.attrs["perm"]) != (*range(nd - 2), nd - 1, nd - 2)
+        or transpose_perm(producer.attrs, nd) != (*range(nd - 2), nd - 1, nd - 2)
         or len(low.users(kt_v)) != 1
     ):
         return False
