@@ -1,15 +1,15 @@
 """shapevm: a virtual machine for tensor programs whose shapes change at run time."""
 
 import os as _os
+from typing import TYPE_CHECKING
 
-from shapevm import lax, nn, numpy, vm  # public submodules: `sv.lax` as `jax.lax`
+from shapevm import lax, nn, numpy  # public submodules: `sv.lax` as `jax.lax`
+from shapevm._lazy import lazy_names
 from shapevm.bytecode.errors import BytecodeFormatError, VerifyError
 from shapevm.frontend.errors import ConcreteValueError, TracingError
 from shapevm.frontend.export import Exported, deserialize, export, load
-from shapevm.frontend.jit import Jitted, jit  # after shapevm.jit (the package) is loaded
 from shapevm.jit.errors import JitCompileError
 from shapevm.runtime.binding import InputCountError, InputDTypeError
-from shapevm.runtime.interpreter import RuntimeOpError
 from shapevm.shapes import (
     DimExpr,
     DimSize,
@@ -24,6 +24,20 @@ from shapevm.shapes import (
     solve_dim_vars,
     symbolic_args_specs,
     symbolic_shape,
+)
+
+# isort: split
+# Last: importing the package `shapevm.jit` (above, for its errors) set the attribute
+# ``shapevm.jit`` to the package; the public ``shapevm.jit`` is the function.
+from shapevm.frontend.jit import Jitted, jit
+
+if TYPE_CHECKING:
+    from shapevm import vm
+    from shapevm.runtime.interpreter import RuntimeOpError
+
+# `shapevm.vm` and the interpreter load on first use (see `shapevm._lazy`).
+__getattr__, __dir__ = lazy_names(
+    __name__, {"vm": "shapevm.vm", "RuntimeOpError": "shapevm.runtime.interpreter"}
 )
 
 __version__ = "0.1.0"

@@ -13,6 +13,9 @@
 True
 """
 
+from typing import TYPE_CHECKING
+
+from shapevm._lazy import lazy_names
 from shapevm.bytecode.errors import (
     BytecodeFormatError,
     BytecodeSyntaxError,
@@ -20,7 +23,6 @@ from shapevm.bytecode.errors import (
     VerifyError,
 )
 from shapevm.bytecode.isa import OPCODES, Opcode, OpcodeInfo, Reg, RegKind
-from shapevm.bytecode.parser import parse_program, parse_type
 from shapevm.bytecode.printer import format_program, print_program
 from shapevm.bytecode.program import (
     BindInputs,
@@ -56,6 +58,14 @@ from shapevm.bytecode.shape_expr import (
     parse_shape_expr,
 )
 from shapevm.bytecode.verify import check, verify
+
+if TYPE_CHECKING:
+    from shapevm.bytecode.parser import parse_program, parse_type
+
+# The text parser loads on first use (see `shapevm._lazy`).
+__getattr__, __dir__ = lazy_names(
+    __name__, dict.fromkeys(("parse_program", "parse_type"), "shapevm.bytecode.parser")
+)
 
 __all__ = [
     "OPCODES",

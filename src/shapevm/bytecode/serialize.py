@@ -1,13 +1,17 @@
-"""Public entry points of the binary format: `serialize`, `deserialize`, `save`, `load`."""
+"""Public entry points of the binary format: `serialize`, `deserialize`, `save`, `load`.
+
+The reader and the writer load at their first use: ``import shapevm`` does not need them.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from shapevm.bytecode.binary_reader import decode, map_file
-from shapevm.bytecode.binary_writer import save, serialize
-from shapevm.bytecode.program import Program
 from shapevm.bytecode.verify import verify as _verify
+
+if TYPE_CHECKING:
+    from shapevm.bytecode.program import Program
 
 Source = bytes | bytearray | memoryview | str | os.PathLike[str]
 
@@ -29,11 +33,27 @@ def deserialize(data: Source, *, verify: bool = True, check_data: bool = False) 
     >>> deserialize(serialize(p)) == p
     True
     """
+    from shapevm.bytecode.binary_reader import decode, map_file
+
     buffer = map_file(data) if isinstance(data, (str, os.PathLike)) else data
     program = decode(buffer, check_data=check_data).program
     if verify:
         _verify(program)
     return program
+
+
+def serialize(program: Program) -> bytes:
+    """The program in the binary format (`shapevm.bytecode.binary_writer.serialize`)."""
+    from shapevm.bytecode import binary_writer
+
+    return binary_writer.serialize(program)
+
+
+def save(program: Program, path: str | os.PathLike[str]) -> None:
+    """Write the program to ``path`` in the binary format."""
+    from shapevm.bytecode import binary_writer
+
+    binary_writer.save(program, path)
 
 
 def load(path: str | os.PathLike[str], *, verify: bool = True) -> Program:

@@ -15,14 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shapevm import _pytree
-from shapevm.bytecode.binary_writer import serialize as _serialize_program
 from shapevm.bytecode.program import Program
-from shapevm.bytecode.serialize import deserialize as _deserialize_program
-from shapevm.bytecode.serialize import load as _load_program
 from shapevm.bytecode.verify import verify
 from shapevm.frontend.trace import LeafKind, Traced, trace
 from shapevm.runtime.binding import sym_dim
-from shapevm.runtime.interpreter import Executable
 from shapevm.shapes import DimExpr, ShapeDtypeStruct
 
 if TYPE_CHECKING:
@@ -66,6 +62,8 @@ class Exported:
         names = list(arg_names or _leaf_names(in_tree, self.leaf_kinds))
         self._arg_names = names
         array_names = [n for n, k in zip(names, self.leaf_kinds, strict=True) if k.is_array]
+        from shapevm.runtime.interpreter import Executable  # loads at the first use, not import
+
         self.executable = Executable(program, arg_names=array_names, verified=True)
         scope = self.executable.scope
         self.in_avals = tuple(
@@ -209,7 +207,9 @@ class Exported:
     # -- bytes ------------------------------------------------------------------------------
     def serialize(self) -> bytes:
         """The binary form: bytecode, constants, signature, constraints and trees."""
-        return _serialize_program(self.program)
+        from shapevm.bytecode.binary_writer import serialize  # the writer loads when used
+
+        return serialize(self.program)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         with open(path, "wb") as f:
@@ -357,9 +357,13 @@ def export(jitted: Jitted | Callable[..., Any]) -> Callable[..., Exported]:
 
 def deserialize(data: bytes | bytearray | memoryview) -> Exported:
     """The `Exported` of ``Exported.serialize()`` bytes (verified before use)."""
-    return Exported.from_program(_deserialize_program(data, verify=False))
+    from shapevm.bytecode.serialize import deserialize as read  # the reader loads when used
+
+    return Exported.from_program(read(data, verify=False))
 
 
 def load(path: str | os.PathLike[str]) -> Exported:
     """The `Exported` saved at ``path`` (memory-mapped, verified before use)."""
-    return Exported.from_program(_load_program(path, verify=False))
+    from shapevm.bytecode.serialize import load as read  # the reader loads when used
+
+    return Exported.from_program(read(path, verify=False))
