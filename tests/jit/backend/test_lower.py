@@ -310,3 +310,67 @@ def test_a_transpose_without_perm_reverses_the_axes_natively() -> None:
     x = RNG.standard_normal((5, 32)).astype(np.float32)
     np.testing.assert_array_equal(fast(x), exp.call(x))
     assert fast.jit_stats()["compiled_calls"] == 1 and fast.jit_stats()["failures"] == 0
+
+
+GAMMA = (1.0 + RNG.standard_normal(32) / 4).astype(np.float32)
+BETA = RNG.standard_normal(32).astype(np.float32)
+
+
+def _centred(x: Any) -> Any:
+    return x - snp.mean(x, axis=-1, keepdims=True)
+
+
+ROW_SPELLINGS: dict[str, tuple[Callable[[Any], Any], str | None]] = {
+    "layer norm, sqrt of the variance": (
+        lambda x: _centred(x) / snp.sqrt(snp.mean(_centred(x) ** 2, -1, keepdims=True) + 1e-5),
+        "layer_norm",
+    ),
+    "layer norm, var() and a reciprocal, affine": (
+        lambda x: (
+            _centred(x) * (1.0 / snp.sqrt(snp.var(x, axis=-1, keepdims=True) + 1e-5)) * GAMMA + BETA
+        ),
+        "layer_norm",
+    ),
+    "layer norm, beta first": (
+        lambda x: BETA + GAMMA * (_centred(x) / snp.sqrt(snp.var(x, -1, keepdims=True) + 1e-6)),
+        "layer_norm",
+    ),
+    "rms norm": (
+        lambda x: x / snp.sqrt(snp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * GAMMA,
+        "rms_norm",
+    ),
+    "softmax, max subtracted": (
+        lambda x: (lambda e: e / snp.sum(e, -1, keepdims=True))(
+            snp.exp(x - snp.max(x, -1, keepdims=True))
+        ),
+        "softmax",
+    ),
+    "softmax of scaled scores": (
+        lambda x: (lambda e: e / snp.sum(e, -1, keepdims=True))(
+            snp.exp(x * 0.125 - snp.max(x * 0.125, -1, keepdims=True))
+        ),
+        "softmax",
+    ),
+    "log-softmax": (
+        lambda x: (lambda z: z - snp.log(snp.sum(snp.exp(z), -1, keepdims=True)))(
+            x - snp.max(x, -1, keepdims=True)
+        ),
+        "log_softmax",
+    ),
+    "a row sum that is not a norm": (
+        lambda x: x / (snp.sum(snp.abs(x), axis=-1, keepdims=True) + 1.0),
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROW_SPELLINGS))
+def test_row_ops_found_in_every_spelling(name: str) -> None:
+    """Norms and softmaxes written out are one row-op kernel; a look-alike is not."""
+    fn, label = ROW_SPELLINGS[name]
+    exp, ex, nf = lowered(fn)
+    row_kinds = {"layer_norm", "rms_norm", "softmax", "log_softmax"}
+    found = row_kinds & set(labels(nf))
+    assert found == ({label} if label else set()), labels(nf)
+    for n in (1, 3, 17):
+        run_both(exp, ex, nf, n)

@@ -187,10 +187,11 @@ def _probe_quiet(
             return None
     scalars = sorted(set(_scalars(low, chosen)) | {0.0, 1.0})
     used = [vectors[v] for v in {v for p in chosen for v in low.graph.ops[p].ins} if v in vectors]
-    for scale in scalars:
+    kinds = _softmax_kinds(got)
+    for scale in scalars if kinds else ():
         if scale == 0.0:
             continue
-        for kind in ("softmax", "log_softmax"):
+        for kind in kinds:
             if all(
                 _close(g, _softmax(p * scale, kind == "log_softmax"))
                 for g, p in zip(got, (small, large), strict=True)
@@ -203,11 +204,23 @@ def _probe_quiet(
         for eps in scalars:
             if eps < 0 or eps > 1.0:
                 continue
+            base = [_normalize(p, kind, eps) for p in (small, large)]
             for gamma, beta in affine:
-                want = [_norm(p, kind, eps, gamma, beta) for p in (small, large)]
-                if all(_close(g, w) for g, w in zip(got, want, strict=True)):
+                if all(_close(g, _affine(b, gamma, beta)) for g, b in zip(got, base, strict=True)):
                     return kind, eps, 1.0, gamma, beta
     return None
+
+
+def _softmax_kinds(got: list[Any]) -> tuple[str, ...]:
+    """The softmax kinds ``got`` can be, whatever the scale: a softmax's rows sum to 1, a
+    log-softmax's exponentials do (a cheap test before the scales are tried)."""
+    ones = [np.ones((*g.shape[:-1], 1)) for g in got]
+    kinds = []
+    for kind, rows in (("softmax", got), ("log_softmax", [np.exp(g) for g in got])):
+        sums = [r.sum(axis=-1, keepdims=True) for r in rows]
+        if all(_close(s, one) for s, one in zip(sums, ones, strict=True)):
+            kinds.append(kind)
+    return tuple(kinds)
 
 
 def _softmax(x: Any, log: bool) -> Any:
@@ -218,12 +231,13 @@ def _softmax(x: Any, log: bool) -> Any:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _norm(x: Any, kind: str, eps: float, gamma: Any, beta: Any) -> Any:
-    if kind == "layer_norm":
-        z = x - x.mean(axis=-1, keepdims=True)
-        y = z / np.sqrt((z * z).mean(axis=-1, keepdims=True) + eps)
-    else:
-        y = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+def _normalize(x: Any, kind: str, eps: float) -> Any:
+    """A layer norm's or an RMS norm's rows before the affine step (float64)."""
+    z = x - x.mean(axis=-1, keepdims=True) if kind == "layer_norm" else x
+    return z / np.sqrt((z * z).mean(axis=-1, keepdims=True) + eps)
+
+
+def _affine(y: Any, gamma: Any, beta: Any) -> Any:
     if gamma is not None:
         y = y * gamma
     if beta is not None:
