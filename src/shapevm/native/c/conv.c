@@ -123,7 +123,7 @@ static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
 static void scratch_free(void *v) {
     scratch *s = v;
-    sv_free(s->data);
+    sv_scratch_free(s->data, s->size);
     free(s);
 }
 
@@ -141,11 +141,11 @@ void *sv_conv_scratch(size_t bytes) {
         }
     }
     if (s->size < bytes) {
-        sv_free(s->data);
-        s->size = 0;
-        s->data = sv_alloc(bytes);
-        if (!s->data) return NULL;
-        s->size = bytes;
+        size_t size;
+        void *p = sv_scratch_grow(s->data, s->size, bytes, &size);
+        if (!p) return NULL;
+        s->data = p;
+        s->size = size;
     }
     return s->data;
 }

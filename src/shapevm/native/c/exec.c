@@ -67,7 +67,7 @@ static void arena_free(void *p) {
     else arenas = a->next;
     if (a->next) a->next->prev = a->prev;
     pthread_mutex_unlock(&arena_lock);
-    sv_free(a->data);
+    sv_scratch_free(a->data, a->size);
     free(a);
 }
 static void arena_init(void) { pthread_key_create(&arena_key, arena_free); }
@@ -89,11 +89,10 @@ static char *arena_get(size_t bytes) {
         pthread_mutex_unlock(&arena_lock);
     }
     if (a->size < bytes) {
-        size_t want = bytes + bytes / 4; /* grow-only, with room for the next shapes */
-        char *p = sv_alloc(want);
+        size_t want; /* grow-only, with room for the next shapes */
+        char *p = sv_scratch_grow(a->data, a->size, bytes + bytes / 4, &want);
         if (!p) return NULL;
         pthread_mutex_lock(&arena_lock); /* arena_pools reads size under the lock */
-        sv_free(a->data);
         a->data = p;
         a->size = want;
         pthread_mutex_unlock(&arena_lock);

@@ -1,11 +1,17 @@
 /* Instruction-set selection: the platform table is chosen once, at import, from the CPU's
  * features (as ONNX Runtime's MLAS does); SHAPEVM_ISA=avx512|avx2|generic forces a lower
  * level.  sv_set_isa switches later (tests run every level the machine has). */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* mremap */
+#endif
 #include "sv_internal.h"
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 static const sv_isa_table *_Atomic current;
 
@@ -93,3 +99,50 @@ void *sv_alloc(size_t bytes) {
 }
 
 void sv_free(void *p) { free(p); }
+
+/* Scratch that only grows (the executor's arena, a convolution's per-thread buffers).  On
+ * Linux a large one is an anonymous mapping grown with mremap: the pages earlier calls
+ * touched move with it, so a larger shape faults in only the pages it adds (freeing and
+ * allocating again faulted the whole buffer in at every growth: 2-3x a shape's steady time
+ * on its first call).  Those of 4 MiB and more ask for transparent huge pages.  A small one
+ * stays on the heap, whose pages are already resident.  Contents are not kept. */
+#if defined(__linux__) && !defined(SV_DEBUG) /* the debug build keeps ASan's redzones */
+#define SV_SCRATCH_MAPS
+static int mapped(size_t size) { return size >= SV_SCRATCH_MAP; }
+#endif
+
+void *sv_scratch_grow(void *old, size_t old_size, size_t bytes, size_t *size) {
+#ifdef SV_SCRATCH_MAPS
+    size_t want = (bytes + ((size_t)1 << 16) - 1) & ~(((size_t)1 << 16) - 1); /* pages */
+    if (mapped(bytes)) {
+        int remap = old && mapped(old_size);
+        void *p = remap ? mremap(old, old_size, want, MREMAP_MAYMOVE)
+                        : mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                               -1, 0);
+        if (p == MAP_FAILED) return NULL; /* the old buffer is still there */
+#ifdef MADV_HUGEPAGE
+        if (want >= ((size_t)4 << 20)) madvise(p, want, MADV_HUGEPAGE);
+#endif
+        if (!remap) sv_free(old);
+        *size = want;
+        return p;
+    }
+#endif
+    void *p = sv_alloc(bytes);
+    if (!p) return NULL;
+    sv_free(old);
+    (void)old_size;
+    *size = bytes;
+    return p;
+}
+
+void sv_scratch_free(void *p, size_t size) {
+#ifdef SV_SCRATCH_MAPS
+    if (p && mapped(size)) {
+        munmap(p, size);
+        return;
+    }
+#endif
+    (void)size;
+    sv_free(p);
+}

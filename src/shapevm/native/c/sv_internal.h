@@ -148,6 +148,11 @@ sv_pool_stats sv_pool_get_stats(void);
 /* memory */
 void *sv_alloc(size_t bytes); /* 64-byte aligned, NULL on failure */
 void sv_free(void *p);
+/* grow-only scratch: at least `bytes` (64-byte aligned) in place of `old` (whose size was
+ * `old_size`), its size in *size; NULL on failure, `old` then still valid.  Not copied. */
+#define SV_SCRATCH_MAP ((size_t)1 << 20) /* from this size on, a growing mapping */
+void *sv_scratch_grow(void *old, size_t old_size, size_t bytes, size_t *size);
+void sv_scratch_free(void *p, size_t size);
 
 /* gemm.c */
 int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk, int64_t sn);
