@@ -23,7 +23,7 @@ import numpy as np
 from shapevm.jit.backend.nodes import Kernel
 from shapevm.jit.graph import Op
 from shapevm.ops import DType
-from shapevm.runtime.scheduler import native_enabled
+from shapevm.runtime.scheduler import kernel_dtype, native_enabled
 
 Ref = tuple[str, Any]  # ("in", i) | ("lit", value) | ("node", j)
 REDUCTIONS = ("sum", "max", "min", "prod", "mean")
@@ -81,17 +81,14 @@ def _fusible(low: Any, op: Op) -> bool:
 
 
 def _kernel_dtype(low: Any, op: Op) -> DType:
-    """The dtype the capability db keys the op by: its first non-bool operand's (a literal
-    counts as float32), bool when every operand is bool."""
-    for kind, val in low.literals(op):
-        if kind == "c":
-            if not isinstance(val, bool):
-                return DType.F32
-            continue
-        dtype = low.graph.value(val).dtype
-        if dtype != np.dtype(np.bool_):
-            return DType.from_numpy(dtype)
-    return DType.BOOL
+    """The dtype the capability db keys the op by, as the interpreter computes it
+    (`scheduler.kernel_dtype`: a literal has none)."""
+    operands = [
+        None if kind == "c" else DType.from_numpy(low.graph.value(val).dtype)
+        for kind, val in low.literals(op)
+    ]
+    results = [DType.from_numpy(low.graph.value(v).dtype) for v in op.outs]
+    return kernel_dtype(operands, results)
 
 
 def _broadcasts(small: Sequence[Any], big: Sequence[Any]) -> bool:
