@@ -25,6 +25,8 @@ those are, so the compiler keeps them interpreted and splits the region around t
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +35,7 @@ import numpy as np
 from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.program import OpCall
 from shapevm.jit.backend import nodes as N
+from shapevm.jit.backend import probe
 from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
 from shapevm.jit.graph import Op, RegionGraph
 from shapevm.native import ACTIVATIONS, pack_dense
@@ -536,9 +539,10 @@ def lower_full(low: RegionLowering, op: Op) -> bool:
 _PROBE = np.concatenate([np.linspace(-8.0, 8.0, 161), [-0.3, -0.1, -1e-3, 1e-3, 0.1, 0.3]])
 
 
-def _act_reference(name: str, h: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    import math
-
+@functools.cache
+def _act_reference(name: str) -> np.ndarray[Any, Any]:
+    """The activation ``name`` on the probe values."""
+    h = _PROBE
     if name == "relu":
         return np.asarray(np.maximum(h, 0.0))
     if name == "gelu_tanh":
@@ -585,7 +589,7 @@ def match_activation(low: RegionLowering, h: int) -> tuple[str, list[int], int] 
             inside.add(op.outs[0])
     best: tuple[str, list[int], int] | None = None
     for end in members:
-        chosen = _ancestors(graph, members, end)
+        chosen = probe.ancestors(graph, members, end)
         produced = {graph.ops[p].outs[0] for p in chosen}
         exit_value = graph.ops[end].outs[0]
         closed = (
@@ -611,47 +615,15 @@ def _scalar_consts(low: RegionLowering, op: Op) -> set[int]:
     return out
 
 
-def _ancestors(graph: RegionGraph, members: Sequence[int], end: int) -> list[int]:
-    need = {end}
-    out: list[int] = []
-    for pos in sorted(members, reverse=True):
-        if pos in need:
-            out.append(pos)
-            for vid in graph.ops[pos].ins:
-                producer = graph.value(vid).producer
-                if producer in members:
-                    need.add(producer)
-    return sorted(out)
-
-
-def _probe_const(low: RegionLowering, vid: int) -> np.ndarray[Any, Any]:
-    array = low.const_array(vid)
-    assert array is not None
-    return np.asarray(array, np.float64)
-
-
 def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> str | None:
-    env: dict[int, Any] = {h: _PROBE.copy()}
     with np.errstate(all="ignore"):
         try:
-            for pos in chosen:
-                op = low.graph.ops[pos]
-                args = [
-                    val if kind == "c" else env[val] if val in env else _probe_const(low, val)
-                    for kind, val in low.literals(op)
-                ]
-                assert op.info is not None
-                (res,) = op.info.kernel(args, op.attrs)
-                env[op.outs[0]] = np.asarray(res, np.float64)
+            got = probe.evaluate(low, {h: _PROBE.copy()}, chosen)
         except Exception:  # an op that does not evaluate in float64: not an activation
             return None
-        got = env[low.graph.ops[chosen[-1]].outs[0]]
-        for name in ACTIVATIONS[1:]:
-            ref = _act_reference(name, _PROBE)
-            if got.shape == ref.shape and np.all(
-                np.abs(got - ref) <= 1e-6 * np.maximum(1.0, np.abs(ref))
-            ):
-                return name
+    for name in ACTIVATIONS[1:]:
+        if probe.close(got, _act_reference(name)):
+            return name
     return None
 
 

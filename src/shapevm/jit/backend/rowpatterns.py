@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from shapevm.jit.backend import probe
 from shapevm.jit.graph import Op
 from shapevm.ops.shape_rules import transpose_perm
 
@@ -96,7 +97,7 @@ def match_row(low: Any, start: Op) -> RowMatch | None:
         out = end.outs[0]
         if not _shape_equal(graph.value(out).shape, xv.shape):
             continue
-        chosen = _closure(graph, members, end)
+        chosen = set(probe.ancestors(graph, (m.pos for m in members), end.pos))
         if start.pos not in chosen:
             continue
         inside = {graph.ops[p].outs[0] for p in chosen}
@@ -116,38 +117,6 @@ def _int(d: Any) -> int:
     return d if isinstance(d, int) else -1
 
 
-def _closure(graph: Any, members: list[Op], end: Op) -> set[int]:
-    positions = {op.pos for op in members}
-    need = {end.pos}
-    todo = [end.pos]
-    while todo:
-        pos = todo.pop()
-        for v in graph.ops[pos].ins:
-            producer = graph.value(v).producer
-            if producer in positions and producer not in need:
-                need.add(producer)
-                todo.append(producer)
-    return need
-
-
-def _evaluate(low: Any, x: int, chosen: set[int], probe: np.ndarray[Any, Any]) -> Any:
-    env: dict[int, Any] = {x: probe}
-    for pos in sorted(chosen):
-        op = low.graph.ops[pos]
-        args = []
-        for kind, val in low.literals(op):
-            if kind == "c":
-                args.append(val)
-            elif val in env:
-                args.append(env[val])
-            else:
-                args.append(np.asarray(low.const_array(val), np.float64))
-        assert op.info is not None
-        (res,) = op.info.kernel(args, op.attrs)
-        env[op.outs[0]] = np.asarray(res, np.float64)
-    return env[low.graph.ops[max(chosen)].outs[0]]
-
-
 def _scalars(low: Any, chosen: set[int]) -> list[float]:
     out: list[float] = []
     for pos in chosen:
@@ -159,10 +128,6 @@ def _scalars(low: Any, chosen: set[int]) -> list[float]:
                 if array is not None and array.size == 1:
                     out.append(float(array.reshape(())))
     return out
-
-
-def _close(a: Any, b: Any) -> bool:
-    return bool(a.shape == b.shape and np.all(np.abs(a - b) <= 1e-6 * np.maximum(1.0, np.abs(b))))
 
 
 def _probe(
@@ -182,7 +147,7 @@ def _probe_quiet(
     large = rng.standard_normal(shape) * 3.0
     with np.errstate(all="ignore"):
         try:
-            got = [_evaluate(low, x, chosen, p) for p in (small, large)]
+            got = [probe.evaluate(low, {x: p}, sorted(chosen)) for p in (small, large)]
         except Exception:  # an op that does not evaluate in float64: no row op
             return None
     scalars = sorted(set(_scalars(low, chosen)) | {0.0, 1.0})
@@ -193,7 +158,7 @@ def _probe_quiet(
             continue
         for kind in kinds:
             if all(
-                _close(g, _softmax(p * scale, kind == "log_softmax"))
+                probe.close(g, _softmax(p * scale, kind == "log_softmax"))
                 for g, p in zip(got, (small, large), strict=True)
             ):
                 return kind, 0.0, scale, None, None
@@ -206,7 +171,8 @@ def _probe_quiet(
                 continue
             base = [_normalize(p, kind, eps) for p in (small, large)]
             for gamma, beta in affine:
-                if all(_close(g, _affine(b, gamma, beta)) for g, b in zip(got, base, strict=True)):
+                pairs = zip(got, base, strict=True)
+                if all(probe.close(g, _affine(b, gamma, beta)) for g, b in pairs):
                     return kind, eps, 1.0, gamma, beta
     return None
 
@@ -218,7 +184,7 @@ def _softmax_kinds(got: list[Any]) -> tuple[str, ...]:
     kinds = []
     for kind, rows in (("softmax", got), ("log_softmax", [np.exp(g) for g in got])):
         sums = [r.sum(axis=-1, keepdims=True) for r in rows]
-        if all(_close(s, one) for s, one in zip(sums, ones, strict=True)):
+        if all(probe.close(s, one) for s, one in zip(sums, ones, strict=True)):
             kinds.append(kind)
     return tuple(kinds)
 

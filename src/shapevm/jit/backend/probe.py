@@ -1,0 +1,61 @@
+"""What a subgraph computes, found by running it: its ops evaluated in float64 on probe
+inputs with the op table's reference kernels, then compared with a known function.
+
+The activations fused into a matrix product (`lower.match_activation`, a function of one
+value) and the row operations (`rowpatterns`, a function of one row) are both recognised
+this way, so how a user spelled them does not matter, only what they compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from shapevm.jit.graph import RegionGraph
+
+
+def ancestors(graph: RegionGraph, members: Iterable[int], end: int) -> list[int]:
+    """The positions among ``members`` that ``end`` depends on (``end`` included), in
+    order."""
+    inside = set(members)
+    need = {end}
+    todo = [end]
+    while todo:
+        for vid in graph.ops[todo.pop()].ins:
+            producer = graph.value(vid).producer
+            if producer in inside and producer not in need:
+                need.add(producer)
+                todo.append(producer)
+    return sorted(need)
+
+
+def evaluate(low: Any, inputs: Mapping[int, Any], positions: Iterable[int]) -> Any:
+    """The value of the last of ``positions`` (ops of ``low``'s graph, in order) with
+    ``inputs`` (value id to array) and the region's constants, in float64. An op that does
+    not evaluate raises (the caller reads that as "not this pattern")."""
+    env: dict[int, Any] = dict(inputs)
+    out = None
+    for pos in positions:
+        op = low.graph.ops[pos]
+        args = []
+        for kind, val in low.literals(op):
+            if kind == "c":
+                args.append(val)
+            elif val in env:
+                args.append(env[val])
+            else:
+                args.append(np.asarray(low.const_array(val), np.float64))
+        assert op.info is not None
+        (res,) = op.info.kernel(args, op.attrs)
+        out = env[op.outs[0]] = np.asarray(res, np.float64)
+    return out
+
+
+def close(got: Any, want: Any) -> bool:
+    """Equal shapes, and values within 1e-6 (relative above 1)."""
+    return bool(
+        got.shape == want.shape
+        and np.all(np.abs(got - want) <= 1e-6 * np.maximum(1.0, np.abs(want)))
+    )
