@@ -15,9 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest.importorskip("onnx")
+from tests.tools.tooling import require
 
-from tests.onnx_import import conformance
+require("onnx")
+
+from tests.onnx_import import conformance  # noqa: E402  (after the check for onnx)
 
 EXPECTED = conformance.read_list()
 CASES = conformance.backend_test(EXPECTED).test_cases  # read once: each read re-marks

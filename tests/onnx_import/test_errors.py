@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
+from tests.tools.tooling import require
+
+onnx = require("onnx")
 
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402

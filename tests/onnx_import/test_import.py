@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
+from tests.tools.tooling import require
+
+onnx = require("onnx")
 
 from onnx import TensorProto as T  # noqa: E402
 from onnx import helper  # noqa: E402

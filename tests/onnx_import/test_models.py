@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
+from tests.tools.tooling import require
+
+onnx = require("onnx")
 
 import shapevm.onnx as so  # noqa: E402
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import importlib
 import socket
 import threading
 import time
@@ -12,26 +11,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-import pytest
 
 import shapevm as sv
 import shapevm.numpy as snp
 from shapevm.frontend.export import Exported
-from tests.tools.tooling import REQUIRED
 
 F32 = np.float32
-
-
-def require(module: str) -> Any:
-    """``module``, imported; the test module is skipped without it, except in CI
-    (``SHAPEVM_REQUIRE_TOOLS=1``: the ``test`` extra installs it), where that fails."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        reason = f"{module} is not installed: pip install -e '.[test]' ({exc})"
-        if REQUIRED:
-            pytest.fail(f"{reason} (SHAPEVM_REQUIRE_TOOLS=1)", pytrace=False)
-        pytest.skip(reason, allow_module_level=True)
 
 
 def _rng(seed: int) -> np.random.Generator:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve import helpers
+from tests.tools.tooling import require
 
-helpers.require("geventhttpclient")
+require("geventhttpclient")
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "serve_bench.py"
 

@@ -15,6 +15,7 @@ from shapevm.__main__ import main
 from shapevm.serve import ServeOptions, load_model
 from shapevm.serve.server import describe
 from tests.serve import helpers
+from tests.tools.tooling import require
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def test_bad_command_lines_exit_2_with_a_reason(
 
 def _onnx_file(tmp_path: Path, w: np.ndarray) -> Path:
     """``logits = input.1 @ w`` with a symbolic batch: names as exporters write them."""
-    onnx = helpers.require("onnx")
+    onnx = require("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     graph = helper.make_graph(
@@ -71,7 +72,7 @@ def test_an_onnx_file_through_the_importer_keeps_its_names(tmp_path: Path) -> No
     assert meta["inputs"] == [{"name": "input.1", "datatype": "FP32", "shape": [-1, 4]}]
     assert meta["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 3]}]
     assert meta["shapevm"]["batching"]["dimension"] == "batch"
-    httpclient = helpers.require("tritonclient.http")
+    httpclient = require("tritonclient.http")
     with helpers.live_server(create_app(ModelServer([served], served.options))) as url:
         client = httpclient.InferenceServerClient(url)
         x = np.ones((2, 4), np.float32)

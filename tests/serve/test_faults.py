@@ -22,9 +22,10 @@ import numpy as np
 import pytest
 
 from tests.serve import helpers
+from tests.tools.tooling import require
 
-helpers.require("starlette")
-helpers.require("uvicorn")
+require("starlette")
+require("uvicorn")
 
 
 EXP = helpers.mlp()

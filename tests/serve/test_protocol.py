@@ -17,9 +17,9 @@ from shapevm.serve.protocol import (
     encode_infer_response,
     parse_infer_request,
 )
-from tests.serve import helpers
+from tests.tools.tooling import require
 
-http = helpers.require("tritonclient.http")
+http = require("tritonclient.http")
 
 
 def _triton_body(arrays: dict[str, np.ndarray], binary: bool, **kwargs):

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from tests.serve import helpers
+from tests.tools.tooling import require
 
-helpers.require("starlette")
-helpers.require("uvicorn")
-httpclient = helpers.require("tritonclient.http")
+require("starlette")
+require("uvicorn")
+httpclient = require("tritonclient.http")
 
 from tritonclient.utils import InferenceServerException  # noqa: E402
 

@@ -18,6 +18,7 @@ from shapevm.tools.bench.registry import PLUGINS_ENV, _import_plugin, plugin_err
 from shapevm.tools.bench.report import baseline_of, fmt_ratio, fmt_time, render, summarize
 from shapevm.tools.bench.runner import time_imports
 from tests.models import cases
+from tests.tools.tooling import require
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
@@ -221,7 +222,7 @@ def test_ratio_format() -> None:
 
 @pytest.mark.parametrize("wid", list(WORKLOADS))
 def test_onnxruntime_models_match_the_float64_reference(wid: str) -> None:
-    pytest.importorskip("onnx", reason="onnx is not installed (pip install -e '.[bench]')")
+    require("onnx")
     pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
     run = get_system("onnxruntime").build(wid, cases.weights(wid))
     for i, shape in enumerate(WORKLOADS[wid].shapes):
@@ -234,7 +235,7 @@ def test_onnxruntime_models_match_the_float64_reference(wid: str) -> None:
 def test_shapevm_onnx_runs_the_graph_onnxruntime_runs(wid: str) -> None:
     """The ``shapevm-onnx`` system imports the workload's ONNX graph (dynamic axes) and
     runs it in the JIT: it computes what the float64 reference does, at two shapes."""
-    pytest.importorskip("onnx", reason="onnx is not installed (pip install -e '.[onnx]')")
+    require("onnx")
     run = get_system("shapevm-onnx").build(wid, cases.weights(wid))
     for i, shape in enumerate(WORKLOADS[wid].shapes[:2]):
         x, ref = cases.case(wid, shape, i)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-onnx = pytest.importorskip("onnx")
+from tests.tools.tooling import require
+
+onnx = require("onnx")
 
 from shapevm.__main__ import main  # noqa: E402
 from shapevm.models import make_weights  # noqa: E402

@@ -6,9 +6,11 @@ tool into a failure, so that CI never passes by skipping these tests.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +37,18 @@ def need(ok: bool, reason: str) -> None:
     if REQUIRED:
         pytest.fail(f"{reason} (SHAPEVM_REQUIRE_TOOLS=1: .ci/run installs it)")
     pytest.skip(reason)
+
+
+def require(module: str) -> Any:
+    """``module``, imported; the test (or test module) is skipped without it, except in CI
+    (``SHAPEVM_REQUIRE_TOOLS=1``: the ``test`` extra installs it), where that fails."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        reason = f"{module} is not installed: pip install -e '.[test]' ({exc})"
+        if REQUIRED:
+            pytest.fail(f"{reason} (SHAPEVM_REQUIRE_TOOLS=1)", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
 
 
 def screenshot_path(name: str) -> Path | None:

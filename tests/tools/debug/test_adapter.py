@@ -15,6 +15,7 @@ import pytest
 
 from tests.tools.debug.dap import Client
 from tests.tools.debug.programs import W, save_programs
+from tests.tools.tooling import require
 
 
 @pytest.fixture(scope="module")
@@ -320,7 +321,7 @@ def test_a_program_that_fails_under_the_jit_is_stepped_in_the_interpreter(client
 
 def test_an_onnx_model_is_stepped_like_a_svbc_file(client, tmp_path):
     pytest.importorskip("shapevm.onnx", reason="this shapevm has no ONNX importer")
-    onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed")
+    onnx = require("onnx")
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
