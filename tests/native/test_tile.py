@@ -297,6 +297,22 @@ def test_random_programs_with_a_trailing_reduction(
     assert (np.abs(out[ok] - ref[ok]) <= 1e-5 * scale[ok] + 1e-30).all()
 
 
+def test_products_of_long_rows_match_float64(isa: str) -> None:
+    """The random programs' products mostly underflow or overflow past a few dozen values;
+    rows of values near 1 keep long products in range, so each one is really compared."""
+    rng = np.random.default_rng(11)
+    p = tile.Program()
+    x = p.input()
+    prog = p.build(p.op("abs", p.op("neg", x)), reduce="prod", axes=1)
+    for n in (1, 7, 64, 300, 1025):
+        rows = rng.uniform(0.8, 1.25, (3, n))
+        data = rows.astype(np.float32)
+        want = np.prod(data.astype(np.float64), axis=1)
+        got = tile.run(prog, data)
+        assert np.all(np.abs(want) > 1e-20), want  # in range: the comparison means something
+        np.testing.assert_allclose(got, want, rtol=2e-5 * max(1.0, n / 64))
+
+
 def test_reductions_of_bool_and_of_nothing(isa: str) -> None:
     p = tile.Program()
     x = p.input("bool")
