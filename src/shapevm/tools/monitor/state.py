@@ -8,6 +8,7 @@ renders every field of every row.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -155,6 +156,7 @@ def compile_queue(
     time: the median of that function's finished compiles of the same tier, else of all
     functions', else unknown (``None``)."""
     scd = {f["function"]: f.get("scd") for f in functions}
+    estimated = _estimator(variants)
     out = []
     for v in variants:
         if v.get("status") in (QUEUED, COMPILING):
@@ -163,7 +165,7 @@ def compile_queue(
             tier, field = 3, "tier3_ms"
         else:
             continue
-        estimate, basis = _estimate(variants, v["function"], field)
+        estimate, basis = estimated(v["function"], field)
         entry = {
             "function": v["function"],
             "key_text": v.get("key_text"),
@@ -181,16 +183,27 @@ def compile_queue(
     return out
 
 
-def _estimate(variants: list[dict[str, Any]], function: str, field: str) -> tuple[Any, str]:
-    """The median of the finished compile times ``field`` of ``function``'s ready variants,
-    else of every function's, with what it is the median of."""
-    done = [v for v in variants if v.get("status") == "ready" and v.get(field)]
-    own = [v[field] for v in done if v["function"] == function]
-    if own:
-        return statistics.median(own), f"median of this function's {len(own)}"
-    if done:
-        return statistics.median(v[field] for v in done), f"median of all {len(done)} compiles"
-    return None, "no compile has finished yet"
+def _estimator(variants: list[dict[str, Any]]) -> Any:
+    """``estimate(function, field)``: the median of the finished compile times ``field`` of
+    ``function``'s ready variants, else of every function's, with what it is the median of
+    (each median computed once per snapshot)."""
+    done = [v for v in variants if v.get("status") == "ready"]
+
+    @functools.cache
+    def estimate(function: str, field: str) -> tuple[Any, str]:
+        own = [v[field] for v in done if v.get(field) and v["function"] == function]
+        if own:
+            return statistics.median(own), f"median of this function's {len(own)}"
+        return overall(field)
+
+    @functools.cache
+    def overall(field: str) -> tuple[Any, str]:
+        times = [v[field] for v in done if v.get(field)]
+        if times:
+            return statistics.median(times), f"median of all {len(times)} compiles"
+        return None, "no compile has finished yet"
+
+    return estimate
 
 
 def jsonable(obj: Any) -> Any:
