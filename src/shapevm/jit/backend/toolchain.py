@@ -33,10 +33,19 @@ from typing import Any
 from shapevm import native
 
 HEADERS = Path(native.__file__).parent / "c"
+# -O2: the generated loop has one form per segment (svgen_body.h), so -O3's loop versioning
+# and unswitching only cost compile time (jit_bench.py --only tier3 measures both)
 FLAGS = (
-    "-O3", "-std=gnu11", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=fast",
+    "-O2", "-std=gnu11", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=fast",
     "-fvisibility=hidden", "-fno-semantic-interposition",
 )  # fmt: skip
+# each level's instruction set on the command line, as isa_<level>.c has it in a pragma: one
+# target for the whole translation unit (a per-function target costs the compiler ~15%)
+TARGET_FLAGS = {
+    "generic": (),
+    "avx2": ("-mavx2", "-mfma", "-mbmi2"),
+    "avx512": ("-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mavx2", "-mfma", "-mbmi2"),
+}
 _lock = threading.Lock()
 _compiler: tuple[tuple[str, ...], str] | bool | None = False  # False: not looked up yet
 _private_dir: Path | None = None
@@ -155,6 +164,11 @@ def _headers_digest() -> str:
 _HEADERS_DIGEST: str | None = None
 
 
+def flags(isa: str) -> tuple[str, ...]:
+    """The compiler's options for code of instruction-set level ``isa``."""
+    return (*FLAGS, *TARGET_FLAGS[isa])
+
+
 def cache_key(source: str, isa: str) -> str:
     global _HEADERS_DIGEST
     found = compiler()
@@ -167,7 +181,7 @@ def cache_key(source: str, isa: str) -> str:
         source,
         " ".join(found[0]),
         found[1],
-        " ".join(FLAGS),
+        " ".join(flags(isa)),
         isa,
         shapevm.__version__,
         _HEADERS_DIGEST,
@@ -192,7 +206,7 @@ def build(symbol: str, source: str, isa: str, timeout_s: float = 60.0) -> Built:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(source)
-        cmd = [*found[0], *FLAGS, f"-I{HEADERS}", tmp_c, "-o", tmp_so, "-lm"]
+        cmd = [*found[0], *flags(isa), f"-I{HEADERS}", tmp_c, "-o", tmp_so, "-lm"]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:

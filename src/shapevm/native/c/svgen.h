@@ -6,6 +6,17 @@
 #include "vmath.h"
 
 SV_INLINE vf svg_b(vi m) { return vsel(m, vsplat(1.0f), vsplat(0.0f)); }
+/* SV_VW bools (one byte each, any non-zero is true) to and from 0/1 float lanes */
+typedef uint8_t svg_vb __attribute__((vector_size(SV_VW)));
+SV_INLINE vf svg_vload_b(const void *p) {
+    svg_vb b;
+    memcpy(&b, p, sizeof b);
+    return svg_b(__builtin_convertvector(b, vi) != visplat(0));
+}
+SV_INLINE void svg_vstore_b(void *p, vf v) {
+    svg_vb b = __builtin_convertvector((v != vsplat(0.0f)) & visplat(1), svg_vb);
+    memcpy(p, &b, sizeof b);
+}
 /* NumPy: a NaN in either operand is the result */
 SV_INLINE vf svg_max(vf a, vf b) {
     vf r = vsel(a >= b, a, b);
@@ -15,8 +26,6 @@ SV_INLINE vf svg_min(vf a, vf b) {
     vf r = vsel(a <= b, a, b);
     return vsel(a != a, a, vsel(b != b, b, r));
 }
-SV_INLINE float svg_smax(float a, float b) { return a != a ? a : (b != b ? b : (a >= b ? a : b)); }
-SV_INLINE float svg_smin(float a, float b) { return a != a ? a : (b != b ? b : (a <= b ? a : b)); }
 SV_INLINE vf svg_sign(vf a) {
     vf r = vsel(a > vsplat(0.0f), vsplat(1.0f), vsel(a < vsplat(0.0f), vsplat(-1.0f), a));
     return r; /* 0 -> 0 (signed), NaN -> NaN */

@@ -1,12 +1,22 @@
 /* The body of a generated chain kernel: iteration, broadcasting, loads and stores,
  * reduction, threads.  The including file defines NIN, NOUT, RANK, RED_AXES, INNER_CONST,
- * in_bool, out_bool, chain_eval (and RED_INIT, RED_V, RED_S, RED_MEAN for reductions). */
+ * in_bool, out_bool, chain_eval, chain_store (and RED_INIT, RED_V, RED_MEAN for
+ * reductions).
+ *
+ * chain_eval(p, st, v, ys) computes vector v of a segment: input k's elements (float32 or
+ * bool) at p[k] + v * st[k] (st[k] is SV_VW, or 0 for a value broadcast along the last
+ * axis, read from SV_VW copies); chain_store(q, v, ys) writes the outputs' vector v at
+ * q[o].  A segment of a row is either direct (every operand of unit stride or broadcast:
+ * whole vectors read and written in place) or packed (up to SVG_BLOCK elements of any
+ * stride gathered into buffers, the results scattered back).  The chain is written out
+ * once, with no branch per vector: the compiler's time goes to the chain, not to copies
+ * of the loop for every operand's layout. */
 #ifndef RED_INIT
 #define RED_INIT 0.0f
 #define RED_V(a, x) (a)
-#define RED_S(a, x) (a)
 #define RED_MEAN 0
 #endif
+#define SVG_BLOCK (4 * SV_VW) /* elements of a packed segment */
 
 typedef struct {
     const svx_tensor *ins, *outs;
@@ -14,37 +24,35 @@ typedef struct {
     int64_t istr[NIN + 1][RANK];
     int64_t ostr[NOUT + 1][RANK];
     int64_t rows, n, block;
+    int direct;            /* every operand allows direct segments */
+    int odirect[NOUT + 1]; /* the output has unit stride */
 } svg_ctx;
 
-SV_INLINE float svg_load1(const svx_tensor *t, int is_bool, int64_t off) {
-    return is_bool ? (float)(((const uint8_t *)t->data)[off] != 0) : ((const float *)t->data)[off];
-}
-SV_INLINE void svg_store1(const svx_tensor *t, int is_bool, int64_t off, float v) {
-    if (is_bool)
-        ((uint8_t *)t->data)[off] = v != 0.0f;
-    else
-        ((float *)t->data)[off] = v;
-}
+#define SVG_ISIZE(k) (in_bool[k] ? 1 : 4) /* bytes of an element */
+#define SVG_OSIZE(o) (out_bool[o] ? 1 : 4)
 
-/* lanes [j, j + cnt) of input k along the last axis from element offset base */
-SV_INLINE vf svg_loadv(const svg_ctx *c, int k, int64_t base, int64_t j, int cnt) {
-    const svx_tensor *t = &c->ins[k];
-    int64_t s = c->istr[k][RANK - 1];
-    if (s == 0) return vsplat(svg_load1(t, in_bool[k], base));
-    if (s == 1 && !in_bool[k] && cnt == SV_VW) return vload((const float *)t->data + base + j);
-    vf v = vsplat(0.0f);
-    for (int l = 0; l < cnt; l++) v[l] = svg_load1(t, in_bool[k], base + (j + l) * s);
-    return v;
-}
-
-SV_INLINE void svg_storev(const svg_ctx *c, int o, int64_t base, int64_t j, int cnt, vf v) {
-    const svx_tensor *t = &c->outs[o];
-    int64_t s = c->ostr[o][RANK - 1];
-    if (s == 1 && !out_bool[o] && cnt == SV_VW) {
-        vstore((float *)t->data + base + j, v);
-        return;
+/* cnt elements of an operand, `stride` elements apart from src, packed into buf (padded
+ * with zeros to whole vectors), or unpacked from it */
+static void svg_pack(const char *src, int64_t stride, int is_bool, int64_t cnt, char *buf) {
+    if (is_bool) {
+        for (int64_t i = 0; i < cnt; i++) buf[i] = src[i * stride];
+        for (int64_t i = cnt; i % SV_VW; i++) buf[i] = 0;
+    } else {
+        const float *f = (const float *)src;
+        float *b = (float *)buf;
+        for (int64_t i = 0; i < cnt; i++) b[i] = f[i * stride];
+        for (int64_t i = cnt; i % SV_VW; i++) b[i] = 0.0f;
     }
-    for (int l = 0; l < cnt; l++) svg_store1(t, out_bool[o], base + (j + l) * s, v[l]);
+}
+
+static void svg_unpack(char *dst, int64_t stride, int is_bool, int64_t cnt, const char *buf) {
+    if (is_bool) {
+        for (int64_t i = 0; i < cnt; i++) dst[i * stride] = buf[i];
+    } else {
+        float *f = (float *)dst;
+        const float *b = (const float *)buf;
+        for (int64_t i = 0; i < cnt; i++) f[i * stride] = b[i];
+    }
 }
 
 /* element offsets of row r (an index over all axes but the last `tail`) */
@@ -52,11 +60,43 @@ SV_INLINE void svg_row_offsets(const svg_ctx *c, int64_t r, int tail, int64_t *i
     for (int k = 0; k < NIN; k++) ioff[k] = 0;
     for (int o = 0; o < NOUT; o++) ooff[o] = 0;
     for (int d = RANK - tail - 1; d >= 0; d--) {
-        int64_t i = r % c->shape[d];
-        r /= c->shape[d];
+        int64_t i = d ? r % c->shape[d] : r; /* r < shape[0] by now: no division */
+        r = d ? r / c->shape[d] : 0;
         for (int k = 0; k < NIN; k++) ioff[k] += i * c->istr[k][d];
         for (int o = 0; o < NOUT; o++) ooff[o] += i * c->ostr[o][d];
     }
+}
+
+/* SV_VW copies of each input broadcast along the last axis, at its offset */
+SV_INLINE void svg_splats(const svg_ctx *c, const int64_t *ioff, char (*splat)[4 * SV_VW]) {
+    for (int k = 0; k < NIN; k++)
+        if (c->istr[k][RANK - 1] == 0)
+            for (int l = 0; l < SV_VW; l++)
+                memcpy(splat[k] + l * SVG_ISIZE(k), c->ins[k].data + ioff[k] * SVG_ISIZE(k),
+                       SVG_ISIZE(k));
+}
+
+/* The segment of a row starting at j0: its length, and the inputs' pointers and steps
+ * (in place, a broadcast value's copies, or packed into buf). */
+SV_INLINE int64_t svg_segment(const svg_ctx *c, const int64_t *ioff, int64_t j0, int64_t n,
+                              char (*splat)[4 * SV_VW], char (*buf)[4 * SVG_BLOCK],
+                              const char **p, int64_t *st, int *direct) {
+    *direct = c->direct && n - j0 >= SV_VW;
+    int64_t cnt = *direct ? (n - j0) / SV_VW * SV_VW : (n - j0 < SVG_BLOCK ? n - j0 : SVG_BLOCK);
+    for (int k = 0; k < NIN; k++) {
+        int64_t s = c->istr[k][RANK - 1];
+        const char *at = c->ins[k].data + (ioff[k] + j0 * s) * SVG_ISIZE(k);
+        st[k] = s == 0 ? 0 : SV_VW;
+        if (s == 0) {
+            p[k] = splat[k];
+        } else if (*direct) {
+            p[k] = at;
+        } else {
+            svg_pack(at, s, in_bool[k], cnt, buf[k]);
+            p[k] = buf[k];
+        }
+    }
+    return cnt;
 }
 
 #if RED_AXES == 0
@@ -64,32 +104,56 @@ static void svg_rows(void *vctx, int64_t task) {
     const svg_ctx *c = vctx;
     int64_t r0 = task * c->block, r1 = r0 + c->block < c->rows ? r0 + c->block : c->rows;
     int64_t n = INNER_CONST >= 0 ? INNER_CONST : c->n;
-    int64_t ioff[NIN + 1], ooff[NOUT + 1];
-    vf xs[NIN + 1], ys[NOUT + 1];
+    int64_t ioff[NIN + 1], ooff[NOUT + 1], st[NIN + 1];
+    const char *p[NIN + 1];
+    char *q[NOUT + 1];
+    char splat[NIN + 1][4 * SV_VW], buf[NIN + 1][4 * SVG_BLOCK], obuf[NOUT + 1][4 * SVG_BLOCK];
+    vf ys[NOUT + 1];
     for (int64_t r = r0; r < r1; r++) {
         svg_row_offsets(c, r, 1, ioff, ooff);
-        for (int64_t j = 0; j < n; j += SV_VW) {
-            int cnt = n - j >= SV_VW ? SV_VW : (int)(n - j);
-            for (int k = 0; k < NIN; k++) xs[k] = svg_loadv(c, k, ioff[k], j, cnt);
-            chain_eval(xs, ys);
-            for (int o = 0; o < NOUT; o++) svg_storev(c, o, ooff[o], j, cnt, ys[o]);
+        svg_splats(c, ioff, splat);
+        for (int64_t j0 = 0, cnt; j0 < n; j0 += cnt) {
+            int direct;
+            cnt = svg_segment(c, ioff, j0, n, splat, buf, p, st, &direct);
+            for (int o = 0; o < NOUT; o++) /* whole vectors of unit stride: in place */
+                q[o] = direct || (c->odirect[o] && cnt % SV_VW == 0)
+                           ? c->outs[o].data + (ooff[o] + j0) * SVG_OSIZE(o) : obuf[o];
+            for (int64_t v = 0; v * SV_VW < cnt; v++) {
+                chain_eval(p, st, v, ys);
+                chain_store(q, v, ys);
+            }
+            for (int o = 0; o < NOUT; o++)
+                if (q[o] == obuf[o]) {
+                    int64_t s = c->ostr[o][RANK - 1];
+                    char *at = c->outs[o].data + (ooff[o] + j0 * s) * SVG_OSIZE(o);
+                    svg_unpack(at, s, out_bool[o], cnt, obuf[o]);
+                }
         }
     }
 }
 #else
+static const int32_t svg_swap[4][16] = { /* lane l ^ 8, l ^ 4, l ^ 2, l ^ 1 */
+    {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7},
+    {4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11},
+    {2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13},
+    {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14},
+};
 /* one output element per row: the reduction over the last RED_AXES axes */
 static void svg_rows(void *vctx, int64_t task) {
     const svg_ctx *c = vctx;
     int64_t r0 = task * c->block, r1 = r0 + c->block < c->rows ? r0 + c->block : c->rows;
-    int64_t n = c->shape[RANK - 1];
+    int64_t n = INNER_CONST >= 0 ? INNER_CONST : c->shape[RANK - 1];
     int64_t inner_rows = 1;
     for (int d = RANK - RED_AXES; d < RANK - 1; d++) inner_rows *= c->shape[d];
-    int64_t ioff[NIN + 1], ooff[NOUT + 1], joff[NIN + 1];
-    vf xs[NIN + 1], ys[NOUT + 1];
+    int64_t ioff[NIN + 1], ooff[NOUT + 1], joff[NIN + 1], st[NIN + 1];
+    const char *p[NIN + 1];
+    char splat[NIN + 1][4 * SV_VW], buf[NIN + 1][4 * SVG_BLOCK];
+    vf ys[NOUT + 1];
+    vi lane;
+    for (int l = 0; l < SV_VW; l++) lane[l] = l;
     for (int64_t r = r0; r < r1; r++) {
         svg_row_offsets(c, r, RED_AXES, ioff, ooff);
         vf acc = vsplat(RED_INIT);
-        float sacc = RED_INIT;
         for (int64_t q = 0; q < inner_rows; q++) {
             int64_t rest = q;
             for (int k = 0; k < NIN; k++) joff[k] = ioff[k];
@@ -98,22 +162,32 @@ static void svg_rows(void *vctx, int64_t task) {
                 rest /= c->shape[d];
                 for (int k = 0; k < NIN; k++) joff[k] += i * c->istr[k][d];
             }
-            int64_t j = 0;
-            for (; j + SV_VW <= n; j += SV_VW) {
-                for (int k = 0; k < NIN; k++) xs[k] = svg_loadv(c, k, joff[k], j, SV_VW);
-                chain_eval(xs, ys);
-                acc = RED_V(acc, ys[0]);
-            }
-            if (j < n) {
-                int cnt = (int)(n - j);
-                for (int k = 0; k < NIN; k++) xs[k] = svg_loadv(c, k, joff[k], j, cnt);
-                chain_eval(xs, ys);
-                for (int l = 0; l < cnt; l++) sacc = RED_S(sacc, ys[0][l]);
+            svg_splats(c, joff, splat);
+            for (int64_t j0 = 0, cnt; j0 < n; j0 += cnt) {
+                int direct;
+                cnt = svg_segment(c, joff, j0, n, splat, buf, p, st, &direct);
+                int64_t nv = (cnt + SV_VW - 1) / SV_VW;
+                for (int64_t v = 0; v < nv; v++) {
+                    chain_eval(p, st, v, ys);
+                    vf y = ys[0];
+                    if (v == nv - 1 && cnt % SV_VW) /* lanes past the end: the identity */
+                        y = vsel(lane < visplat((int32_t)(cnt % SV_VW)), y, vsplat(RED_INIT));
+                    acc = RED_V(acc, y);
+                }
             }
         }
-        for (int l = 0; l < SV_VW; l++) sacc = RED_S(sacc, acc[l]);
+#pragma GCC unroll 4
+        for (int b = SV_VW == 16 ? 0 : SV_VW == 8 ? 1 : 2; b < 4; b++) { /* pairwise, a tree */
+            vi swap;
+            memcpy(&swap, svg_swap[b], sizeof swap);
+            acc = RED_V(acc, __builtin_shuffle(acc, swap));
+        }
+        float sacc = acc[0];
         if (RED_MEAN) sacc /= (float)(inner_rows * n);
-        svg_store1(&c->outs[0], out_bool[0], ooff[0], sacc);
+        if (out_bool[0])
+            ((uint8_t *)c->outs[0].data)[ooff[0]] = sacc != 0.0f;
+        else
+            ((float *)c->outs[0].data)[ooff[0]] = sacc;
     }
 }
 #endif
@@ -159,6 +233,13 @@ static void svg_rows(void *vctx, int64_t task) {
             for (int d = 0; d < RANK; d++)                                                 \
                 c.ostr[o][d] = d < outs[o].ndim && outs[o].shape[d] != 1                   \
                                    ? outs[o].strides[d] : 0;                               \
+        c.direct = 1;                                                                      \
+        for (int k = 0; k < NIN; k++)                                                      \
+            if (c.istr[k][RANK - 1] != 0 && c.istr[k][RANK - 1] != 1) c.direct = 0;        \
+        for (int o = 0; o < NOUT; o++) {                                                   \
+            c.odirect[o] = c.ostr[o][RANK - 1] == 1;                                       \
+            if (!c.odirect[o] && RED_AXES == 0) c.direct = 0;                              \
+        }                                                                                  \
         int tail = RED_AXES == 0 ? 1 : RED_AXES;                                           \
         c.rows = 1;                                                                        \
         for (int d = 0; d < RANK - tail; d++) c.rows *= c.shape[d];                        \
