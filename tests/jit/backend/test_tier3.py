@@ -16,7 +16,7 @@ import shapevm as sv
 import shapevm.numpy as snp
 from shapevm import native
 from shapevm.frontend.tracer import bind_op
-from shapevm.jit.backend import codegen, toolchain
+from shapevm.jit.backend import codegen, tier3, toolchain
 from shapevm.jit.backend.function import lower_function
 from shapevm.jit.backend.registry import LOWERINGS
 from shapevm.jit.backend.variant import Variant
@@ -34,18 +34,6 @@ def test_every_fusible_op_has_a_c_form() -> None:
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("SHAPEVM_CACHE_DIR", str(tmp_path / "cache"))
     yield toolchain.cache_root()
-
-
-@pytest.fixture
-def generated_tier2(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run chains through generated code in tier 2 as well, to test the generator alone."""
-
-    def build(chain: Any) -> Any:
-        isa = native.info()["isa"]
-        symbol, source = codegen.chain_source(chain, isa)
-        return toolchain.load(toolchain.build(symbol, source, isa))
-
-    monkeypatch.setattr(native, "chain_kernel", build, raising=False)
 
 
 def _chain_source() -> tuple[str, str]:
@@ -84,25 +72,64 @@ FUNCTIONS = {
 }
 
 
-@needs_cc
-@pytest.mark.usefixtures("cache", "generated_tier2")
-@pytest.mark.parametrize("name", sorted(FUNCTIONS))
-def test_generated_chains_match_the_interpreter(name: str) -> None:
-    fn = FUNCTIONS[name]
-    b, s = sv.symbolic_shape("b, s")
-    spec = sv.ShapeDtypeStruct((b, 3, s), np.float32)
-    exp = sv.export(sv.jit(fn))(spec, spec)
+def _check_against_the_interpreter(fn: Any, specs: Any, arrays: Any) -> None:
+    """Every chain of ``fn`` runs generated code (the last set of arrays with its innermost
+    extent baked in, the others with any extent); each result matches the interpreter."""
+    exp = sv.export(sv.jit(fn))(*specs)
     ex = Executable(exp.program)
     lowerings = [f for _, f in LOWERINGS]
     nf = lower_function(ex, find_regions(ex.fn, ex.program), lowerings=lowerings)
     assert any(k.chain is not None for r in nf.regions for k in r.lowered.kernels)
+    for i, (args, env) in enumerate(arrays):
+        want = exp.call(*args)
+        variant = Variant(ex, ("exact", tuple(env.values())), nf, env)
+        patches = tier3.generate(variant, env, specialize=i == len(arrays) - 1)
+        assert patches.installed and not patches.skipped, patches.skipped
+        try:
+            got = variant.run(list(args), env)
+        finally:
+            patches.remove()
+        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+@needs_cc
+@pytest.mark.usefixtures("cache")
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_generated_chains_match_the_interpreter(name: str) -> None:
+    b, s = sv.symbolic_shape("b, s")
+    spec = sv.ShapeDtypeStruct((b, 3, s), np.float32)
     rng = np.random.default_rng(1)
+    arrays = []
     for n, m in [(1, 1), (2, 7), (3, 33)]:
         x = rng.standard_normal((n, 3, m)).astype(np.float32)
         y = rng.standard_normal((n, 3, m)).astype(np.float32)
-        want = exp.call(x, y)
-        got = Variant(ex, ("exact", (n, m)), nf, {"b": n, "s": m}).run([x, y], {"b": n, "s": m})
-        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6, equal_nan=True)
+        arrays.append(((x, y), {"b": n, "s": m}))
+    _check_against_the_interpreter(FUNCTIONS[name], (spec, spec), arrays)
+
+
+LAYOUTS = {  # operands read in place, broadcast along the rows, or gathered (any stride, bool)
+    "a transposed view": lambda x, y, z: snp.exp(snp.transpose(y) * 0.5) + x,
+    "a column broadcast along each row": lambda x, y, z: snp.tanh(x * z) - z,
+    "bool in and out": lambda x, y, z: snp.logical_xor(x > z, snp.transpose(y) < 0.5),
+    "a bool column": lambda x, y, z: snp.where(z > 0.0, x, snp.transpose(y)),
+    "max of a transposed view": lambda x, y, z: snp.max(snp.transpose(y) * x, axis=-1),
+    "sum with a column": lambda x, y, z: snp.sum(x * z + 1.0, axis=-1),
+}
+
+
+@needs_cc
+@pytest.mark.usefixtures("cache")
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_generated_chains_take_every_layout(name: str) -> None:
+    """Rows shorter than a vector, with a partial vector, and longer than a packed segment."""
+    b, s = sv.symbolic_shape("b, s")
+    specs = [sv.ShapeDtypeStruct(shape, np.float32) for shape in [(b, s), (s, b), (b, 1)]]
+    rng = np.random.default_rng(2)
+    arrays = []
+    for n, m in [(1, 1), (3, 7), (2, 33), (5, 101), (2, 256)]:
+        args = [rng.standard_normal(shape).astype(np.float32) for shape in [(n, m), (m, n), (n, 1)]]
+        arrays.append((tuple(args), {"b": n, "s": m}))
+    _check_against_the_interpreter(LAYOUTS[name], specs, arrays)
 
 
 @needs_cc
