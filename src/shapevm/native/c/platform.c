@@ -104,8 +104,10 @@ void sv_free(void *p) { free(p); }
  * Linux a large one is an anonymous mapping grown with mremap: the pages earlier calls
  * touched move with it, so a larger shape faults in only the pages it adds (freeing and
  * allocating again faulted the whole buffer in at every growth: 2-3x a shape's steady time
- * on its first call).  Those of 4 MiB and more ask for transparent huge pages.  A small one
- * stays on the heap, whose pages are already resident.  Contents are not kept. */
+ * on its first call).  No transparent huge pages: with the usual defrag=madvise the kernel
+ * would compact memory synchronously at the fault, a stall in a call, for a saving of a few
+ * hundred faults.  A small buffer stays on the heap, whose pages are already resident.
+ * Contents are not kept. */
 #if defined(__linux__) && !defined(SV_DEBUG) /* the debug build keeps ASan's redzones */
 #define SV_SCRATCH_MAPS
 static int mapped(size_t size) { return size >= SV_SCRATCH_MAP; }
@@ -120,9 +122,6 @@ void *sv_scratch_grow(void *old, size_t old_size, size_t bytes, size_t *size) {
                         : mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                                -1, 0);
         if (p == MAP_FAILED) return NULL; /* the old buffer is still there */
-#ifdef MADV_HUGEPAGE
-        if (want >= ((size_t)4 << 20)) madvise(p, want, MADV_HUGEPAGE);
-#endif
         if (!remap) sv_free(old);
         *size = want;
         return p;
