@@ -215,3 +215,34 @@ def test_patch_takes_generated_code_only() -> None:
     index = next(i for i, k in enumerate(region.lowered.kernels) if k.chain is not None)
     with pytest.raises(native.NativeKernelError, match="not generated code"):
         fn.direct.patch(index, native.rowop_kernel("softmax"))
+
+
+@needs_cc
+@pytest.mark.usefixtures("cache")
+def test_keys_that_build_the_same_kernel_share_its_slot() -> None:
+    """Twelve batch sizes of one width generate the same C for each chain: each kernel is
+    patched once and counted per key (copies filled the instruction's 8 slots, and the 9th
+    key reported its kernels skipped); it leaves with the last key using it."""
+
+    def chains(z: Any) -> Any:
+        return snp.tanh(z * 1.75 + 0.5) * snp.exp(-z)
+
+    f = sv.jit(chains, shapes="b, 64", hot_threshold=1, background=False)
+    for b in range(1, 13):
+        f(np.ones((b, 64), np.float32))
+    assert f.wait(60)
+    rows = f.jit_info()
+    assert len(rows) == 12 and {r["tier3"] for r in rows} == {"ready"}, rows
+    (engine,) = f.engines
+    records = list(engine._records.values())
+    functions = {id(r.variant.function): r.variant.function for r in records}
+    assert len(functions) == 1, "the keys share the code lowered ahead"
+    (function,) = functions.values()
+    assert function.patched and all(users == 12 for _, _, users in function.patched.values())
+    x = np.linspace(-2, 2, 5 * 64, dtype=np.float32).reshape(5, 64)
+    np.testing.assert_allclose(f(x), chains(x), rtol=1e-5, atol=1e-6)
+    for r in records[:-1]:
+        r.patches.remove()
+    assert all(users == 1 for _, _, users in function.patched.values())
+    records[-1].patches.remove()
+    assert function.patched == {}

@@ -14,9 +14,10 @@ mismatch.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shapevm import native
@@ -130,6 +131,10 @@ class NativeFunction:
     direct: Any = None  # the executor of a function that is one native region
     direct_needs_dims: bool = True
     lower_ms: float = 0.0
+    # generated kernels patched into the executors, shared by the keys whose variants run
+    # this code: (id(executor), instruction, symbol) -> [executor, slot, keys using it]
+    patched: dict[tuple[int, int, str], list[Any]] = field(default_factory=dict)
+    patch_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def whole(self) -> bool:

@@ -23,9 +23,10 @@ from shapevm.jit.backend.variant import Variant
 
 @dataclass
 class Patches:
-    """The kernels one key installed: (executor, instruction, slot) each."""
+    """The kernels one key installed, as (function, slot table key) each: keys that share a
+    function's code and build the same kernel share its slot (`install`)."""
 
-    installed: list[tuple[Any, int, int]] = field(default_factory=list)
+    installed: list[tuple[Any, tuple[int, int, str]]] = field(default_factory=list)
     compile_ms: float = 0.0
     built: int = 0
     build_ms: list[float] = field(default_factory=list)  # each library compiled (not cached)
@@ -33,9 +34,32 @@ class Patches:
     sources: list[tuple[str, str]] = field(default_factory=list)  # (kernel label, C source)
 
     def remove(self) -> None:
-        for executor, index, slot in self.installed:
-            executor.unpatch(index, slot)
+        for function, slot_key in self.installed:
+            with function.patch_lock:
+                entry = function.patched[slot_key]
+                entry[2] -= 1
+                if entry[2] == 0:  # the last key using it: out of the instruction
+                    entry[0].unpatch(slot_key[1], entry[1])
+                    del function.patched[slot_key]
         self.installed.clear()
+
+
+def install(function: Any, executor: Any, index: int, symbol: str, capsule: Any) -> bool:
+    """Patch the kernel ``symbol`` in front of instruction ``index`` of ``executor`` (one of
+    ``function``'s), or count one more key using it if it is there already: keys whose
+    specialisations generate the same code (the usual case: a chain's innermost extent is a
+    model's width) would otherwise fill the instruction's slots with copies. False when
+    every slot is taken."""
+    slot_key = (id(executor), index, symbol)
+    with function.patch_lock:
+        entry = function.patched.get(slot_key)
+        if entry is None:
+            slot = executor.patch(index, capsule)
+            if slot < 0:
+                return False
+            entry = function.patched[slot_key] = [executor, slot, 0]
+        entry[2] += 1
+    return True
 
 
 def available() -> str | None:
@@ -84,9 +108,8 @@ def generate(
                 out.build_ms.append(built.compile_ms)
             capsule = toolchain.load(built)
             for executor in executors:
-                slot = executor.patch(index, capsule)
-                if slot >= 0:
-                    out.installed.append((executor, index, slot))
+                if install(variant.function, executor, index, symbol, capsule):
+                    out.installed.append((variant.function, (id(executor), index, symbol)))
                 else:
                     out.skipped.append(f"{kernel.label}: every slot of the instruction is taken")
     return out
