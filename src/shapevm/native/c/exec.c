@@ -30,6 +30,9 @@ typedef struct {
     int32_t *buffers;  /* heap cell of each buffer's byte size */
     int32_t *outputs;  /* slot of each output */
     int32_t *input_slot; /* slot of each argument */
+    int32_t (*dimcells)[2]; /* each cell a computed slot's dim or a buffer's size reads, once:
+                             * (cell, slot or -1 - buffer) -- checked >= 0 at each call */
+    int ndimcells;
     svx_instr *instrs;
     PyObject *consts;  /* list of contiguous arrays (kept alive) */
     PyObject *keep;    /* generated kernels ever patched in (their code stays loaded) */
@@ -141,6 +144,7 @@ static void exec_dealloc(Executor *self) {
     PyMem_Free(self->buffers);
     PyMem_Free(self->outputs);
     PyMem_Free(self->input_slot);
+    PyMem_Free(self->dimcells);
     PyMem_Free(self->instrs);
     PyMem_Free(self->const_data);
     Py_XDECREF(self->consts);
@@ -180,7 +184,93 @@ static void *copy_out(PyArrayObject *a, size_t elem) {
 
 static int in_range(int64_t v, int64_t n) { return v >= 0 && v < n; }
 
-static int check_slots(Executor *e) {
+/* NativeKernelError for a region whose arrays contradict themselves: `what` at `where`. */
+static PyObject *bad_at(const char *what, const char *expected, const char *where) {
+    return sv_raise("Executor", what, expected, where,
+                    "rebuild the region with shapevm.jit.backend.plan.build_spec; a region "
+                    "it builds never fails this check, so report it as a lowering bug");
+}
+
+/* Which heap cells hold a value before the instructions run: the variables, the
+ * constants, and each step's result, which must read only cells defined before it and
+ * write a cell nothing else defines.  The flags (PyMem_Malloc'd) or NULL with an error. */
+static uint8_t *check_dimprog(Executor *e) {
+    uint8_t *def = PyMem_Calloc((size_t)e->nheap + 1, 1);
+    if (!def) return (uint8_t *)PyErr_NoMemory();
+    for (int c = 0; c < e->nheap; c++) def[c] = c < e->nvars || e->heap0[c] != SVX_UNSET;
+    char where[96];
+    for (int i = 0; i < e->nprog; i++) {
+        const int64_t *p = e->prog[i];
+        int with_const = p[0] == SVX_D_ADDC || p[0] == SVX_D_MULC;
+        snprintf(where, sizeof where, "step %d: (%lld, %lld, %lld, %lld)", i, (long long)p[0],
+                 (long long)p[1], (long long)p[2], (long long)p[3]);
+        if (!in_range(p[0], SVX_D_COUNT) || p[0] == 0 || !in_range(p[1], e->nheap) ||
+            (!with_const && !in_range(p[2], e->nheap)) || !in_range(p[3], e->nheap)) {
+            bad_at("dimension program step out of range",
+                   "an opcode 1-9 and heap cells below the heap's size", where);
+            break;
+        }
+        if (!def[p[1]] || (!with_const && !def[p[2]])) {
+            bad_at("dimension program step reads a cell before it is computed",
+                   "steps that read variables, constants or earlier steps' results", where);
+            break;
+        }
+        if (def[p[3]]) {
+            bad_at("dimension program step overwrites a defined cell",
+                   "each step writes a cell of its own (not a variable or a constant)", where);
+            break;
+        }
+        def[p[3]] = 1;
+    }
+    for (int i = 0; !PyErr_Occurred() && i < e->nchecks; i++)
+        if (!in_range(e->checks[i][0], e->nheap) || !def[e->checks[i][0]] ||
+            !in_range(e->checks[i][1], 2)) {
+            snprintf(where, sizeof where, "check %d: (%lld, %lld)", i,
+                     (long long)e->checks[i][0], (long long)e->checks[i][1]);
+            bad_at("check out of range", "(a defined heap cell, 0 for >= 0 or 1 for == 0)",
+                   where);
+        }
+    if (PyErr_Occurred()) {
+        PyMem_Free(def);
+        return NULL;
+    }
+    return def;
+}
+
+/* The cells of computed dimensions (every slot but the inputs) and of buffer sizes, each
+ * once, with the first slot (or -1 - buffer) that reads it: a call checks them >= 0. */
+static int collect_dimcells(Executor *e) {
+    uint8_t *seen = PyMem_Calloc((size_t)e->nheap + 1, 1);
+    e->dimcells = PyMem_Malloc(sizeof *e->dimcells *
+                               ((size_t)e->nslots * SVX_MAXDIM + (size_t)e->nbuffers + 1));
+    if (!seen || !e->dimcells) {
+        PyMem_Free(seen);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int n = 0;
+    for (int s = 0; s < e->nslots; s++)
+        for (int d = 0; e->slots[s].kind != SVX_S_INPUT && d < e->slots[s].ndim; d++) {
+            int c = e->slots[s].dims[d];
+            if (c < e->nvars || e->heap0[c] == SVX_UNSET) /* constants were checked */
+                if (!seen[c]) {
+                    seen[c] = 1;
+                    e->dimcells[n][0] = c;
+                    e->dimcells[n++][1] = s;
+                }
+        }
+    for (int b = 0; b < e->nbuffers; b++)
+        if (!seen[e->buffers[b]]) {
+            seen[e->buffers[b]] = 1;
+            e->dimcells[n][0] = e->buffers[b];
+            e->dimcells[n++][1] = -1 - b;
+        }
+    e->ndimcells = n;
+    PyMem_Free(seen);
+    return 0;
+}
+
+static int check_slots(Executor *e, const uint8_t *defined) {
     char found[96];
     int seen_inputs = 0;
     for (int s = 0; s < e->nslots; s++) {
@@ -188,8 +278,13 @@ static int check_slots(Executor *e) {
         snprintf(found, sizeof found, "slot %d", s);
         if (sl->ndim < 0 || sl->ndim > SVX_MAXDIM || !in_range(sl->dtype, SVX_NDTYPES))
             return bad("slot rank or dtype out of range", found), -1;
-        for (int d = 0; d < sl->ndim; d++)
+        for (int d = 0; d < sl->ndim; d++) {
             if (!in_range(sl->dims[d], e->nheap)) return bad("slot dim out of heap", found), -1;
+            if (!defined[sl->dims[d]])
+                return bad_at("slot dim is a cell nothing computes",
+                              "dims that are variables, constants or dimension program results",
+                              found), -1;
+        }
         switch (sl->kind) {
         case SVX_S_INPUT:
             if (!in_range(sl->index, e->ninputs) || e->input_slot[sl->index] != -1)
@@ -231,7 +326,8 @@ static int check_slots(Executor *e) {
             } else if (sl->viewop == SVX_V_SLICE) {
                 if (e->slots[sl->index].ndim != sl->ndim) return bad("bad slice", found), -1;
                 for (int d = 0; d < sl->ndim; d++)
-                    if (!in_range(sl->param[d], e->nheap) || sl->param2[d] < 1)
+                    if (!in_range(sl->param[d], e->nheap) || !defined[sl->param[d]] ||
+                        sl->param2[d] < 1)
                         return bad("bad slice start or step", found), -1;
             } else if (sl->viewop == SVX_V_SELECT) {
                 int bn = e->slots[sl->index].ndim, used = 0;
@@ -255,8 +351,49 @@ static int check_slots(Executor *e) {
         if (!in_range(e->outputs[o], e->nslots) || e->slots[e->outputs[o]].kind != SVX_S_OUTPUT)
             return bad("output is not an output slot", "outputs"), -1;
     for (int b = 0; b < e->nbuffers; b++)
-        if (!in_range(e->buffers[b], e->nheap)) return bad("buffer size out of heap", "buffers"), -1;
+        if (!in_range(e->buffers[b], e->nheap) || !defined[e->buffers[b]])
+            return bad("buffer size out of heap", "buffers"), -1;
     return 0;
+}
+
+/* The slot whose memory slot s is (s itself, or the base at the end of its views). */
+static int root_of(const Executor *e, int s) {
+    while (e->slots[s].kind == SVX_S_VIEW) s = e->slots[s].index;
+    return s;
+}
+
+/* What the executor's own kernels need of their operands' dtypes and ranks; NULL if met,
+ * else what they expect. */
+static const char *operand_rule(const Executor *e, const svx_instr *in) {
+    const svx_slot *sl = e->slots;
+    switch (in->op) {
+    case SVX_OP_DENSE:
+        for (int k = 0; k < in->nin; k++)
+            if (sl[in->in[k]].dtype != SVX_F32 || sl[in->in[k]].ndim < 1)
+                return "dense: float32 operands of rank >= 1";
+        if (sl[in->out[0]].dtype != SVX_F32 || sl[in->out[0]].ndim != sl[in->in[0]].ndim ||
+            (in->nin > 1 && sl[in->in[1]].ndim != sl[in->out[0]].ndim) || in->nin > 2)
+            return "dense: x [, residual] and a float32 result, all of one rank";
+        return NULL;
+    case SVX_OP_MATMUL:
+        for (int k = 0; k < 3; k++) {
+            const svx_slot *t = &sl[k < 2 ? in->in[k] : in->out[0]];
+            if (t->dtype != SVX_F32 || t->ndim < 2)
+                return "matmul: float32 a, b and result of rank >= 2";
+        }
+        if (sl[in->out[0]].ndim < sl[in->in[0]].ndim || sl[in->out[0]].ndim < sl[in->in[1]].ndim)
+            return "matmul: a result of at least the operands' rank";
+        return NULL;
+    case SVX_OP_COPY:
+        if (sl[in->in[0]].dtype != sl[in->out[0]].dtype ||
+            sl[in->in[0]].ndim != sl[in->out[0]].ndim)
+            return "copy: an operand and a result of one dtype and rank";
+        return NULL;
+    case SVX_OP_FILL:
+        if (sl[in->out[0]].dtype == SVX_F16) return "fill: a result of a dtype other than f16";
+        return NULL;
+    default: return NULL;
+    }
 }
 
 static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObject *objs) {
@@ -281,9 +418,12 @@ static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObj
             if (!in_range(in->in[k], e->nslots)) return bad("operand slot out of range", found), -1;
         for (int k = 0; k < in->nout; k++) {
             if (!in_range(in->out[k], e->nslots)) return bad("result slot out of range", found), -1;
-            int kind = e->slots[in->out[k]].kind;
+            int kind = e->slots[root_of(e, in->out[k])].kind;
             if (kind == SVX_S_INPUT || kind == SVX_S_CONST)
-                return bad("instruction writes an input or constant", found), -1;
+                return bad_at("instruction writes an input or constant",
+                              "results in buffers or outputs (or views of them): the caller's "
+                              "arrays and the constants are read only",
+                              found), -1;
         }
         PyObject *obj = PyList_GET_ITEM(objs, i);
         if (in->op == SVX_OP_DENSE) {
@@ -304,6 +444,8 @@ static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObj
                    (in->op == SVX_OP_FILL && (in->nin != 0 || in->nout != 1))) {
             return bad("wrong operand count", found), -1;
         }
+        const char *rule = operand_rule(e, in);
+        if (rule) return bad_at("operands of the wrong dtype or rank", rule, found), -1;
     }
     return 0;
 }
@@ -317,6 +459,7 @@ static PyObject *exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     PyArrayObject *heap = NULL, *prog = NULL, *checks = NULL, *slots = NULL, *bufs = NULL,
                   *outs = NULL, *ia = NULL, *fa = NULL;
     PyObject *objs = NULL;
+    uint8_t *defined = NULL;
     heap = spec_array(spec, "heap", NPY_INT64, 0);
     prog = heap ? spec_array(spec, "dimprog", NPY_INT64, 4) : NULL;
     checks = prog ? spec_array(spec, "checks", NPY_INT64, 2) : NULL;
@@ -366,21 +509,8 @@ static PyObject *exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         goto fail;
     }
     for (int i = 0; i < e->ninputs; i++) e->input_slot[i] = -1;
-    for (int i = 0; i < e->nprog; i++) {
-        int64_t *p = e->prog[i];
-        int with_const = p[0] == SVX_D_ADDC || p[0] == SVX_D_MULC;
-        if (!in_range(p[0], SVX_D_COUNT) || p[0] == 0 || !in_range(p[1], e->nheap) ||
-            (!with_const && !in_range(p[2], e->nheap)) || !in_range(p[3], e->nheap) ||
-            p[3] < e->nvars) {
-            bad("dimension program step out of range", "dimprog");
-            goto fail;
-        }
-    }
-    for (int i = 0; i < e->nchecks; i++)
-        if (!in_range(e->checks[i][0], e->nheap) || !in_range(e->checks[i][1], 2)) {
-            bad("check out of range", "checks");
-            goto fail;
-        }
+    defined = check_dimprog(e);
+    if (!defined) goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cl); i++) {
         PyObject *c = PyArray_FROMANY(PyList_GET_ITEM(cl, i), NPY_NOTYPE, 0, SVX_MAXDIM,
                                       NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
@@ -412,7 +542,10 @@ static PyObject *exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
             sl->param2[d] = r[5 + 2 * SVX_MAXDIM + d];
         }
     }
-    if (check_slots(e) < 0 || check_instrs(e, ia, fa, objs) < 0) goto fail;
+    if (check_slots(e, defined) < 0 || check_instrs(e, ia, fa, objs) < 0 ||
+        collect_dimcells(e) < 0)
+        goto fail;
+    PyMem_Free(defined);
     Py_DECREF(heap);
     Py_DECREF(prog);
     Py_DECREF(checks);
@@ -423,6 +556,7 @@ static PyObject *exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     Py_DECREF(fa);
     return (PyObject *)e;
 fail:
+    PyMem_Free(defined);
     Py_XDECREF(heap);
     Py_XDECREF(prog);
     Py_XDECREF(checks);
@@ -456,18 +590,33 @@ static int64_t floordiv64(int64_t x, int64_t y) {
     return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
 }
 
-/* Run the dimension program; -1 on a division by zero. */
+/* Run the dimension program: 0, -1 on a division by zero, -2 when a result does not fit
+ * in int64 (hostile dimension values must not wrap into small sizes). */
 static int run_dimprog(const Executor *e, int64_t *h) {
     for (int i = 0; i < e->nprog; i++) {
         const int64_t *p = e->prog[i];
         int64_t a = h[p[1]], b = (p[0] == SVX_D_ADDC || p[0] == SVX_D_MULC) ? p[2] : h[p[2]];
         int64_t r;
         switch (p[0]) {
-        case SVX_D_ADD: case SVX_D_ADDC: r = a + b; break;
-        case SVX_D_SUB: r = a - b; break;
-        case SVX_D_MUL: case SVX_D_MULC: r = a * b; break;
-        case SVX_D_FLOORDIV: if (b == 0) return -1; r = floordiv64(a, b); break;
-        case SVX_D_MOD: if (b == 0) return -1; r = a - b * floordiv64(a, b); break;
+        case SVX_D_ADD: case SVX_D_ADDC:
+            if (__builtin_add_overflow(a, b, &r)) return -2;
+            break;
+        case SVX_D_SUB:
+            if (__builtin_sub_overflow(a, b, &r)) return -2;
+            break;
+        case SVX_D_MUL: case SVX_D_MULC:
+            if (__builtin_mul_overflow(a, b, &r)) return -2;
+            break;
+        case SVX_D_FLOORDIV: case SVX_D_MOD:
+            if (b == 0) return -1;
+            if (a == INT64_MIN && b == -1) return -2;
+            if (p[0] == SVX_D_FLOORDIV) {
+                r = floordiv64(a, b);
+            } else { /* Python's sign: that of b */
+                r = a % b;
+                if (r != 0 && ((r < 0) != (b < 0))) r += b;
+            }
+            break;
         case SVX_D_MAX: r = a > b ? a : b; break;
         default: r = a < b ? a : b; break;
         }
@@ -475,6 +624,10 @@ static int run_dimprog(const Executor *e, int64_t *h) {
     }
     return 0;
 }
+
+static const char *const dimprog_error[] = {
+    "", "division by zero in a dimension",
+    "a dimension does not fit in int64 (a variable's value is far too large)"};
 
 static void contiguous_strides(svx_tensor *t) {
     int64_t s = 1;
@@ -484,29 +637,56 @@ static void contiguous_strides(svx_tensor *t) {
     }
 }
 
-/* Resolve a view slot from its (already resolved) base. */
+/* Resolve a view slot from its (already resolved) base, checking that every element it
+ * reaches lies in the base for these dimension values: 0, or -1 with msg filled in. */
 static int resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *h,
-                        svx_tensor *t) {
+                        svx_tensor *t, char *msg, size_t size) {
     size_t isz = (size_t)svx_itemsize[sl->dtype];
     t->data = base->data;
     switch (sl->viewop) {
     case SVX_V_TRANSPOSE:
-        for (int d = 0; d < sl->ndim; d++) t->strides[d] = base->strides[sl->param[d]];
+        for (int d = 0; d < sl->ndim; d++) {
+            if (t->shape[d] != base->shape[sl->param[d]]) {
+                snprintf(msg, size, "transpose: axis %d has %lld elements, its base axis %d "
+                         "has %lld", d, (long long)t->shape[d], sl->param[d],
+                         (long long)base->shape[sl->param[d]]);
+                return -1;
+            }
+            t->strides[d] = base->strides[sl->param[d]];
+        }
         break;
     case SVX_V_SLICE: {
         int64_t off = 0;
         for (int d = 0; d < sl->ndim; d++) {
-            off += h[sl->param[d]] * base->strides[d];
-            t->strides[d] = base->strides[d] * sl->param2[d];
+            int64_t start = h[sl->param[d]], step = sl->param2[d], n = t->shape[d];
+            /* the last element taken, start + (n - 1) * step, lies in [0, base) */
+            if (n > 0 && (start < 0 || start >= base->shape[d] ||
+                          (n - 1) > (base->shape[d] - 1 - start) / step)) {
+                snprintf(msg, size, "slice: axis %d takes %lld elements from %lld by %lld of "
+                         "a base of %lld", d, (long long)n, (long long)start, (long long)step,
+                         (long long)base->shape[d]);
+                return -1;
+            }
+            if (n > 0) off += start * base->strides[d];
+            t->strides[d] = base->strides[d] * step;
         }
         t->data = base->data + off * (int64_t)isz;
         break;
     }
     case SVX_V_RESHAPE: {
-        int64_t expect = 1;
+        int64_t expect = 1, count = 1;
         for (int d = base->ndim - 1; d >= 0; d--) { /* the base must be contiguous */
-            if (base->shape[d] != 1 && base->strides[d] != expect) return -1;
+            if (base->shape[d] != 1 && base->strides[d] != expect) {
+                snprintf(msg, size, "reshape of a base that is not contiguous");
+                return -1;
+            }
             expect *= base->shape[d];
+        }
+        for (int d = 0; d < sl->ndim; d++) count *= t->shape[d]; /* dims checked >= 0 */
+        if (count != expect && count != 0) {
+            snprintf(msg, size, "reshape: %lld elements from a base of %lld", (long long)count,
+                     (long long)expect);
+            return -1;
         }
         contiguous_strides(t);
         break;
@@ -515,28 +695,78 @@ static int resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_
         int used = 0;
         for (int d = 0; d < sl->ndim; d++) {
             if (sl->param[d] < 0) {
-                if (t->shape[d] != 1) return -1;
+                if (t->shape[d] != 1) goto select_bad;
                 t->strides[d] = 0;
             } else {
-                if (base->shape[sl->param[d]] != t->shape[d]) return -1;
+                if (base->shape[sl->param[d]] != t->shape[d]) goto select_bad;
                 t->strides[d] = base->strides[sl->param[d]];
                 used |= 1 << sl->param[d];
             }
         }
         for (int d = 0; d < base->ndim; d++)
-            if (!(used & (1 << d)) && base->shape[d] != 1) return -1;
+            if (!(used & (1 << d)) && base->shape[d] != 1) goto select_bad;
         break;
+    select_bad:
+        snprintf(msg, size, "select: axes that differ from their base's");
+        return -1;
     }
     default: { /* broadcast: right-aligned */
         int lead = sl->ndim - base->ndim;
         for (int d = 0; d < sl->ndim; d++) {
             int bd = d - lead;
+            if (bd >= 0 && base->shape[bd] != 1 && base->shape[bd] != t->shape[d]) {
+                snprintf(msg, size, "broadcast: axis %d of %lld elements from a base axis of "
+                         "%lld", d, (long long)t->shape[d], (long long)base->shape[bd]);
+                return -1;
+            }
             t->strides[d] = (bd < 0 || base->shape[bd] == 1) ? 0 : base->strides[bd];
         }
         break;
     }
     }
     return 0;
+}
+
+/* Whether the leading dims of t (all but the last) fold into rows of one stride. */
+static int rows_fold(const svx_tensor *t) {
+    for (int d = 0; d + 2 < t->ndim; d++)
+        if (t->shape[d] > 1 && t->strides[d] != t->strides[d + 1] * t->shape[d + 1]) return 0;
+    return 1;
+}
+
+/* A dense layer's operands against its packed weights: NULL if they fit, else why. */
+static const char *dense_misfit(const svx_tensor *x, const svx_tensor *y, const svx_tensor *r,
+                                const sv_packed_b *b) {
+    static _Thread_local char msg[160];
+    if (x->shape[x->ndim - 1] != b->k || y->shape[y->ndim - 1] != b->n) {
+        snprintf(msg, sizeof msg, "dense: x [..., %lld] -> y [..., %lld] against weights packed "
+                 "for %lld -> %lld", (long long)x->shape[x->ndim - 1],
+                 (long long)y->shape[y->ndim - 1], (long long)b->k, (long long)b->n);
+        return msg;
+    }
+    for (int d = 0; d < x->ndim - 1; d++)
+        if (x->shape[d] != y->shape[d] || (r && r->shape[d] != y->shape[d]))
+            return "dense: x, its result and residual differ in a leading dimension";
+    if (r && r->shape[r->ndim - 1] != b->n) return "dense: a residual of another width";
+    if (!rows_fold(x) || !rows_fold(y) || (r && !rows_fold(r)))
+        return "dense: operands whose rows are not evenly spaced";
+    return NULL;
+}
+
+/* A batched product's shapes: a [..., m, k] @ b [..., k, n] -> c [..., m, n], the batch
+ * dims of a and b 1 or c's. */
+static const char *matmul_misfit(const svx_tensor *a, const svx_tensor *b, const svx_tensor *c) {
+    int64_t m = c->shape[c->ndim - 2], n = c->shape[c->ndim - 1];
+    if (a->shape[a->ndim - 2] != m || b->shape[b->ndim - 1] != n ||
+        a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
+        return "matmul: a [m, k] @ b [k, n] -> c [m, n] with other m, k or n";
+    for (int d = 0; d < c->ndim - 2; d++) {
+        int da = d - (c->ndim - a->ndim), db = d - (c->ndim - b->ndim);
+        if ((da >= 0 && a->shape[da] != 1 && a->shape[da] != c->shape[d]) ||
+            (db >= 0 && b->shape[db] != 1 && b->shape[db] != c->shape[d]))
+            return "matmul: batch dimensions that do not broadcast to the result's";
+    }
+    return NULL;
 }
 
 static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, const char **err) {
@@ -547,6 +777,7 @@ static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, cons
         sv_packed_dense_unwrap(in->obj, &b, &bias);
         const svx_tensor *x = &t[in->in[0]], *y = &t[in->out[0]];
         const svx_tensor *r = in->nin > 1 ? &t[in->in[1]] : NULL;
+        if ((*err = dense_misfit(x, y, r, b)) != NULL) return -1;
         int64_t m = 1;
         for (int d = 0; d < x->ndim - 1; d++) m *= x->shape[d];
         /* rows: x, y (and residual) are laid out as [m, k] with unit inner stride */
@@ -564,6 +795,8 @@ static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, cons
         return 0;
     }
     case SVX_OP_MATMUL:
+        if ((*err = matmul_misfit(&t[in->in[0]], &t[in->in[1]], &t[in->out[0]])) != NULL)
+            return -1;
         if (svx_matmul(&t[in->in[0]], &t[in->in[1]], &t[in->out[0]], in->fattr[0], e->threads)) {
             *err = "matmul: operands that do not fit";
             return -1;
@@ -675,8 +908,9 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
             mismatch(e, "dimension variable %lld is not bound by any input (%lld)", v, 0);
             goto done;
         }
-    if (run_dimprog(e, h) < 0) {
-        mismatch0(e, "division by zero in a dimension");
+    int rc = run_dimprog(e, h);
+    if (rc < 0) {
+        mismatch0(e, dimprog_error[-rc]);
         goto done;
     }
     for (int i = 0; i < e->ninputs; i++) {
@@ -704,27 +938,57 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
         }
         goto done;
     }
-    /* the arena: each buffer 64-byte aligned */
+    for (int i = 0; i < e->ndimcells; i++) { /* sizes first: nothing below wraps */
+        int64_t v = h[e->dimcells[i][0]];
+        if (v < 0) {
+            int s = e->dimcells[i][1];
+            if (s >= 0)
+                mismatch(e, "slot %lld has a negative dimension (%lld)", s, v);
+            else
+                mismatch(e, "buffer %lld has a negative size (%lld)", -1 - s, v);
+            goto done;
+        }
+    }
+    /* the outputs, then the arena: allocating an array may run Python code (a collection
+     * calls finalizers), which may run a region on this thread and grow its arena */
+    result = PyTuple_New(e->noutputs);
+    if (!result) goto done;
+    for (int o = 0; o < e->noutputs; o++) {
+        const svx_slot *sl = &e->slots[e->outputs[o]];
+        npy_intp shape[SVX_MAXDIM];
+        for (int d = 0; d < sl->ndim; d++) shape[d] = (npy_intp)h[sl->dims[d]];
+        PyObject *arr = PyArray_SimpleNew(sl->ndim, shape, npy_of[sl->dtype]);
+        if (!arr) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, o, arr);
+    }
+    /* the arena: each buffer 64-byte aligned; from here to the run no Python code runs */
     size_t total = 0, offsets_stack[64];
     size_t *offsets = e->nbuffers <= 64 ? offsets_stack
                                         : PyMem_Malloc(sizeof(size_t) * (size_t)e->nbuffers);
     if (!offsets) {
+        Py_CLEAR(result);
         PyErr_NoMemory();
         goto done;
     }
     for (int b = 0; b < e->nbuffers; b++) {
-        int64_t n = h[e->buffers[b]];
         offsets[b] = total;
-        total += ((size_t)(n > 0 ? n : 0) + 63) & ~(size_t)63;
+        if (__builtin_add_overflow(total, ((size_t)h[e->buffers[b]] + 63) & ~(size_t)63,
+                                   &total) ||
+            total > (size_t)PTRDIFF_MAX) {
+            Py_CLEAR(result);
+            mismatch(e, "the arena would exceed the address space (buffer %lld) %lld", b, 0);
+            goto offsets_done;
+        }
     }
     char *arena = arena_get(total);
     if (!arena) {
-        if (offsets != offsets_stack) PyMem_Free(offsets);
+        Py_CLEAR(result);
         PyErr_NoMemory();
-        goto done;
+        goto offsets_done;
     }
-    result = PyTuple_New(e->noutputs);
-    if (!result) goto offsets_done;
     for (int s = 0; s < e->nslots; s++) {
         const svx_slot *sl = &e->slots[s];
         svx_tensor *ts = &t[s];
@@ -737,29 +1001,35 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
             ts->data = e->const_data[sl->index];
             contiguous_strides(ts);
             break;
-        case SVX_S_BUFFER:
+        case SVX_S_BUFFER: {
+            uint64_t bytes = (uint64_t)svx_itemsize[sl->dtype];
+            for (int d = 0; d < sl->ndim; d++)
+                if (__builtin_mul_overflow(bytes, (uint64_t)ts->shape[d], &bytes))
+                    bytes = UINT64_MAX;
+            if (bytes > (uint64_t)h[e->buffers[sl->index]]) {
+                Py_CLEAR(result);
+                mismatch(e, "slot %lld does not fit its buffer (%lld bytes)", s,
+                         h[e->buffers[sl->index]]);
+                goto offsets_done;
+            }
             ts->data = arena + offsets[sl->index];
             contiguous_strides(ts);
             break;
-        case SVX_S_OUTPUT: {
-            npy_intp shape[SVX_MAXDIM];
-            for (int d = 0; d < sl->ndim; d++) shape[d] = (npy_intp)ts->shape[d];
-            PyObject *arr = PyArray_SimpleNew(sl->ndim, shape, npy_of[sl->dtype]);
-            if (!arr) {
-                Py_CLEAR(result);
-                goto offsets_done;
-            }
-            PyTuple_SET_ITEM(result, sl->index, arr);
-            ts->data = PyArray_BYTES((PyArrayObject *)arr);
+        }
+        case SVX_S_OUTPUT:
+            ts->data = PyArray_BYTES((PyArrayObject *)PyTuple_GET_ITEM(result, sl->index));
             contiguous_strides(ts);
             break;
-        }
-        default:
-            if (resolve_view(sl, &t[sl->index], h, ts) < 0) {
+        default: {
+            char why[160], msg[224];
+            if (resolve_view(sl, &t[sl->index], h, ts, why, sizeof why) < 0) {
                 Py_CLEAR(result);
-                mismatch(e, "slot %lld: a view that does not fit its base (%lld)", s, 0);
+                snprintf(msg, sizeof msg, "slot %d: a view that does not fit its base: %s", s,
+                         why);
+                mismatch0(e, msg);
                 goto offsets_done;
             }
+        }
         }
     }
     {
@@ -823,7 +1093,8 @@ static PyObject *exec_heap(Executor *e, PyObject *args) {
                 h[sl->dims[d]] = PyArray_DIM((PyArrayObject *)o, d);
     }
     PyObject *out = NULL;
-    if (run_dimprog(e, h) == 0) {
+    int rc = run_dimprog(e, h);
+    if (rc == 0) {
         out = PyTuple_New(e->nheap);
         for (int i = 0; out && i < e->nheap; i++) {
             PyObject *v = h[i] == SVX_UNSET ? Py_NewRef(Py_None) : PyLong_FromLongLong(h[i]);
@@ -831,7 +1102,7 @@ static PyObject *exec_heap(Executor *e, PyObject *args) {
             else PyTuple_SET_ITEM(out, i, v);
         }
     } else {
-        mismatch0(e, "division by zero in a dimension");
+        mismatch0(e, dimprog_error[-rc]);
     }
     PyMem_Free(h);
     return out;
@@ -855,7 +1126,7 @@ static PyObject *exec_patch(Executor *e, PyObject *args) {
      * which a family's kernel (its own static data as self) would misread */
     if (!PyCapsule_IsValid(cap, SV_GEN_KERNEL))
         return sv_raise("Executor.patch", "not generated code",
-                        "a kernel from shapevm.native.load_kernel", Py_TYPE(cap)->tp_name,
+                        "a generated kernel (shapevm.jit.backend.toolchain.load)", Py_TYPE(cap)->tp_name,
                         "patch in generated kernels only; a family's kernel is an instruction");
     sv_exec_kernel *k = PyCapsule_GetPointer(cap, SV_GEN_KERNEL);
     if (!k) return NULL;

@@ -33,7 +33,25 @@ static PyObject *make_capsule(svx_kernel_fn run, void *self) {
     return cap;
 }
 
+/* Whether every operand and result is float32 (the families below read nothing else). */
+static int all_f32(const svx_tensor *ins, int nin, const svx_tensor *outs, int nout) {
+    for (int k = 0; k < nin; k++)
+        if (ins[k].dtype != SVX_F32) return 0;
+    for (int k = 0; k < nout; k++)
+        if (outs[k].dtype != SVX_F32) return 0;
+    return 1;
+}
+
+static int same_shape(const svx_tensor *a, const svx_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
 /* -- fused chains: one tile program per result -------------------------------------------- */
+static int tile_dtype(int svx) { return svx == SVX_F32 ? SV_DT_F32 : svx == SVX_BOOL ? SV_DT_BOOL : -1; }
+
 typedef struct {
     int nprog;
     sv_tile_plan plans[SVX_MAXOUT];
@@ -61,6 +79,11 @@ static int run_chain(const void *vself, const svx_tensor *ins, int nin, const sv
     sv_tile_args args;
     args.n_inputs = nin;
     for (int k = 0; k < nin; k++) {
+        for (int o = 0; o < nout; o++)
+            if (tile_dtype(ins[k].dtype) != c->plans[o].prog.in_dtype[k]) {
+                *err = "chain: an operand of another dtype than its program reads";
+                return -1;
+            }
         if (ins[k].ndim > SV_TILE_MAX_DIMS) {
             *err = "chain: an operand of too high a rank";
             return -1;
@@ -68,6 +91,10 @@ static int run_chain(const void *vself, const svx_tensor *ins, int nin, const sv
         operand_of(&ins[k], &args.in[k]);
     }
     for (int o = 0; o < nout; o++) {
+        if (tile_dtype(outs[o].dtype) != c->plans[o].out_dtype || outs[o].ndim > SV_TILE_MAX_DIMS) {
+            *err = "chain: a result of another dtype or rank than its program writes";
+            return -1;
+        }
         operand_of(&outs[o], &args.out);
         sv_tile_error te;
         if (sv_tile_run(&c->plans[o], &args, 0, &te) != 0) {
@@ -142,7 +169,11 @@ static int run_rowop(const void *vself, const svx_tensor *ins, int nin, const sv
     const svx_tensor *x = &ins[0], *y = &outs[0];
     sv_rowop op;
     memset(&op, 0, sizeof op);
-    if (x->ndim != y->ndim || rows_of(x, &op, op.sx) || rows_of(y, &op, op.sy)) {
+    if (!all_f32(ins, nin, outs, nout) || !same_shape(x, y)) {
+        *err = "row op: a float32 operand and result of one shape";
+        return -1;
+    }
+    if (rows_of(x, &op, op.sx) || rows_of(y, &op, op.sy)) {
         *err = "row op: rows without unit stride";
         return -1;
     }
@@ -247,6 +278,18 @@ static int run_attention(const void *vself, const svx_tensor *ins, int nin,
             *err = "attention: an operand without unit stride along its last axis";
             return -1;
         }
+    if (!all_f32(ins, nin, outs, nout) || k->shape[nd + 1] != q->shape[nd + 1] ||
+        v->shape[nd] != k->shape[nd] || o->shape[nd] != q->shape[nd] ||
+        o->shape[nd + 1] != v->shape[nd + 1]) {
+        *err = "attention: float32 q [sq, d], k [sk, d], v [sk, dv] and result [sq, dv]";
+        return -1;
+    }
+    for (int d = 0; d < nd; d++)
+        for (const svx_tensor *t = q; t != o; t = t == q ? k : t == k ? v : o)
+            if (t->shape[d] != 1 && t->shape[d] != o->shape[d]) {
+                *err = "attention: batch dimensions that do not broadcast to the result's";
+                return -1;
+            }
     sv_attention a;
     memset(&a, 0, sizeof a);
     a.nd = nd;
@@ -328,6 +371,10 @@ static int run_conv(const void *vself, const svx_tensor *ins, int nin, const svx
         return -1;
     }
     const svx_tensor *x = &ins[0], *y = &outs[0], *r = nin > 1 ? &ins[1] : NULL;
+    if (!all_f32(ins, nin, outs, nout)) {
+        *err = "conv: float32 operands and result";
+        return -1;
+    }
     int xrank = c->in_blocked ? 5 : 4, yrank = c->out_blocked ? 5 : 4;
     if (x->ndim != xrank || y->ndim != yrank || (r && r->ndim != yrank) || !contiguous(x) ||
         !contiguous(y) || (r && !contiguous(r))) {
@@ -412,7 +459,7 @@ static int run_reorder(const void *vself, const svx_tensor *ins, int nin, const 
     }
     const svx_tensor *x = &ins[0], *y = &outs[0];
     const svx_tensor *nchw = r->to_blocked ? x : y, *blk = r->to_blocked ? y : x;
-    if (nchw->ndim != 4 || blk->ndim != 5 || !contiguous(x) || !contiguous(y) ||
+    if (!all_f32(ins, nin, outs, nout) || nchw->ndim != 4 || blk->ndim != 5 || !contiguous(x) || !contiguous(y) ||
         nchw->shape[1] != r->channels || blk->shape[1] != (r->channels + SV_CB - 1) / SV_CB ||
         blk->shape[4] != SV_CB || nchw->shape[0] != blk->shape[0] ||
         nchw->shape[2] != blk->shape[2] || nchw->shape[3] != blk->shape[3]) {
@@ -457,7 +504,19 @@ static int run_pool(const void *vself, const svx_tensor *ins, int nin, const svx
         return -1;
     }
     const svx_tensor *x = &ins[0], *y = &outs[0];
+    if (!all_f32(ins, nin, outs, nout)) {
+        *err = "pool: a float32 operand and result";
+        return -1;
+    }
     if (p->global) {
+        /* one mean per (image, channel): y is [n, c] or [n, c, 1, 1] */
+        int64_t means = y->ndim >= 2 ? 1 : -1;
+        for (int d = 0; d < y->ndim; d++) means *= y->shape[d];
+        if (x->ndim < 2 || means != x->shape[0] * (p->blocked ? p->channels : x->shape[1]) ||
+            y->shape[0] != x->shape[0]) {
+            *err = "global pool: a result of another size than one value per image and channel";
+            return -1;
+        }
         if (p->blocked) {
             if (x->ndim != 5 || x->shape[4] != SV_CB ||
                 x->shape[1] != (p->channels + SV_CB - 1) / SV_CB) {
@@ -478,7 +537,8 @@ static int run_pool(const void *vself, const svx_tensor *ins, int nin, const svx
     }
     int64_t oh, ow;
     if (x->ndim != 4 || y->ndim != 4 || sv_pool_out_hw(&p->s, x->shape[2], x->shape[3], &oh, &ow) ||
-        y->shape[2] != oh || y->shape[3] != ow) {
+        y->shape[2] != oh || y->shape[3] != ow || y->shape[0] != x->shape[0] ||
+        y->shape[1] != x->shape[1]) {
         *err = "pool: the result's shape does not follow from the input's";
         return -1;
     }

@@ -1,0 +1,287 @@
+"""The region executor refuses, before it touches memory, every region whose arrays
+contradict themselves and every call whose dimension values would take a view, a buffer or
+a kernel's operands out of their memory.
+
+Each region here is built as the lowering builds one (`Tensor`, `Kernel`, `build_spec`),
+with one thing wrong; run without its check, each reads or writes memory it was not given
+(the AddressSanitizer build in CI reports it).
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shapevm as sv
+from shapevm import native
+from shapevm.jit.backend import nodes as N
+from shapevm.jit.backend.dims import ADDC, FLOORDIV, MUL, DimHeap
+from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
+from shapevm.jit.backend.plan import build_spec, plan_memory
+
+F32 = np.dtype(np.float32)
+A, B = sv.symbolic_shape("a, b")
+
+
+def spec_of(
+    tensors: list[Tensor],
+    kernels: list[Kernel],
+    inputs: list[int],
+    outputs: list[int],
+    variables: tuple[str, ...] = ("a",),
+) -> dict[str, Any]:
+    for i, t in enumerate(outputs):
+        tensors[t].kind, tensors[t].out_index = "output", i
+    low = Lowered(tensors, kernels, inputs, outputs, list(inputs), list(outputs))
+    return build_spec(low, plan_memory(low), DimHeap(variables))
+
+
+def x_a3() -> Tensor:
+    return Tensor(0, "input", F32, (A, 3), arg=0)
+
+
+def copy_of_view(view: Tensor, shape: tuple[Any, ...], variables: tuple[str, ...] = ("a",)) -> Any:
+    """input x -> view -> copied into a buffer -> copied to the output."""
+    ts = [x_a3() if variables == ("a",) else Tensor(0, "input", F32, (A, B), arg=0), view]
+    ts += [Tensor(2, "temp", F32, shape), Tensor(3, "temp", F32, shape)]
+    ks = [Kernel(N.OP_COPY, [1], [2]), Kernel(N.OP_COPY, [2], [3])]
+    return native.Executor(spec_of(ts, ks, [0], [3], variables))
+
+
+# -- construction: the arrays must agree with themselves ------------------------------------
+def _const_copy_spec() -> dict[str, Any]:
+    c = np.arange(3, dtype=np.float32)
+    ts = [x_a3(), Tensor(1, "const", F32, (3,), array=c), Tensor(2, "temp", F32, (3,))]
+    return spec_of(ts, [Kernel(N.OP_COPY, [1], [2])], [0], [2])
+
+
+def test_a_dimension_step_that_overwrites_a_constant_is_refused() -> None:
+    spec = _const_copy_spec()
+    three = int(np.flatnonzero(spec["heap"] == 3)[0])
+    # heap[3's cell] = a * a would make the constant's slot [a * a] over 3 floats
+    spec["dimprog"] = np.array([[MUL, 0, 0, three]], np.int64)
+    with pytest.raises(native.NativeKernelError, match="overwrites a defined cell") as info:
+        native.Executor(spec)
+    assert "each step writes a cell of its own" in str(info.value)
+
+
+def test_a_dimension_step_that_reads_a_later_cell_is_refused() -> None:
+    ts = [x_a3(), Tensor(1, "temp", F32, ((A + 1) * 2, 3))]
+    spec = spec_of(ts, [Kernel(N.OP_FILL, [], [1], fattr=[1.0])], [0], [1])
+    spec["dimprog"] = spec["dimprog"][::-1].copy()  # the product before the sum it reads
+    with pytest.raises(native.NativeKernelError, match="reads a cell before it is computed"):
+        native.Executor(spec)
+
+
+def test_a_slot_dimension_nothing_computes_is_refused() -> None:
+    spec = _const_copy_spec()
+    spec["heap"] = np.append(spec["heap"], np.iinfo(np.int64).min)  # a cell left unset
+    spec["slots"][2, 5] = len(spec["heap"]) - 1
+    with pytest.raises(native.NativeKernelError, match="a cell nothing computes"):
+        native.Executor(spec)
+
+
+def test_writing_through_a_view_of_an_input_is_refused() -> None:
+    # x.T is the caller's memory: a copy into it would change the caller's array
+    ts = [
+        x_a3(),
+        Tensor(1, "view", F32, (3, A), base=0, viewop=N.V_TRANSPOSE, params=(1, 0)),
+        Tensor(2, "temp", F32, (3, A)),
+    ]
+    ks = [Kernel(N.OP_FILL, [], [2], fattr=[0.0]), Kernel(N.OP_COPY, [2], [1])]
+    spec = spec_of(ts, [*ks, Kernel(N.OP_COPY, [1], [2])], [0], [2])
+    with pytest.raises(native.NativeKernelError, match="writes an input or constant") as info:
+        native.Executor(spec)
+    assert "instruction 1" in str(info.value) and "read only" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("op", "dtypes", "message"),
+    [
+        (N.OP_DENSE, (np.int8, np.float32), "dense: float32 operands"),
+        (N.OP_DENSE, (np.float32, np.int8), "dense: x \\[, residual\\] and a float32 result"),
+        (N.OP_MATMUL, (np.float32, np.int8), "matmul: float32 a, b and result"),
+        (N.OP_COPY, (np.float32, np.int8), "copy: an operand and a result of one dtype"),
+    ],
+)
+def test_operands_of_another_dtype_are_refused(op: int, dtypes: Any, message: str) -> None:
+    # a float32 kernel over 1-byte elements would read or write 4x past them
+    x_dtype, y_dtype = (np.dtype(d) for d in dtypes)
+    w = np.ones((3, 3), np.float32)
+    ts = [Tensor(0, "input", x_dtype, (A, 3), arg=0), Tensor(1, "temp", y_dtype, (A, 3))]
+    if op == N.OP_DENSE:
+        k = Kernel(op, [0], [1], iattr=[0], fattr=[1.0], obj=native.pack_dense(w))
+    elif op == N.OP_MATMUL:
+        ts.append(Tensor(2, "const", F32, (3, 3), array=w))
+        k = Kernel(op, [0, 2], [1], fattr=[1.0])
+    else:
+        k = Kernel(op, [0], [1])
+    with pytest.raises(native.NativeKernelError, match=message):
+        native.Executor(spec_of(ts, [k], [0], [1]))
+
+
+# -- a call: views, buffers and kernels against the dimension values ------------------------
+@pytest.mark.parametrize(
+    ("view", "shape", "message"),
+    [
+        (  # x[1:] declared with a rows: one row past x
+            Tensor(1, "view", F32, (A, 3), base=0, viewop=N.V_SLICE, params=(1, 0), params2=(1, 1)),
+            (A, 3),
+            "slice: axis 0 takes 4 elements from 1 by 1 of a base of 4",
+        ),
+        (  # x[::2] declared with a rows
+            Tensor(1, "view", F32, (A, 3), base=0, viewop=N.V_SLICE, params=(0, 0), params2=(2, 1)),
+            (A, 3),
+            "slice: axis 0 takes 4 elements from 0 by 2 of a base of 4",
+        ),
+        (  # x.T declared [a, 3]
+            Tensor(1, "view", F32, (A, 3), base=0, viewop=N.V_TRANSPOSE, params=(1, 0)),
+            (A, 3),
+            "transpose: axis 0 has 4 elements, its base axis 1 has 3",
+        ),
+        (  # x reshaped to [4 * a]
+            Tensor(1, "view", F32, (4 * A,), base=0, viewop=N.V_RESHAPE),
+            (4 * A,),
+            "reshape: 16 elements from a base of 12",
+        ),
+        (  # x broadcast to [a, a]
+            Tensor(1, "view", F32, (A, A), base=0, viewop=N.V_BROADCAST),
+            (A, A),
+            "broadcast: axis 1 of 4 elements from a base axis of 3",
+        ),
+    ],
+)
+def test_a_view_past_its_base_is_refused(view: Tensor, shape: Any, message: str) -> None:
+    ex = copy_of_view(view, shape)
+    with pytest.raises(native.ExecMismatch, match="slot 1: a view that does not fit its base") as e:
+        ex(np.ones((4, 3), np.float32))
+    assert message in str(e.value)
+
+
+def test_a_slot_larger_than_its_buffer_is_refused() -> None:
+    ts = [x_a3(), Tensor(1, "temp", F32, (A, 3)), Tensor(2, "temp", F32, (A, 3))]
+    spec = spec_of(ts, [Kernel(N.OP_COPY, [0], [1]), Kernel(N.OP_COPY, [1], [2])], [0], [2])
+    spec["buffers"][0] = int(np.flatnonzero(spec["heap"] == 3)[0])  # 3 bytes for a * 12
+    ex = native.Executor(spec)
+    with pytest.raises(native.ExecMismatch, match=r"slot 1 does not fit its buffer \(3 bytes\)"):
+        ex(np.ones((5, 3), np.float32))
+
+
+def test_a_negative_dimension_is_refused() -> None:
+    # x[5:] of a rows is a - 5 rows: negative below a = 5
+    view = Tensor(
+        1, "view", F32, (A - 5, 3), base=0, viewop=N.V_SLICE, params=(5, 0), params2=(1, 1)
+    )
+    ex = copy_of_view(view, (A - 5, 3))
+    assert ex(np.ones((7, 3), np.float32))[0].shape == (2, 3)
+    with pytest.raises(native.ExecMismatch, match=r"slot 1 has a negative dimension \(-3\)"):
+        ex(np.ones((2, 3), np.float32))
+
+
+def _dims_spec(consts: list[int], steps: list[tuple[int, int, int]]) -> tuple[dict[str, Any], int]:
+    """A region whose variable ``a`` (cell 0) is passed in, its output ``[rows, 3]`` with
+    rows the last of ``steps`` appended to the dimension program after the cells
+    ``consts``; and the number of cells before them (steps refer to cells by number)."""
+    ts = [Tensor(0, "input", F32, (3,), arg=0), Tensor(1, "temp", F32, (A, 3))]
+    spec = spec_of(ts, [Kernel(N.OP_FILL, [], [1], fattr=[2.0])], [0], [1])
+    n0 = len(spec["heap"])
+    unset = np.iinfo(np.int64).min
+    spec["heap"] = np.array([*spec["heap"], *consts, *[unset] * len(steps)], np.int64)
+    first = n0 + len(consts)
+    rows = [[op, x, y, first + i] for i, (op, x, y) in enumerate(steps)]
+    spec["dimprog"] = np.array([*spec["dimprog"].tolist(), *rows], np.int64).reshape(-1, 4)
+    spec["slots"][1, 5] = len(spec["heap"]) - 1
+    return spec, n0
+
+
+def test_a_dimension_that_overflows_is_refused() -> None:
+    n0 = len(_dims_spec([], [])[0]["heap"])
+    spec, _ = _dims_spec([], [(MUL, 0, 0), (MUL, n0, 0)])  # rows = a * a * a
+    ex = native.Executor(spec)
+    x = np.ones(3, np.float32)
+    assert ex((4,), x)[0].shape == (64, 3)
+    # (2**22)**3 = 2**66 rows would wrap to 0 in int64 arithmetic
+    with pytest.raises(native.ExecMismatch, match="does not fit in int64"):
+        ex((2**22,), x)
+
+
+def test_the_smallest_int64_divided_by_minus_one_is_refused() -> None:
+    n0 = len(_dims_spec([], [])[0]["heap"])
+    spec, _ = _dims_spec([-1], [(ADDC, 0, -1), (FLOORDIV, n0 + 1, n0)])  # (a - 1) // -1
+    ex = native.Executor(spec)
+    x = np.ones(3, np.float32)
+    assert ex((-4,), x)[0].shape == (5, 3)
+    with pytest.raises(native.ExecMismatch, match="does not fit in int64"):  # not SIGFPE
+        ex((-(2**63) + 1,), x)
+
+
+def test_a_dense_layer_against_weights_of_another_size_fails_the_instruction() -> None:
+    packed = native.pack_dense(np.ones((3, 4), np.float32))  # [3] -> [4]
+    for x_cols, y_cols, found in [
+        (2, 4, "x [..., 2] -> y [..., 4]"),
+        (3, 2, "[..., 3] -> y [..., 2]"),
+    ]:
+        ts = [Tensor(0, "input", F32, (A, x_cols), arg=0), Tensor(1, "temp", F32, (A, y_cols))]
+        k = Kernel(N.OP_DENSE, [0], [1], iattr=[0], fattr=[1.0], obj=packed)
+        ex = native.Executor(spec_of(ts, [k], [0], [1]))
+        with pytest.raises(RuntimeError, match="instruction 0 failed: dense") as info:
+            ex(np.ones((5, x_cols), np.float32))
+        assert found in str(info.value) and "packed for 3 -> 4" in str(info.value)
+
+
+def test_a_product_of_operands_that_do_not_fit_fails_the_instruction() -> None:
+    w = np.ones((4, 2), np.float32)  # a [a, 5] @ w [4, 2] would read a fifth row of w
+    ts = [
+        Tensor(0, "input", F32, (A, 5), arg=0),
+        Tensor(1, "const", F32, (4, 2), array=w),
+        Tensor(2, "temp", F32, (A, 2)),
+    ]
+    ex = native.Executor(spec_of(ts, [Kernel(N.OP_MATMUL, [0, 1], [2], fattr=[1.0])], [0], [2]))
+    with pytest.raises(RuntimeError, match=r"matmul: a \[m, k\] @ b \[k, n\]"):
+        ex(np.ones((3, 5), np.float32))
+
+
+def test_a_row_op_over_another_dtype_fails_the_instruction() -> None:
+    ts = [Tensor(0, "input", np.dtype(np.int8), (A, 8), arg=0), Tensor(1, "temp", F32, (A, 8))]
+    k = Kernel(N.OP_EXTERNAL, [0], [1], obj=native.rowop_kernel("softmax"))
+    ex = native.Executor(spec_of(ts, [k], [0], [1]))
+    with pytest.raises(RuntimeError, match="row op: a float32 operand and result of one shape"):
+        ex(np.ones((2, 8), np.int8))
+
+
+# -- the arena and the outputs ---------------------------------------------------------------
+class _Grower:
+    """Garbage in a reference cycle whose finalizer runs a region on this thread with a
+    larger buffer than before (growing, and so moving, the thread's arena), and leaves
+    the same kind of garbage behind for the next collection."""
+
+    def __init__(self, ex: Any, rows: int, left: list[int]) -> None:
+        self.ex, self.rows, self.left, self.me = ex, rows, left, self
+
+    def __del__(self) -> None:
+        if self.left[0] > 0:
+            self.left[0] -= 1
+            self.ex(np.ones((self.rows, 3), np.float32))
+            _Grower(self.ex, self.rows * 2, self.left)
+
+
+def test_a_collection_while_outputs_are_allocated_cannot_move_the_arena_under_a_call() -> None:
+    ts = [x_a3(), Tensor(1, "temp", F32, (A, 3)), Tensor(2, "temp", F32, (A, 3))]
+    ex = native.Executor(
+        spec_of(ts, [Kernel(N.OP_COPY, [0], [1]), Kernel(N.OP_COPY, [1], [2])], [0], [2])
+    )
+    x = np.arange(3 * 20000, dtype=np.float32).reshape(-1, 3)
+    ex(x)  # this thread's arena, sized for x
+    threshold = gc.get_threshold()
+    left = [4]
+    try:
+        _Grower(ex, 2 * len(x), left)
+        gc.set_threshold(1)  # collect at (almost) every allocation: inside the call too
+        (y,) = ex(x)
+    finally:
+        gc.set_threshold(*threshold)
+    np.testing.assert_array_equal(y, x)
+
