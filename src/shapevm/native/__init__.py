@@ -65,7 +65,7 @@ NativeKernelError = _native.NativeKernelError
 PackedDense = _native.PackedDense
 Executor = _native.Executor
 ExecMismatch = _native.ExecMismatch
-load_kernel = _native.load_kernel
+_load_kernel = _native.load_kernel  # internal: tier 3 loads its own built code only
 arena_pools = _native.arena_pools
 rowop_kernel = _native.rowop_kernel
 conv_kernel = _native.conv_kernel
@@ -209,7 +209,6 @@ __all__ = [
     "info",
     "isa_levels",
     "layer_norm",
-    "load_kernel",
     "log_softmax",
     "matmul",
     "max_pool2d",

@@ -285,3 +285,9 @@ def test_a_collection_while_outputs_are_allocated_cannot_move_the_arena_under_a_
         gc.set_threshold(*threshold)
     np.testing.assert_array_equal(y, x)
 
+
+def test_loading_generated_code_is_not_public() -> None:
+    # only tier 3 loads libraries, from its own cache after checking their hashes
+    assert not hasattr(native, "load_kernel") and "load_kernel" not in native.__all__
+    with pytest.raises(native.NativeKernelError, match="cannot load the generated library"):
+        native._load_kernel("/nonexistent/kernel.so", "svg_kernel")

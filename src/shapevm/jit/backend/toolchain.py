@@ -238,4 +238,4 @@ def _valid(so: Path, meta: Path, symbol: str) -> bool:
 
 def load(built: Built) -> Any:
     """The kernel capsule of a built library (`shapevm.native.Executor.patch` takes it)."""
-    return native.load_kernel(str(built.path), built.symbol)
+    return native._load_kernel(str(built.path), built.symbol)
