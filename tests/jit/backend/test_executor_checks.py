@@ -9,7 +9,6 @@ with one thing wrong; run without its check, each reads or writes memory it was 
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 import numpy as np
@@ -250,40 +249,6 @@ def test_a_row_op_over_another_dtype_fails_the_instruction() -> None:
     ex = native.Executor(spec_of(ts, [k], [0], [1]))
     with pytest.raises(RuntimeError, match="row op: a float32 operand and result of one shape"):
         ex(np.ones((2, 8), np.int8))
-
-
-# -- the arena and the outputs ---------------------------------------------------------------
-class _Grower:
-    """Garbage in a reference cycle whose finalizer runs a region on this thread with a
-    larger buffer than before (growing, and so moving, the thread's arena), and leaves
-    the same kind of garbage behind for the next collection."""
-
-    def __init__(self, ex: Any, rows: int, left: list[int]) -> None:
-        self.ex, self.rows, self.left, self.me = ex, rows, left, self
-
-    def __del__(self) -> None:
-        if self.left[0] > 0:
-            self.left[0] -= 1
-            self.ex(np.ones((self.rows, 3), np.float32))
-            _Grower(self.ex, self.rows * 2, self.left)
-
-
-def test_a_collection_while_outputs_are_allocated_cannot_move_the_arena_under_a_call() -> None:
-    ts = [x_a3(), Tensor(1, "temp", F32, (A, 3)), Tensor(2, "temp", F32, (A, 3))]
-    ex = native.Executor(
-        spec_of(ts, [Kernel(N.OP_COPY, [0], [1]), Kernel(N.OP_COPY, [1], [2])], [0], [2])
-    )
-    x = np.arange(3 * 20000, dtype=np.float32).reshape(-1, 3)
-    ex(x)  # this thread's arena, sized for x
-    threshold = gc.get_threshold()
-    left = [4]
-    try:
-        _Grower(ex, 2 * len(x), left)
-        gc.set_threshold(1)  # collect at (almost) every allocation: inside the call too
-        (y,) = ex(x)
-    finally:
-        gc.set_threshold(*threshold)
-    np.testing.assert_array_equal(y, x)
 
 
 def test_loading_generated_code_is_not_public() -> None:
