@@ -148,6 +148,10 @@ K1 = (RNG.standard_normal((20, 3, 3, 3)) / 5).astype(np.float32)
 K2 = (RNG.standard_normal((20, 20, 3, 3)) / 13).astype(np.float32)
 KD = (RNG.standard_normal((20, 1, 3, 3)) / 3).astype(np.float32)
 CB = RNG.standard_normal(20).astype(np.float32)
+BN_MEAN = RNG.standard_normal((20, 1, 1)).astype(np.float32)
+BN_STD = (0.5 + RNG.random((1, 20, 1, 1))).astype(np.float32)
+BN_GAMMA = RNG.standard_normal((20, 1, 1)).astype(np.float32)
+BN_BETA = RNG.standard_normal((1, 20, 1, 1)).astype(np.float32)
 
 CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
     "chain kept blocked, then pooled": (
@@ -169,11 +173,11 @@ CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
         ],
     ),
     "a chain ended in NCHW": (
-        lambda x: sv.nn.conv2d(snp.maximum(sv.nn.conv2d(x, K1, CB, padding=1), 0.0), K2) * 2.0,
+        lambda x: snp.sin(sv.nn.conv2d(snp.maximum(sv.nn.conv2d(x, K1, CB, padding=1), 0.0), K2)),
         ["conv+bias+relu (to blocked)", "conv (from blocked)", "chain[1]"],
     ),
     "a result read in NCHW": (
-        lambda x: sv.nn.conv2d(x, K1, padding=(1, 0)) * 2.0,
+        lambda x: snp.sin(sv.nn.conv2d(x, K1, padding=(1, 0))),
         ["conv", "chain[1]"],
     ),
     "depthwise and residual": (
@@ -181,6 +185,28 @@ CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
             sv.nn.conv2d(x, K1, CB, padding=1)
         ),
         ["conv+bias", "conv+residual"],
+    ),
+    "a batch norm written out": (
+        lambda x: (sv.nn.conv2d(x, K1) - BN_MEAN) / BN_STD * BN_GAMMA + BN_BETA,
+        ["conv+bias"],
+    ),
+    "a batch norm with its bias, scalars and the constant first": (
+        lambda x: snp.maximum(
+            BN_BETA + 2.0 * (BN_MEAN - sv.nn.conv2d(x, K1, CB, padding=1)) / BN_STD, 0.0
+        ),
+        ["conv+bias+relu"],
+    ),
+    "a scale alone keeps no bias": (
+        lambda x: sv.nn.conv2d(x, K1) * BN_GAMMA,
+        ["conv"],
+    ),
+    "a constant divided by the result is not folded": (
+        lambda x: BN_GAMMA / (sv.nn.conv2d(x, K1) + 3.0),
+        ["conv+bias", "chain[1]"],
+    ),
+    "a product with itself is not folded": (
+        lambda x: (lambda h: h * h)(sv.nn.conv2d(x, K1)),
+        ["conv", "chain[1]"],
     ),
     "pooling": (
         lambda x: (
