@@ -192,8 +192,13 @@ static void svg_rows(void *vctx, int64_t task) {
 }
 #endif
 
+#if defined(__GNUC__) && !defined(__clang__) /* the entry only sets a call up: -O1 will do */
+#define SVG_ENTRY __attribute__((visibility("default"), optimize("O1")))
+#else
+#define SVG_ENTRY __attribute__((visibility("default")))
+#endif
 #define SVG_DEFINE(symbol)                                                                 \
-    __attribute__((visibility("default"))) int symbol(                                     \
+    SVG_ENTRY int symbol(                                                                  \
         const void *self, const svx_tensor *ins, int nin, const svx_tensor *outs, int nout, \
         const int32_t *iattr, const float *fattr, const char **err) {                      \
         (void)iattr;                                                                       \
