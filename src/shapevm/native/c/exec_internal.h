@@ -1,0 +1,69 @@
+/* The region executor's Python object (shapevm._native.Executor), shared by its files:
+ * exec.c (the type, the threads' arenas, patching in generated kernels), exec_check.c (the
+ * constructor and its checks of a region), exec_resolve.c (what a call computes before it
+ * runs: the dimension program, the views, the operands' fit) and exec_call.c (a call).
+ * Private to them: exec.h is the region format that generated code's headers sit beside,
+ * and holds no Python types.
+ */
+#ifndef SV_EXEC_INTERNAL_H
+#define SV_EXEC_INTERNAL_H
+#include "pyutil.h"
+#include "exec.h"
+#include <stdatomic.h>
+
+typedef struct {
+    PyObject_HEAD int nvars, nheap, nprog, nchecks, nslots, nbuffers, noutputs, ninstrs,
+        ninputs;
+    int64_t *heap0;    /* initial heap: constants, SVX_UNSET elsewhere */
+    int64_t (*prog)[4];
+    int64_t (*checks)[2];
+    svx_slot *slots;
+    int32_t *buffers;  /* heap cell of each buffer's byte size */
+    int32_t *outputs;  /* slot of each output */
+    int32_t *input_slot; /* slot of each argument */
+    int32_t (*dimcells)[2]; /* each cell a computed slot's dim or a buffer's size reads, once:
+                             * (cell, slot or -1 - buffer) -- checked >= 0 at each call */
+    int ndimcells;
+    svx_instr *instrs;
+    PyObject *consts;  /* list of contiguous arrays (kept alive) */
+    PyObject *keep;    /* generated kernels ever patched in (their code stays loaded) */
+    char **const_data;
+    int threads;
+    _Atomic int64_t calls, mismatches;
+} Executor;
+
+/* ExecMismatch: the arrays of a call do not fit the region (made by sv_exec_types). */
+extern PyObject *sv_ExecMismatch;
+/* The NumPy type number of each svx_dtype. */
+extern const int svx_npy_of[SVX_NDTYPES];
+
+/* exec.c: this thread's grow-only arena of at least `bytes`, or NULL out of memory. */
+char *svx_arena_get(size_t bytes);
+
+/* exec_check.c: Executor(spec), every index of the region checked. */
+PyObject *sv_exec_new(PyTypeObject *type, PyObject *args, PyObject *kw);
+
+/* exec_resolve.c: the dimension program (0, or -1 / -2: svx_dimprog_error[1 / 2]), a view
+ * slot from its base, and the fit of an instruction's resolved operands. */
+int svx_run_dimprog(const Executor *e, int64_t *h);
+extern const char *const svx_dimprog_error[3];
+int svx_resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *h,
+                     svx_tensor *t, char *msg, size_t size);
+const char *svx_dense_misfit(const svx_tensor *x, const svx_tensor *y, const svx_tensor *r,
+                             const sv_packed_b *b);
+const char *svx_matmul_misfit(const svx_tensor *a, const svx_tensor *b, const svx_tensor *c);
+
+/* Row-major strides of t's shape (inline: a call sets them on every slot). */
+static inline void svx_contiguous_strides(svx_tensor *t) {
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        t->strides[d] = s;
+        s *= t->shape[d];
+    }
+}
+
+/* exec_call.c: a call, bind() and heap(). */
+PyObject *sv_exec_tp_call(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *sv_exec_bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *sv_exec_heap(Executor *e, PyObject *args);
+#endif

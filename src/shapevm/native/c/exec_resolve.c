@@ -1,0 +1,183 @@
+/* What a call of the region executor (exec_internal.h) computes before its instructions
+ * run: the dimension program over the bound heap, each view slot resolved from its base and
+ * checked to stay inside it, and the fit of a dense layer's or a batched product's resolved
+ * operands.  No Python: these run on the call's own heap and tensors.
+ */
+#include "exec_internal.h"
+#include <stdio.h>
+
+static int64_t floordiv64(int64_t x, int64_t y) {
+    int64_t q = x / y;
+    return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+}
+
+/* Run the dimension program: 0, -1 on a division by zero, -2 when a result does not fit
+ * in int64 (hostile dimension values must not wrap into small sizes). */
+int svx_run_dimprog(const Executor *e, int64_t *h) {
+    for (int i = 0; i < e->nprog; i++) {
+        const int64_t *p = e->prog[i];
+        int64_t a = h[p[1]], b = (p[0] == SVX_D_ADDC || p[0] == SVX_D_MULC) ? p[2] : h[p[2]];
+        int64_t r;
+        switch (p[0]) {
+        case SVX_D_ADD: case SVX_D_ADDC:
+            if (__builtin_add_overflow(a, b, &r)) return -2;
+            break;
+        case SVX_D_SUB:
+            if (__builtin_sub_overflow(a, b, &r)) return -2;
+            break;
+        case SVX_D_MUL: case SVX_D_MULC:
+            if (__builtin_mul_overflow(a, b, &r)) return -2;
+            break;
+        case SVX_D_FLOORDIV: case SVX_D_MOD:
+            if (b == 0) return -1;
+            if (a == INT64_MIN && b == -1) return -2;
+            if (p[0] == SVX_D_FLOORDIV) {
+                r = floordiv64(a, b);
+            } else { /* Python's sign: that of b */
+                r = a % b;
+                if (r != 0 && ((r < 0) != (b < 0))) r += b;
+            }
+            break;
+        case SVX_D_MAX: r = a > b ? a : b; break;
+        default: r = a < b ? a : b; break;
+        }
+        h[p[3]] = r;
+    }
+    return 0;
+}
+
+const char *const svx_dimprog_error[3] = {
+    "", "division by zero in a dimension",
+    "a dimension does not fit in int64 (a variable's value is far too large)"};
+
+/* Resolve a view slot from its (already resolved) base, checking that every element it
+ * reaches lies in the base for these dimension values: 0, or -1 with msg filled in. */
+int svx_resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *h,
+                     svx_tensor *t, char *msg, size_t size) {
+    size_t isz = (size_t)svx_itemsize[sl->dtype];
+    t->data = base->data;
+    switch (sl->viewop) {
+    case SVX_V_TRANSPOSE:
+        for (int d = 0; d < sl->ndim; d++) {
+            if (t->shape[d] != base->shape[sl->param[d]]) {
+                snprintf(msg, size, "transpose: axis %d has %lld elements, its base axis %d "
+                         "has %lld", d, (long long)t->shape[d], sl->param[d],
+                         (long long)base->shape[sl->param[d]]);
+                return -1;
+            }
+            t->strides[d] = base->strides[sl->param[d]];
+        }
+        break;
+    case SVX_V_SLICE: {
+        int64_t off = 0;
+        for (int d = 0; d < sl->ndim; d++) {
+            int64_t start = h[sl->param[d]], step = sl->param2[d], n = t->shape[d];
+            /* the last element taken, start + (n - 1) * step, lies in [0, base) */
+            if (n > 0 && (start < 0 || start >= base->shape[d] ||
+                          (n - 1) > (base->shape[d] - 1 - start) / step)) {
+                snprintf(msg, size, "slice: axis %d takes %lld elements from %lld by %lld of "
+                         "a base of %lld", d, (long long)n, (long long)start, (long long)step,
+                         (long long)base->shape[d]);
+                return -1;
+            }
+            if (n > 0) off += start * base->strides[d];
+            t->strides[d] = base->strides[d] * step;
+        }
+        t->data = base->data + off * (int64_t)isz;
+        break;
+    }
+    case SVX_V_RESHAPE: {
+        int64_t expect = 1, count = 1;
+        for (int d = base->ndim - 1; d >= 0; d--) { /* the base must be contiguous */
+            if (base->shape[d] != 1 && base->strides[d] != expect) {
+                snprintf(msg, size, "reshape of a base that is not contiguous");
+                return -1;
+            }
+            expect *= base->shape[d];
+        }
+        for (int d = 0; d < sl->ndim; d++) count *= t->shape[d]; /* dims checked >= 0 */
+        if (count != expect && count != 0) {
+            snprintf(msg, size, "reshape: %lld elements from a base of %lld", (long long)count,
+                     (long long)expect);
+            return -1;
+        }
+        svx_contiguous_strides(t);
+        break;
+    }
+    case SVX_V_SELECT: {
+        int used = 0;
+        for (int d = 0; d < sl->ndim; d++) {
+            if (sl->param[d] < 0) {
+                if (t->shape[d] != 1) goto select_bad;
+                t->strides[d] = 0;
+            } else {
+                if (base->shape[sl->param[d]] != t->shape[d]) goto select_bad;
+                t->strides[d] = base->strides[sl->param[d]];
+                used |= 1 << sl->param[d];
+            }
+        }
+        for (int d = 0; d < base->ndim; d++)
+            if (!(used & (1 << d)) && base->shape[d] != 1) goto select_bad;
+        break;
+    select_bad:
+        snprintf(msg, size, "select: axes that differ from their base's");
+        return -1;
+    }
+    default: { /* broadcast: right-aligned */
+        int lead = sl->ndim - base->ndim;
+        for (int d = 0; d < sl->ndim; d++) {
+            int bd = d - lead;
+            if (bd >= 0 && base->shape[bd] != 1 && base->shape[bd] != t->shape[d]) {
+                snprintf(msg, size, "broadcast: axis %d of %lld elements from a base axis of "
+                         "%lld", d, (long long)t->shape[d], (long long)base->shape[bd]);
+                return -1;
+            }
+            t->strides[d] = (bd < 0 || base->shape[bd] == 1) ? 0 : base->strides[bd];
+        }
+        break;
+    }
+    }
+    return 0;
+}
+
+/* Whether the leading dims of t (all but the last) fold into rows of one stride. */
+static int rows_fold(const svx_tensor *t) {
+    for (int d = 0; d + 2 < t->ndim; d++)
+        if (t->shape[d] > 1 && t->strides[d] != t->strides[d + 1] * t->shape[d + 1]) return 0;
+    return 1;
+}
+
+/* A dense layer's operands against its packed weights: NULL if they fit, else why. */
+const char *svx_dense_misfit(const svx_tensor *x, const svx_tensor *y, const svx_tensor *r,
+                             const sv_packed_b *b) {
+    static _Thread_local char msg[160];
+    if (x->shape[x->ndim - 1] != b->k || y->shape[y->ndim - 1] != b->n) {
+        snprintf(msg, sizeof msg, "dense: x [..., %lld] -> y [..., %lld] against weights packed "
+                 "for %lld -> %lld", (long long)x->shape[x->ndim - 1],
+                 (long long)y->shape[y->ndim - 1], (long long)b->k, (long long)b->n);
+        return msg;
+    }
+    for (int d = 0; d < x->ndim - 1; d++)
+        if (x->shape[d] != y->shape[d] || (r && r->shape[d] != y->shape[d]))
+            return "dense: x, its result and residual differ in a leading dimension";
+    if (r && r->shape[r->ndim - 1] != b->n) return "dense: a residual of another width";
+    if (!rows_fold(x) || !rows_fold(y) || (r && !rows_fold(r)))
+        return "dense: operands whose rows are not evenly spaced";
+    return NULL;
+}
+
+/* A batched product's shapes: a [..., m, k] @ b [..., k, n] -> c [..., m, n], the batch
+ * dims of a and b 1 or c's. */
+const char *svx_matmul_misfit(const svx_tensor *a, const svx_tensor *b, const svx_tensor *c) {
+    int64_t m = c->shape[c->ndim - 2], n = c->shape[c->ndim - 1];
+    if (a->shape[a->ndim - 2] != m || b->shape[b->ndim - 1] != n ||
+        a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
+        return "matmul: a [m, k] @ b [k, n] -> c [m, n] with other m, k or n";
+    for (int d = 0; d < c->ndim - 2; d++) {
+        int da = d - (c->ndim - a->ndim), db = d - (c->ndim - b->ndim);
+        if ((da >= 0 && a->shape[da] != 1 && a->shape[da] != c->shape[d]) ||
+            (db >= 0 && b->shape[db] != 1 && b->shape[db] != c->shape[d]))
+            return "matmul: batch dimensions that do not broadcast to the result's";
+    }
+    return NULL;
+}
