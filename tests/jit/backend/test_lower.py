@@ -23,6 +23,9 @@ RNG = np.random.default_rng(3)
 W = (RNG.standard_normal((48, 32)) / 6).astype(np.float32)  # a PyTorch [out, in] weight
 BIAS = RNG.standard_normal(48).astype(np.float32)
 C = math.sqrt(2.0 / math.pi)
+COL_MEAN = RNG.standard_normal(48).astype(np.float32)
+COL_STD = (0.5 + RNG.random((1, 48))).astype(np.float32)
+COL_GAMMA = RNG.standard_normal(48).astype(np.float32)
 
 
 def lowered(fn: Callable[..., Any], width: int = 32) -> tuple[Any, Any, Any]:
@@ -81,6 +84,13 @@ SPELLINGS: dict[str, tuple[Callable[[Any], Any], str]] = {
     ),
     "tanh": (lambda x: snp.tanh(x @ W.T + BIAS), "dense+bias+tanh"),
     "residual": (lambda x: x @ W[:32].T + x, "dense+residual"),
+    "a scale after the product": (lambda x: (x @ W.T) * 0.5, "dense"),
+    "a temperature": (lambda x: (x @ W.T + BIAS) / 1.7, "dense+bias"),
+    "a batch norm written out, then relu": (
+        lambda x: snp.maximum((x @ W.T - COL_MEAN) / COL_STD * COL_GAMMA + BIAS, 0.0),
+        "dense+bias+relu",
+    ),
+    "a constant minus the product": (lambda x: BIAS - x @ W.T, "dense+bias"),
 }
 
 
@@ -89,8 +99,8 @@ def test_dense_found_in_every_spelling(name: str) -> None:
     fn, label = SPELLINGS[name]
     width = 32
     exp, ex, nf = lowered(fn, width)
-    if label is not None:
-        assert label in labels(nf), labels(nf)
+    if label is not None:  # one kernel: nothing left for a chain
+        assert label in labels(nf) and not any(k.startswith("chain") for k in labels(nf))
     for n in (1, 3, 17):
         run_both(exp, ex, nf, n, width)
 
@@ -400,3 +410,19 @@ def test_row_ops_found_in_every_spelling(name: str) -> None:
     assert found == ({label} if label else set()), labels(nf)
     for n in (1, 3, 17):
         run_both(exp, ex, nf, n)
+
+
+def test_a_scale_the_capability_table_disables_is_not_folded() -> None:
+    """What folds into a product's weights is what the kernel then computes: an op whose
+    native chain the table turns off stays out of it."""
+    from shapevm import vm
+
+    vm.load_capability_patch({"cpu": {"mul": {"native_chain": None}}})
+    try:
+        exp, ex, nf = lowered(lambda x: (x @ W.T) * 0.5 + BIAS)
+        assert "dense" in labels(nf) and "dense+bias" not in labels(nf), labels(nf)
+    finally:
+        vm.reset_capability_db()
+    exp, ex, nf = lowered(lambda x: (x @ W.T) * 0.5 + BIAS)
+    assert labels(nf) == ["dense+bias"]
+    run_both(exp, ex, nf, 5)

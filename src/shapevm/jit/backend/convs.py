@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from shapevm import native
+from shapevm.jit.backend import affine
 from shapevm.jit.backend import nodes as N
 from shapevm.jit.backend.nodes import Kernel
 from shapevm.jit.graph import Op
@@ -76,57 +77,6 @@ def reorder_from_blocked(low: Any, vid: int) -> int:
     return int(out)
 
 
-def _channel_constant(low: Any, operand: tuple[str, Any], cout: int) -> Any:
-    """An operand that is one value per output channel (a constant ``[c, 1, 1]`` or ``[1,
-    c, 1, 1]``) or one value for all (a literal, a constant of one element), as
-    ``f64[cout]``; None for anything else or a value that is not finite."""
-    kind, val = operand
-    if kind == "c":
-        if isinstance(val, bool) or not isinstance(val, (int, float)):
-            return None
-        out = np.full(cout, float(val))
-    else:
-        array = low.const_array(val)
-        if array is None or array.dtype != F32:
-            return None
-        if array.size == 1 and array.ndim <= 4:
-            out = np.full(cout, float(array.reshape(())))
-        elif array.size == cout and array.shape in ((cout, 1, 1), (1, cout, 1, 1)):
-            out = array.reshape(cout).astype(np.float64)
-        else:
-            return None
-    return out if np.isfinite(out).all() else None
-
-
-def _channel_affine(low: Any, op: Op, h: int, cout: int) -> tuple[Any, Any] | None:
-    """``op`` as ``scale * h + shift`` per output channel (an add, sub, mul or div of a
-    channel constant: a bias, or a batch norm written out), else None."""
-    from shapevm.jit.backend.lower import _shape_equal
-
-    info = op.info
-    operands = low.literals(op)
-    if info is None or info.name not in ("add", "sub", "mul", "div") or len(operands) != 2:
-        return None
-    if not _shape_equal(low.graph.value(op.outs[0]).shape, low.graph.value(h).shape):
-        return None
-    first = operands[0] == ("v", h)
-    if operands[1 if first else 0] == ("v", h):
-        return None  # h with itself
-    k = _channel_constant(low, operands[1 if first else 0], cout)
-    if k is None:
-        return None
-    one, zero = np.ones(cout), np.zeros(cout)
-    if info.name == "add":
-        return one, k
-    if info.name == "sub":
-        return (one, -k) if first else (-one, k)
-    if info.name == "mul":
-        return k, zero
-    if not first or not np.all(k != 0.0):  # k / h is not affine; h / 0 is left as it is
-        return None
-    return 1.0 / k, zero
-
-
 def _blocked_reader(low: Any, op: Op) -> bool:
     """Whether ``op`` reads its first operand in the blocked layout when lowered."""
     info = op.info
@@ -168,19 +118,11 @@ def lower_conv(low: Any, op: Op) -> bool:
     h = op.outs[0]
     chain = [op.pos]
     # per-channel affine ops after it (a bias, a batch norm written out) fold into the
-    # weights and the bias, as ONNX Runtime's Conv+Mul / Conv+Add fusions do
-    scale, shift = np.ones(cout), np.zeros(cout)
-    while (user := low.sole_user(h)) is not None:
-        step = _channel_affine(low, user, h, cout)
-        if step is None:
-            break
-        scale, shift = step[0] * scale, step[0] * shift + step[1]
-        h = user.outs[0]
-        chain.append(user.pos)
-    if len(chain) > 1:
-        if bias is not None or np.any(shift != 0.0):
-            old = np.zeros(cout) if bias is None else bias.reshape(cout).astype(np.float64)
-            bias = (scale * old + shift).astype(np.float32)
+    # weights and the bias (see `affine`)
+    h, positions, scale, shift = affine.fold(low, h, cout, affine.channel_axis)
+    chain += positions
+    if positions:
+        bias = affine.folded_bias(bias, scale, shift)
         if np.any(scale != 1.0):
             w = (w * scale.reshape(cout, *([1] * (w.ndim - 1)))).astype(np.float32)
     act = "none"

@@ -34,8 +34,8 @@ import numpy as np
 
 from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.program import OpCall
+from shapevm.jit.backend import affine, probe
 from shapevm.jit.backend import nodes as N
-from shapevm.jit.backend import probe
 from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
 from shapevm.jit.graph import Op, RegionGraph
 from shapevm.native import ACTIVATIONS, pack_dense
@@ -627,33 +627,6 @@ def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> str | None:
     return None
 
 
-def _bias_of(low: RegionLowering, op: Op, h: int, n: int) -> np.ndarray[Any, Any] | None:
-    """The bias a following ``add`` adds to every row of ``h``: a constant row of ``n``
-    values (``[n]``, ``[1, n]``...) or a scalar, as ``f32[n]``."""
-    if op.info is None or op.info.name != "add" or len(op.ins) + 1 < 2:
-        return None
-    if not native_enabled("add", "native_chain"):
-        return None
-    lits = low.literals(op)
-    if len(lits) != 2 or ("v", h) not in lits:
-        return None
-    kind, other = lits[1] if lits[0] == ("v", h) else lits[0]
-    if kind == "c":
-        if isinstance(other, bool) or not isinstance(other, (int, float)):
-            return None
-        return np.full(n, other, np.float32)
-    if other == h:
-        return None
-    array = low.const_array(other)
-    if array is None or array.dtype != F32 or array.shape[-1:] not in ((n,), (1,)):
-        return None
-    if array.size == 1:
-        return np.full(n, array.reshape(()), np.float32)
-    if array.size != n:
-        return None
-    return np.ascontiguousarray(array.reshape(n))
-
-
 def _residual_of(low: RegionLowering, op: Op, h: int) -> int | None:
     if op.info is None or op.info.name != "add" or len(op.ins) != 2:
         return None
@@ -682,12 +655,14 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
     n = w.shape[1]
     (h,) = op.outs
     chain = [op.pos]
-    bias = None
     act = "none"
-    user = low.sole_user(h)
-    if user is not None and (b := _bias_of(low, user, h, n)) is not None:
-        bias, h = b, user.outs[0]
-        chain.append(user.pos)
+    # per-column affine ops after it (a bias, a scale, a batch norm written out) fold into
+    # the packed weights and the bias (see `affine`)
+    h, positions, scale, shift = affine.fold(low, h, n, affine.last_axis)
+    chain += positions
+    bias = affine.folded_bias(None, scale, shift)
+    if np.any(scale != 1.0):
+        w = (w * scale.reshape(1, n)).astype(np.float32)
     found = match_activation(low, h)
     if found is not None:
         act, positions, h = found
