@@ -5,6 +5,7 @@ never run; calls from several threads at once."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,14 +24,15 @@ F32 = np.dtype(np.float32)
 A, B = sv.symbolic_shape("a, b")
 
 
-def executor(
+def spec_of(
     tensors: list[Tensor],
     kernels: list[Kernel],
     inputs: list[int],
     outputs: list[int],
-    constraints: list[Any] = (),  # type: ignore[assignment]
+    constraints: Sequence[Any] = (),
     variables: tuple[str, ...] = ("a", "b"),
-) -> Any:
+) -> dict[str, Any]:
+    """The executor's arrays for a region made by hand, as the lowering makes them."""
     for i, t in enumerate(outputs):
         tensors[t].kind = "output"
         tensors[t].out_index = i
@@ -38,7 +40,12 @@ def executor(
     heap = DimHeap(variables)
     for c in constraints:
         heap.check_nonnegative(c)
-    return native.Executor(build_spec(low, plan_memory(low), heap))
+    return build_spec(low, plan_memory(low), heap)
+
+
+def executor(*args: Any, **kwargs: Any) -> Any:
+    """`native.Executor` over `spec_of`'s arrays."""
+    return native.Executor(spec_of(*args, **kwargs))
 
 
 def test_transpose_slice_reshape_views_and_a_product() -> None:

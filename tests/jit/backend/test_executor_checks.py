@@ -9,6 +9,7 @@ with one thing wrong; run without its check, each reads or writes memory it was 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -17,25 +18,15 @@ import pytest
 import shapevm as sv
 from shapevm import native
 from shapevm.jit.backend import nodes as N
-from shapevm.jit.backend.dims import ADDC, FLOORDIV, MUL, DimHeap
-from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
-from shapevm.jit.backend.plan import build_spec, plan_memory
+from shapevm.jit.backend.dims import ADDC, FLOORDIV, MUL
+from shapevm.jit.backend.nodes import Kernel, Tensor
+from tests.jit.backend.test_executor import spec_of as region_spec
 
 F32 = np.dtype(np.float32)
 A, B = sv.symbolic_shape("a, b")
 
 
-def spec_of(
-    tensors: list[Tensor],
-    kernels: list[Kernel],
-    inputs: list[int],
-    outputs: list[int],
-    variables: tuple[str, ...] = ("a",),
-) -> dict[str, Any]:
-    for i, t in enumerate(outputs):
-        tensors[t].kind, tensors[t].out_index = "output", i
-    low = Lowered(tensors, kernels, inputs, outputs, list(inputs), list(outputs))
-    return build_spec(low, plan_memory(low), DimHeap(variables))
+spec_of = functools.partial(region_spec, variables=("a",))
 
 
 def x_a3() -> Tensor:
@@ -47,7 +38,7 @@ def copy_of_view(view: Tensor, shape: tuple[Any, ...], variables: tuple[str, ...
     ts = [x_a3() if variables == ("a",) else Tensor(0, "input", F32, (A, B), arg=0), view]
     ts += [Tensor(2, "temp", F32, shape), Tensor(3, "temp", F32, shape)]
     ks = [Kernel(N.OP_COPY, [1], [2]), Kernel(N.OP_COPY, [2], [3])]
-    return native.Executor(spec_of(ts, ks, [0], [3], variables))
+    return native.Executor(spec_of(ts, ks, [0], [3], variables=variables))
 
 
 # -- construction: the arrays must agree with themselves ------------------------------------
