@@ -78,6 +78,32 @@ def test_the_jit_runs_an_imported_model_as_the_interpreter_does() -> None:
     assert fast.jit_info()
 
 
+def test_a_batch_norm_after_a_convolution_folds_into_it() -> None:
+    """An exported CNN's BatchNormalization (eval mode) becomes a per-channel scale and
+    shift, which the convolution takes into its weights and bias: one kernel with the
+    relu, and the interpreter's result."""
+    rng = np.random.default_rng(5)
+    arrays = {"W": rng.normal(size=(8, 3, 3, 3)), "v": 0.5 + rng.random(8)}
+    arrays |= {name: rng.normal(size=8) for name in ("s", "b", "m")}
+    inits = [
+        helper.make_tensor(k, T.FLOAT, a.shape, a.astype(np.float32).ravel())
+        for k, a in arrays.items()
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"]),
+        helper.make_node("Relu", ["n"], ["y"]),
+    ]
+    exp = so.load(_model(nodes, [_vi("x", ["n", 3, "h", "w"])], [_vi("y", None)], inits))
+    fast = exp.jit(background=False)
+    for shape in ((1, 3, 8, 8), (2, 3, 13, 21)):
+        x = rng.normal(size=shape).astype(np.float32)
+        np.testing.assert_allclose(fast(x), exp.call(x), rtol=1e-5, atol=1e-5)
+    (engine,) = fast.engines
+    function = next(iter(engine._records.values())).variant.function
+    assert [k.label for r in function.regions for k in r.lowered.kernels] == ["conv+bias+relu"]
+
+
 def test_serialized_import_runs_the_same_and_names_the_nodes(tmp_path: Path) -> None:
     exp = so.load(B.transformer_block(B.weights(2)))
     exp.save(tmp_path / "block.svbc")
