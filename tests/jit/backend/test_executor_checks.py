@@ -58,6 +58,16 @@ def test_a_dimension_step_that_overwrites_a_constant_is_refused() -> None:
     assert "each step writes a cell of its own" in str(info.value)
 
 
+def test_a_dense_instruction_without_packed_weights_is_refused() -> None:
+    """A copy turned into a dense instruction: the object check's own error was left set
+    under the constructor's, which Python reported as a SystemError."""
+    spec = _const_copy_spec()
+    spec["instrs"] = spec["instrs"].copy()
+    spec["instrs"][0, 0] = N.OP_DENSE
+    with pytest.raises(native.NativeKernelError, match="dense needs a PackedDense"):
+        native.Executor(spec)
+
+
 def test_a_dimension_step_that_reads_a_later_cell_is_refused() -> None:
     ts = [x_a3(), Tensor(1, "temp", F32, ((A + 1) * 2, 3))]
     spec = spec_of(ts, [Kernel(N.OP_FILL, [], [1], fattr=[1.0])], [0], [1])

@@ -288,7 +288,9 @@ static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObj
         }
         PyObject *obj = PyList_GET_ITEM(objs, i);
         if (in->op == SVX_OP_DENSE) {
-            if (sv_packed_dense_unwrap(obj, NULL, NULL) < 0 || in->nin < 1 || in->nout != 1)
+            int packed = sv_packed_dense_unwrap(obj, NULL, NULL) == 0;
+            if (!packed) PyErr_Clear(); /* the error below says it, with the instruction */
+            if (!packed || in->nin < 1 || in->nout != 1)
                 return bad("dense needs a PackedDense, x and one result", found), -1;
             in->obj = Py_NewRef(obj);
         } else if (in->op == SVX_OP_EXTERNAL) {
