@@ -12,22 +12,16 @@ import sys
 
 import pytest
 
-# Loaded at first use only: the text parser, the binary reader and writer, the interpreter
-# and its scheduler, the JIT engine and native tier, `shapevm.vm`, the monitor, `logging`.
+# Loaded at first use only: the text parser, the binary reader and writer, the native tier
+# (the C library and the lowerings), `shapevm.vm`, the tools and the monitor, `logging`.
+# The JIT core (interpreter, scheduler, engine) loads with the package.
 DEFERRED = (
     "logging",
     "shapevm.bytecode.binary_reader",
     "shapevm.bytecode.binary_writer",
     "shapevm.bytecode.parser",
     "shapevm.jit.backend",
-    "shapevm.jit.engine",
-    "shapevm.jit.options",
-    "shapevm.jit.regions",
-    "shapevm.jit.worker",
     "shapevm.native",
-    "shapevm.runtime.interpreter",
-    "shapevm.runtime.scd",
-    "shapevm.runtime.scheduler",
     "shapevm.tools",
     "shapevm.vm",
 )
