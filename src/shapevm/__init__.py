@@ -8,7 +8,6 @@ from shapevm._lazy import lazy_names
 from shapevm.bytecode.errors import BytecodeFormatError, VerifyError
 from shapevm.frontend.errors import ConcreteValueError, TracingError
 from shapevm.frontend.export import Exported, deserialize, export, load
-from shapevm.jit import engine as _engine  # noqa: F401  (the JIT core: see below)
 from shapevm.jit.errors import JitCompileError
 from shapevm.runtime.binding import InputCountError, InputDTypeError
 from shapevm.runtime.interpreter import RuntimeOpError

@@ -29,13 +29,16 @@ import numpy as np
 
 from shapevm import _pytree
 from shapevm.frontend.trace import Traced, trace
+from shapevm.jit.engine import JitEngine
+from shapevm.jit.options import JitOptions
+from shapevm.jit.worker import WORKER, prefetch_native_tier
+from shapevm.runtime.interpreter import Executable
 from shapevm.shapes import DimExpr, ShapeDtypeStruct, SymbolicScope, symbolic_args_specs
 
 if TYPE_CHECKING:
     import logging
 
     from shapevm.jit.backend import Compiler
-    from shapevm.jit.engine import JitEngine
 
 
 def _log() -> logging.Logger:
@@ -46,15 +49,6 @@ def _log() -> logging.Logger:
 
 
 __all__ = ["Jitted", "jit"]
-
-
-def _load_engine() -> None:
-    """Import the interpreter and the JIT engine in the calling thread, before the prefetch
-    thread imports the native tier, which imports them too (``import shapevm`` does not)."""
-    import importlib
-
-    for module in ("shapevm.runtime.interpreter", "shapevm.jit.engine"):
-        importlib.import_module(module)
 
 
 class _Entry:
@@ -73,10 +67,6 @@ class _Entry:
         self.kinds = traced.leaf_kinds
         self.out_tree = traced.out_tree
         self.single = traced.out_tree.kind == "leaf"
-        # The interpreter and the JIT load at the first trace, not at ``import shapevm``.
-        from shapevm.jit.engine import JitEngine
-        from shapevm.runtime.interpreter import Executable
-
         # trace() checked the program
         self.executable = Executable(traced.program, arg_names=names, verified=True)
         self.symbolic = symbolic
@@ -108,9 +98,6 @@ class Jitted:
         fallback: bool = True,
         **jit_options: Any,
     ) -> None:
-        from shapevm.jit.options import JitOptions
-        from shapevm.jit.worker import prefetch_native_tier
-
         options = dict(jit_options)
         self.compiler: Compiler | None = options.pop("compiler", None)
         self.options = JitOptions.from_kwargs(
@@ -123,7 +110,6 @@ class Jitted:
             )
         )
         if self.options.enabled:
-            _load_engine()
             prefetch_native_tier()  # compiles will need it; load it while the program sets up
         self.fun = fun
         self.shapes = shapes
@@ -236,8 +222,6 @@ class Jitted:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until queued compiles are finished; ``False`` if ``timeout`` passed first."""
-        from shapevm.jit.worker import WORKER
-
         return WORKER.wait(timeout)
 
     def lower(self, *args: Any) -> Traced:

@@ -14,40 +14,27 @@ Import names from this package with ``from shapevm.jit import ...``: the attribu
 
 from typing import TYPE_CHECKING, Any
 
-from shapevm._lazy import lazy_names
+from shapevm.jit.engine import JitEngine, VariantRecord
 from shapevm.jit.errors import JitCompileError
+from shapevm.jit.options import JitOptions
+from shapevm.jit.policy import AdaptivePolicy, BucketPolicy, CachePolicy, ExactPolicy
+from shapevm.jit.regions import Region, RegionReport, find_regions
+from shapevm.jit.worker import WORKER
 
 if TYPE_CHECKING:
     from shapevm.jit.backend import LOWERINGS, Compiler, NativeFunction, Variant, lowering_names
-    from shapevm.jit.engine import JitEngine, VariantRecord
-    from shapevm.jit.options import JitOptions
-    from shapevm.jit.policy import AdaptivePolicy, BucketPolicy, CachePolicy, ExactPolicy
-    from shapevm.jit.regions import Region, RegionReport, find_regions
-    from shapevm.jit.worker import WORKER
 
 _BACKEND = ("LOWERINGS", "Compiler", "NativeFunction", "Variant", "lowering_names")
-_POLICY = ("AdaptivePolicy", "BucketPolicy", "CachePolicy", "ExactPolicy")
-_lazy_getattr, __dir__ = lazy_names(
-    __name__,
-    {
-        **dict.fromkeys(("JitEngine", "VariantRecord"), "shapevm.jit.engine"),
-        "JitOptions": "shapevm.jit.options",
-        **dict.fromkeys(_POLICY, "shapevm.jit.policy"),
-        **dict.fromkeys(("Region", "RegionReport", "find_regions"), "shapevm.jit.regions"),
-        "WORKER": "shapevm.jit.worker",
-        **dict.fromkeys(_BACKEND, "shapevm.jit.backend"),
-    },
-)
 
 
 def __getattr__(name: str) -> Any:
-    """Names imported on first use: ``import shapevm`` leaves the engine, the C library and
-    the lowerings unloaded until a function is wrapped or compiled (`shapevm._lazy`)."""
+    """The native tier's names, imported on first use: ``import shapevm`` leaves the C
+    library and the lowerings unloaded until a function is compiled."""
     if name in _BACKEND:
         from shapevm.jit.worker import native_tier
 
         return getattr(native_tier(), name)
-    return _lazy_getattr(name)
+    raise AttributeError(f"module 'shapevm.jit' has no attribute {name!r}")
 
 
 __all__ = [
