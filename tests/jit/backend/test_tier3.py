@@ -200,6 +200,40 @@ def test_no_compiler_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
         toolchain.reset()
 
 
+@needs_cc
+def test_an_option_the_compiler_rejects_is_left_out(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GCC older than 11 refuses -fno-ipa-modref: the tuning options it accepts are
+    kept, that one is dropped, and kernels still build."""
+    found = toolchain.compiler()
+    assert found is not None
+    real = " ".join(found[0])
+    fake = tmp_path / "old-gcc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in -fno-ipa-modref)\n'
+        "  echo \"old-gcc: error: unrecognized command-line option '$a'\" >&2; exit 1;;\n"
+        "esac; done\n"
+        '[ "$1" = --version ] && { echo "gcc (Old) 10.2.1"; exit 0; }\n'
+        f'exec {real} "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    toolchain.reset()
+    try:
+        assert toolchain.compiler() == ((str(fake),), "gcc (Old) 10.2.1")
+        flags = toolchain.flags("generic")
+        assert "-fno-ipa-modref" not in flags
+        assert "-fno-ipa-cp" in flags and "-fno-asynchronous-unwind-tables" in flags
+        symbol, source = _chain_source()
+        built = toolchain.build(symbol, source, "generic")
+        assert not built.cached and built.path.exists()
+    finally:
+        monkeypatch.undo()
+        toolchain.reset()
+
+
 def test_patch_takes_generated_code_only() -> None:
     """`Executor.patch` calls what it is given with the generated code's environment as
     its data: a family's kernel (which reads its own data there) is refused."""

@@ -3,6 +3,8 @@
 - **Compiler**: ``$CC``, else the first of ``cc``, ``gcc``, ``clang`` on ``PATH``; its
   ``--version`` line is part of every cache key. With none, `compiler()` is None and
   `why_no_compiler()` says what was looked for: tier 3 is skipped, nothing else changes.
+  GCC's optimisation-tuning options are tried once on an empty translation unit when the
+  compiler is looked up; only those it accepts are used (`tuning_flags`).
 - **Cache**: ``$SHAPEVM_CACHE_DIR``, else ``$XDG_CACHE_HOME/shapevm``, else
   ``~/.cache/shapevm``, in a ``kernels-<abi>`` folder. The key (a SHA-256) covers the
   source, the compiler and its version, the flags, the instruction set, shapevm's version
@@ -40,7 +42,8 @@ FLAGS = (
     "-fvisibility=hidden", "-fno-semantic-interposition",
 )  # fmt: skip
 # GCC's interprocedural passes have nothing to do on one kernel (its helpers are inlined),
-# and generated code never unwinds: about 10% of a library's compile
+# and generated code never unwinds: about 10% of a library's compile. Older GCCs lack some
+# (-fno-ipa-modref came with GCC 11): each compiler gets the ones it accepts (`tuning_flags`)
 GCC_FLAGS = (
     "-fno-ipa-cp", "-fno-ipa-sra", "-fno-ipa-icf", "-fno-ipa-modref", "-fno-ipa-pure-const",
     "-fno-ipa-reference", "-fno-ipa-vrp", "-fno-ipa-bit-cp", "-fno-asynchronous-unwind-tables",
@@ -54,6 +57,7 @@ TARGET_FLAGS = {
 }
 _lock = threading.Lock()
 _compiler: tuple[tuple[str, ...], str] | bool | None = False  # False: not looked up yet
+_tuning: tuple[str, ...] = ()  # the GCC_FLAGS the compiler found accepts
 _private_dir: Path | None = None
 
 
@@ -72,11 +76,40 @@ class BuildError(Exception):
 
 def compiler() -> tuple[tuple[str, ...], str] | None:
     """(command, version line) of the C compiler, or None when there is none."""
-    global _compiler
+    global _compiler, _tuning
     with _lock:
         if _compiler is False:
-            _compiler = _find()
+            found = _find()
+            _tuning = _accepted(found[0], GCC_FLAGS) if found and _gcc(found) else ()
+            _compiler = found
         return _compiler  # type: ignore[return-value]
+
+
+def tuning_flags() -> tuple[str, ...]:
+    """The optimisation-tuning options (of `GCC_FLAGS`) the compiler accepts."""
+    compiler()
+    return _tuning
+
+
+def _gcc(found: tuple[tuple[str, ...], str]) -> bool:
+    return "clang" not in found[1].lower()
+
+
+def _accepted(cmd: tuple[str, ...], options: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``options`` with which ``cmd`` compiles an empty translation unit: all of
+    them in one run when it takes them all, else each one tried alone."""
+    if _compiles(cmd, options):
+        return options
+    return tuple(o for o in options if _compiles(cmd, (o,)))
+
+
+def _compiles(cmd: tuple[str, ...], options: tuple[str, ...]) -> bool:
+    probe = [*cmd, *options, "-x", "c", "-c", "-", "-o", os.devnull]
+    try:
+        out = subprocess.run(probe, input="", capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
 
 
 def reset() -> None:
@@ -172,9 +205,7 @@ _HEADERS_DIGEST: str | None = None
 
 def flags(isa: str) -> tuple[str, ...]:
     """The compiler's options for code of instruction-set level ``isa``."""
-    found = compiler()
-    gcc = found is not None and "clang" not in found[1].lower()
-    return (*FLAGS, *(GCC_FLAGS if gcc else ()), *TARGET_FLAGS[isa])
+    return (*FLAGS, *tuning_flags(), *TARGET_FLAGS[isa])
 
 
 def cache_key(source: str, isa: str) -> str:
