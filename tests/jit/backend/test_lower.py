@@ -39,7 +39,15 @@ def labels(nf: Any) -> list[str]:
     return [k.label for r in nf.regions for k in r.lowered.kernels]
 
 
-def run_both(exp: Any, ex: Executable, nf: Any, n: int, width: int = 32) -> None:
+def run_both(
+    exp: Any,
+    ex: Executable,
+    nf: Any,
+    n: int,
+    width: int = 32,
+    rtol: float = 2e-5,
+    atol: float = 2e-5,
+) -> None:
     """The interpreter's result against the native regions' (spliced into its plan)."""
     from shapevm.jit.backend.variant import Variant
 
@@ -47,7 +55,7 @@ def run_both(exp: Any, ex: Executable, nf: Any, n: int, width: int = 32) -> None
     want = exp.call(x)
     variant = Variant(ex, ("exact", (n,)), nf, {"b": n})
     (got,) = variant.run([x], {"b": n})
-    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)  # NaN and inf must match
 
 
 SPELLINGS: dict[str, tuple[Callable[[Any], Any], str]] = {
@@ -103,6 +111,44 @@ def test_dense_found_in_every_spelling(name: str) -> None:
         assert label in labels(nf) and not any(k.startswith("chain") for k in labels(nf))
     for n in (1, 3, 17):
         run_both(exp, ex, nf, n, width)
+
+
+# what folding would change: each stays an op of its own and computes what the program
+# computes in float32 (overflows, NaN and all)
+NOT_FOLDED: dict[
+    str, tuple[Callable[[Any], Any], str] | tuple[Callable[[Any], Any], str, float]
+] = {
+    "a constant that broadcasts the result to a larger shape": (
+        lambda x: x @ W.T + BIAS.reshape(1, 1, 48),
+        "dense",
+    ),
+    "a division by zero": (lambda x: (x @ W.T) / 0.0, "dense"),
+    "a divisor zero in float32": (lambda x: (x @ W.T) / 1e-50, "dense"),
+    "a constant infinite in float32": (lambda x: (x @ W.T + 1e39) - 1e39, "dense"),
+    "a scale and its inverse, infinite in float32": (
+        lambda x: (x @ W.T) * 1e39 * 1e-39,
+        "dense",
+    ),
+    "scales that compose past float32": (lambda x: (x @ W.T) * 1e30 * 1e30, "dense"),
+    "weights that overflow when scaled": (  # the product's rounding, scaled by 3e38
+        lambda x: (x @ (W * 10).T) * 3e38,
+        "dense",
+        3e38,
+    ),
+    "a constant divided by the result": (lambda x: BIAS / (x @ W.T + 5.0), "dense+bias"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_FOLDED))
+def test_dense_does_not_fold_what_would_change_the_result(name: str) -> None:
+    fn, label, *scale = NOT_FOLDED[name]
+    exp, ex, nf = lowered(fn)
+    got = labels(nf)
+    assert label in got and sum(k.startswith("dense") for k in got) == 1, got
+    assert any(k.startswith("chain") for k in got), got  # the rest is left as it was
+    with np.errstate(all="ignore"):
+        for n in (1, 3, 17):
+            run_both(exp, ex, nf, n, rtol=1e-4, atol=2e-5 * max(scale, default=1.0))
 
 
 def test_a_constant_transposed_in_the_program_is_packed_not_transposed() -> None:

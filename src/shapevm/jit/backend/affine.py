@@ -6,13 +6,17 @@ product's result, and a run of them is one such map. `fold` finds the run after 
 layer (channels on the last axis) or a convolution (channels on axis 1); the lowering then
 multiplies the weights' output channels by ``scale`` and makes ``scale * bias + shift``
 the bias, as ONNX Runtime's Conv+Mul / Conv+Add fusions do. The ops must be enabled as
-native chains in the capability table (they are what the kernel now computes), constants
-finite, and a division by a constant nonzero; ``k / h`` is not affine and ends the run.
+native chains in the capability table (they are what the kernel now computes). The program
+computes in float32, so folding must not hide an overflow it has: each constant must be
+finite in float32 and a divisor nonzero there, the composed ``scale`` and ``shift`` finite
+in float32 (else the run ends before that op), and the folded weights and bias too (else
+nothing is folded). ``k / h`` is not affine and ends the run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +55,18 @@ def _values(low: Any, operand: tuple[str, Any], n: int, per_channel: ChannelShap
             out = array.reshape(n).astype(np.float64)
         else:
             return None
-    return out if np.isfinite(out).all() else None
+    single = _float32(out)
+    return single.astype(np.float64) if np.isfinite(single).all() else None
+
+
+def _float32(values: Any) -> Any:
+    """``values`` rounded to float32 (out of range: infinite, without a warning)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values).astype(np.float32)
+
+
+def _finite32(*arrays: Any) -> bool:
+    return all(np.isfinite(_float32(a)).all() for a in arrays)
 
 
 def step(low: Any, op: Op, h: int, n: int, per_channel: ChannelShape) -> tuple[Any, Any] | None:
@@ -85,19 +100,43 @@ def step(low: Any, op: Op, h: int, n: int, per_channel: ChannelShape) -> tuple[A
     return 1.0 / k, zero
 
 
-def fold(low: Any, h: int, n: int, per_channel: ChannelShape) -> tuple[int, list[int], Any, Any]:
-    """The run of affine ops after value ``h``: (its last value, their positions, the
-    composed ``scale`` and ``shift``, float64)."""
+@dataclass
+class Folded:
+    """A product's weights and bias with the run of affine ops after it folded in."""
+
+    h: int  # the run's last value (the product's result when nothing folded)
+    positions: list[int]  # the folded ops' positions
+    weights: Any  # float32
+    bias: Any  # float32[n], or None
+
+
+def fold(
+    low: Any, h: int, n: int, per_channel: ChannelShape, weights: Any, axis: int, bias: Any
+) -> Folded:
+    """The run of affine ops after value ``h`` folded into ``weights`` (output channels on
+    ``axis``) and ``bias`` (None: none yet)."""
     scale, shift = np.ones(n), np.zeros(n)
-    positions: list[int] = []
+    start, positions = h, []
     while (user := low.sole_user(h)) is not None:
         found = step(low, user, h, n, per_channel)
         if found is None:
             break
+        if not _finite32(found[0] * scale, found[0] * shift + found[1]):
+            break
         scale, shift = found[0] * scale, found[0] * shift + found[1]
         h = user.outs[0]
         positions.append(user.pos)
-    return h, positions, scale, shift
+    if not positions:
+        return Folded(h, positions, weights, bias)
+    new_bias = folded_bias(bias, scale, shift)
+    new_weights = weights
+    if np.any(scale != 1.0):
+        shape = [1] * weights.ndim
+        shape[axis] = n
+        new_weights = _float32(weights * scale.reshape(shape))
+    if not _finite32(new_weights) or (new_bias is not None and not _finite32(new_bias)):
+        return Folded(start, [], weights, bias)  # the program's overflow stays its own
+    return Folded(h, positions, new_weights, new_bias)
 
 
 def folded_bias(bias: Any, scale: Any, shift: Any) -> Any:
@@ -105,4 +144,4 @@ def folded_bias(bias: Any, scale: Any, shift: Any) -> Any:
     if bias is None and not np.any(shift != 0.0):
         return None
     old = np.zeros(len(scale)) if bias is None else np.asarray(bias, np.float64).reshape(-1)
-    return (scale * old + shift).astype(np.float32)
+    return _float32(scale * old + shift)

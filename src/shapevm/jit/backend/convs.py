@@ -119,12 +119,9 @@ def lower_conv(low: Any, op: Op) -> bool:
     chain = [op.pos]
     # per-channel affine ops after it (a bias, a batch norm written out) fold into the
     # weights and the bias (see `affine`)
-    h, positions, scale, shift = affine.fold(low, h, cout, affine.channel_axis)
-    chain += positions
-    if positions:
-        bias = affine.folded_bias(bias, scale, shift)
-        if np.any(scale != 1.0):
-            w = (w * scale.reshape(cout, *([1] * (w.ndim - 1)))).astype(np.float32)
+    folded = affine.fold(low, h, cout, affine.channel_axis, w, 0, bias)
+    h, w, bias = folded.h, folded.weights, folded.bias
+    chain += folded.positions
     act = "none"
     found = match_activation(low, h)
     if found is not None:

@@ -658,11 +658,9 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
     act = "none"
     # per-column affine ops after it (a bias, a scale, a batch norm written out) fold into
     # the packed weights and the bias (see `affine`)
-    h, positions, scale, shift = affine.fold(low, h, n, affine.last_axis)
-    chain += positions
-    bias = affine.folded_bias(None, scale, shift)
-    if np.any(scale != 1.0):
-        w = (w * scale.reshape(1, n)).astype(np.float32)
+    folded = affine.fold(low, h, n, affine.last_axis, w, 1, None)
+    h, w, bias = folded.h, folded.weights, folded.bias
+    chain += folded.positions
     found = match_activation(low, h)
     if found is not None:
         act, positions, h = found
