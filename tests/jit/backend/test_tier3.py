@@ -253,6 +253,39 @@ def test_patch_takes_generated_code_only() -> None:
 
 @needs_cc
 @pytest.mark.usefixtures("cache")
+@needs_cc
+def test_a_cancelled_generate_takes_its_kernels_out(cache: Path) -> None:
+    """A compile cancelled (or failing) after some kernels were patched in takes them out:
+    the engine never gets the `Patches` that would remove them."""
+    from shapevm.jit.errors import CompileCancelled
+
+    def two_chains(x: Any) -> Any:
+        return snp.sin(snp.exp(x @ np.ones((8, 8), np.float32)) @ np.ones((8, 8), np.float32))
+
+    (b,) = sv.symbolic_shape("b")
+    exp = sv.export(sv.jit(two_chains))(sv.ShapeDtypeStruct((b, 8), np.float32))
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    kernels = [k for r in nf.regions for k in r.lowered.kernels if k.chain is not None]
+    assert len(kernels) >= 2, [k.label for r in nf.regions for k in r.lowered.kernels]
+    calls: list[int] = []
+
+    def check() -> None:
+        calls.append(len(nf.patched))
+        if len(calls) == 2:
+            raise CompileCancelled("timed out")
+
+    variant = Variant(ex, ("exact", (3,)), nf, {"b": 3})
+    with pytest.raises(CompileCancelled):
+        tier3.generate(variant, {"b": 3}, specialize=True, check=check)
+    assert calls[1] >= 1, "the first kernel was patched in before the cancel"
+    assert nf.patched == {}
+    patches = tier3.generate(variant, {"b": 3}, specialize=True)
+    assert nf.patched and patches.installed
+    patches.remove()
+    assert nf.patched == {}
+
+
 def test_keys_that_build_the_same_kernel_share_its_slot() -> None:
     """Twelve batch sizes of one width generate the same C for each chain: each kernel is
     patched once and counted per key (copies filled the instruction's 8 slots, and the 9th

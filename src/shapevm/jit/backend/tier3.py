@@ -75,8 +75,25 @@ def generate(
     specialize: bool,
     check: Callable[[], None] = lambda: None,
 ) -> Patches:
-    """Build and patch in the key's kernels (see the module docstring)."""
+    """Build and patch in the key's kernels (see the module docstring). When a step raises
+    (`check` on a cancelled compile, or anything else), the kernels already patched in are
+    taken out again before the exception goes on: no one else holds them to remove."""
     out = Patches()
+    try:
+        _build_all(out, variant, ref_env, specialize, check)
+    except BaseException:
+        out.remove()
+        raise
+    return out
+
+
+def _build_all(
+    out: Patches,
+    variant: Variant,
+    ref_env: Mapping[str, int],
+    specialize: bool,
+    check: Callable[[], None],
+) -> None:
     isa = native.info()["isa"]
     for region in variant.regions:
         executors = [region.executor]
@@ -112,4 +129,3 @@ def generate(
                     out.installed.append((variant.function, (id(executor), index, symbol)))
                 else:
                     out.skipped.append(f"{kernel.label}: every slot of the instruction is taken")
-    return out
