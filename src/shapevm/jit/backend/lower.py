@@ -6,9 +6,11 @@ ops too, e.g. a dense layer takes its bias add and activation). Matching looks a
 graph, not at how the user wrote it:
 
 - a ``matmul`` whose right operand is a constant (or a layout op of one: ``x @ W.T`` with
-  a ``[out, in]`` weight) is a dense layer against weights packed once; a following add
-  of a constant row is its bias, a following elementwise subgraph of its result that
-  computes an activation (found by evaluating the subgraph, so any spelling of GELU,
+  a ``[out, in]`` weight) is a dense layer against weights packed once; the run of
+  affine ops per output column that follows it (adds, subtractions, multiplications and
+  divisions by constants: a bias, a scale, a batch norm written out) is folded into the
+  packed weights and the bias (`affine`), a following elementwise subgraph of its result
+  that computes an activation (found by evaluating the subgraph, so any spelling of GELU,
   SiLU, sigmoid, tanh or ReLU counts) its activation, and a following add of a tensor of
   the same shape its residual;
 - a ``matmul`` of two activations (attention's ``q @ k^T``) is a batched product reading
