@@ -257,3 +257,40 @@ def test_loading_generated_code_is_not_public() -> None:
     assert not hasattr(native, "load_kernel") and "load_kernel" not in native.__all__
     with pytest.raises(native.NativeKernelError, match="cannot load the generated library"):
         native._load_kernel("/nonexistent/kernel.so", "svg_kernel")
+
+
+def test_a_reshape_whose_element_count_wraps_past_int64_is_refused() -> None:
+    """[b, 4] over a [4, 3] base: b = 2**62 + 3 makes 4 * b wrap to 12, the base's count;
+    the copy then walked 2**62 rows."""
+    ts = [
+        Tensor(0, "input", F32, (A, 3), arg=0),
+        Tensor(1, "temp", F32, (A, 3)),
+        Tensor(2, "view", F32, (B, 4), base=0, viewop=N.V_RESHAPE),
+        Tensor(3, "view", F32, (B, 4), base=1, viewop=N.V_RESHAPE),
+    ]
+    ex = native.Executor(region_spec(ts, [Kernel(N.OP_COPY, [2], [3])], [0], [1]))
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(ex((4, 3), x)[0], x)
+    with pytest.raises(native.ExecMismatch, match="element count past int64"):
+        ex((4, 2**62 + 3), x)
+
+
+def test_a_variable_cell_with_a_value_is_refused() -> None:
+    """A value in a variable's cell passed the constants' checks at construction, then a
+    caller's dimension replaced it: a [3] constant copied as [50_000_000]."""
+    c = np.arange(3, dtype=np.float32)
+    ts = [x_a3(), Tensor(1, "const", F32, (3,), array=c), Tensor(2, "temp", F32, (3,))]
+    spec = region_spec(ts, [Kernel(N.OP_COPY, [1], [2])], [0], [2])
+    spec["heap"][1] = 3  # variable b's cell holds the constant's length
+    spec["slots"][1, 5] = spec["slots"][2, 5] = 1  # the constant and the result are [b]
+    with pytest.raises(native.NativeKernelError, match="variable's cell holds a value"):
+        native.Executor(spec)
+
+
+def test_an_external_instruction_needs_a_kernel_capsule() -> None:
+    spec = _const_copy_spec()
+    spec["instrs"] = spec["instrs"].copy()
+    spec["instrs"][0, 0] = N.OP_EXTERNAL
+    spec["objects"] = [object()]
+    with pytest.raises(native.NativeKernelError, match="needs a kernel capsule"):
+        native.Executor(spec)

@@ -154,12 +154,15 @@ static PyObject *exec_patch(Executor *e, PyObject *args) {
     svx_instr *in = &e->instrs[index];
     gen_env.threads = sv_pool_threads();
     in->gen_self = &gen_env;
+    /* kept once each before it is installed: a failure leaves nothing installed (the
+     * library itself is never unloaded, so an unpatched kernel's code stays valid for calls
+     * that started with it) */
+    int kept = PySequence_Contains(e->keep, cap);
+    if (kept < 0 || (!kept && PyList_Append(e->keep, cap) < 0)) return NULL;
     for (int g = 0; g < SVX_MAXGEN; g++) {
         svx_kernel_fn expected = NULL;
-        if (atomic_compare_exchange_strong(&in->gen[g], &expected, k->run)) {
-            if (PyList_Append(e->keep, cap) < 0) return NULL; /* the code stays loaded */
+        if (atomic_compare_exchange_strong(&in->gen[g], &expected, k->run))
             return PyLong_FromLong(g);
-        }
     }
     return PyLong_FromLong(-1); /* full: the caller evicts one first */
 }

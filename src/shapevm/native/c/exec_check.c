@@ -58,8 +58,18 @@ static PyObject *bad_at(const char *what, const char *expected, const char *wher
 static uint8_t *check_dimprog(Executor *e) {
     uint8_t *def = PyMem_Calloc((size_t)e->nheap + 1, 1);
     if (!def) return (uint8_t *)PyErr_NoMemory();
-    for (int c = 0; c < e->nheap; c++) def[c] = c < e->nvars || e->heap0[c] != SVX_UNSET;
     char where[96];
+    /* a variable's cell is bound at each call: a value in it would pass the constants'
+     * checks at construction and be replaced by the caller's afterwards */
+    for (int v = 0; v < e->nvars; v++)
+        if (e->heap0[v] != SVX_UNSET) {
+            snprintf(where, sizeof where, "heap cell %d holds %lld", v, (long long)e->heap0[v]);
+            bad_at("a dimension variable's cell holds a value", "unset cells for the variables",
+                   where);
+            PyMem_Free(def);
+            return NULL;
+        }
+    for (int c = 0; c < e->nheap; c++) def[c] = c < e->nvars || e->heap0[c] != SVX_UNSET;
     for (int i = 0; i < e->nprog; i++) {
         const int64_t *p = e->prog[i];
         int with_const = p[0] == SVX_D_ADDC || p[0] == SVX_D_MULC;
@@ -297,8 +307,11 @@ static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObj
             /* a family's kernel, or generated code run as tier 2 (its self is NULL) */
             const char *name = PyCapsule_IsValid(obj, SV_GEN_KERNEL) ? SV_GEN_KERNEL
                                                                       : "shapevm.exec_kernel";
-            sv_exec_kernel *k = PyCapsule_GetPointer(obj, name);
-            if (!k) return -1;
+            sv_exec_kernel *k =
+                PyCapsule_IsValid(obj, name) ? PyCapsule_GetPointer(obj, name) : NULL;
+            if (!k)
+                return bad("an external instruction needs a kernel capsule of the library",
+                           found), -1;
             in->kernel = k->run;
             in->kself = k->self;
             in->obj = Py_NewRef(obj);
@@ -341,7 +354,9 @@ PyObject *sv_exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         goto fail;
     }
     e->nvars = (int)PyLong_AsLong(nv);
+    if (PyErr_Occurred()) goto fail;
     e->ninputs = (int)PyLong_AsLong(ni);
+    if (PyErr_Occurred()) goto fail;
     e->threads = th ? (int)PyLong_AsLong(th) : 0;
     if (PyErr_Occurred()) goto fail;
     e->nheap = (int)PyArray_DIM(heap, 0);

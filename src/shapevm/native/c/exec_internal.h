@@ -26,7 +26,7 @@ typedef struct {
     int ndimcells;
     svx_instr *instrs;
     PyObject *consts;  /* list of contiguous arrays (kept alive) */
-    PyObject *keep;    /* generated kernels ever patched in (their code stays loaded) */
+    PyObject *keep;    /* each generated kernel's capsule ever patched in, once */
     char **const_data;
     int threads;
     _Atomic int64_t calls, mismatches;

@@ -88,14 +88,20 @@ int svx_resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *
     }
     case SVX_V_RESHAPE: {
         int64_t expect = 1, count = 1;
+        int wrapped = 0; /* a product past int64 could wrap onto the base's count */
         for (int d = base->ndim - 1; d >= 0; d--) { /* the base must be contiguous */
             if (base->shape[d] != 1 && base->strides[d] != expect) {
                 snprintf(msg, size, "reshape of a base that is not contiguous");
                 return -1;
             }
-            expect *= base->shape[d];
+            wrapped |= __builtin_mul_overflow(expect, base->shape[d], &expect);
         }
-        for (int d = 0; d < sl->ndim; d++) count *= t->shape[d]; /* dims checked >= 0 */
+        for (int d = 0; d < sl->ndim; d++) /* dims checked >= 0 */
+            wrapped |= __builtin_mul_overflow(count, t->shape[d], &count);
+        if (wrapped) {
+            snprintf(msg, size, "reshape: an element count past int64");
+            return -1;
+        }
         if (count != expect && count != 0) {
             snprintf(msg, size, "reshape: %lld elements from a base of %lld", (long long)count,
                      (long long)expect);
