@@ -54,7 +54,9 @@ def test_import_does_not_load_logging() -> None:
     result = _fresh(code)
     assert isinstance(result, list)
     before, after = result
-    assert before or not after, "import shapevm loaded logging"
+    if before:
+        pytest.skip("numpy or a site hook loaded logging before shapevm: nothing to check")
+    assert not after, "import shapevm loaded logging"
 
 
 @pytest.mark.parametrize(

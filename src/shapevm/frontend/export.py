@@ -16,9 +16,14 @@ import numpy as np
 
 from shapevm import _pytree
 from shapevm.bytecode.program import Program
+from shapevm.bytecode.serialize import deserialize as _from_bytes
+from shapevm.bytecode.serialize import load as _from_file
+from shapevm.bytecode.serialize import save as _to_file
+from shapevm.bytecode.serialize import serialize as _to_bytes
 from shapevm.bytecode.verify import verify
 from shapevm.frontend.trace import LeafKind, Traced, trace
 from shapevm.runtime.binding import sym_dim
+from shapevm.runtime.interpreter import Executable
 from shapevm.shapes import DimExpr, ShapeDtypeStruct
 
 if TYPE_CHECKING:
@@ -62,7 +67,6 @@ class Exported:
         names = list(arg_names or _leaf_names(in_tree, self.leaf_kinds))
         self._arg_names = names
         array_names = [n for n, k in zip(names, self.leaf_kinds, strict=True) if k.is_array]
-        from shapevm.runtime.interpreter import Executable  # loads at the first use, not import
 
         self.executable = Executable(program, arg_names=array_names, verified=True)
         scope = self.executable.scope
@@ -207,13 +211,10 @@ class Exported:
     # -- bytes ------------------------------------------------------------------------------
     def serialize(self) -> bytes:
         """The binary form: bytecode, constants, signature, constraints and trees."""
-        from shapevm.bytecode.binary_writer import serialize  # the writer loads when used
-
-        return serialize(self.program)
+        return _to_bytes(self.program)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        with open(path, "wb") as f:
-            f.write(self.serialize())
+        _to_file(self.program, path)
 
     def text(self) -> str:
         """The bytecode as text (the disassembler's view)."""
@@ -357,13 +358,9 @@ def export(jitted: Jitted | Callable[..., Any]) -> Callable[..., Exported]:
 
 def deserialize(data: bytes | bytearray | memoryview) -> Exported:
     """The `Exported` of ``Exported.serialize()`` bytes (verified before use)."""
-    from shapevm.bytecode.serialize import deserialize as read  # the reader loads when used
-
-    return Exported.from_program(read(data, verify=False))
+    return Exported.from_program(_from_bytes(data, verify=False))
 
 
 def load(path: str | os.PathLike[str]) -> Exported:
     """The `Exported` saved at ``path`` (memory-mapped, verified before use)."""
-    from shapevm.bytecode.serialize import load as read  # the reader loads when used
-
-    return Exported.from_program(read(path, verify=False))
+    return Exported.from_program(_from_file(path, verify=False))

@@ -121,9 +121,10 @@ def fold(
         found = step(low, user, h, n, per_channel)
         if found is None:
             break
-        if not _finite32(found[0] * scale, found[0] * shift + found[1]):
+        k, c = found
+        if not _finite32(k * scale, k * shift + c):
             break
-        scale, shift = found[0] * scale, found[0] * shift + found[1]
+        scale, shift = k * scale, k * shift + c
         h = user.outs[0]
         positions.append(user.pos)
     if not positions:

@@ -28,10 +28,14 @@ class Patches:
 
     installed: list[tuple[Any, tuple[int, int, str]]] = field(default_factory=list)
     compile_ms: float = 0.0
-    built: int = 0
     build_ms: list[float] = field(default_factory=list)  # each library compiled (not cached)
     skipped: list[str] = field(default_factory=list)
     sources: list[tuple[str, str]] = field(default_factory=list)  # (kernel label, C source)
+
+    @property
+    def built(self) -> int:
+        """Libraries compiled (not found in the cache)."""
+        return len(self.build_ms)
 
     def remove(self) -> None:
         for function, slot_key in self.installed:
@@ -120,7 +124,6 @@ def _build_all(
                 (f"{kernel.label} [{', '.join(f'#{p}' for p in kernel.pcs)}]", source)
             )
             out.compile_ms += built.compile_ms
-            out.built += not built.cached
             if not built.cached:
                 out.build_ms.append(built.compile_ms)
             capsule = toolchain.load(built)
