@@ -1,7 +1,8 @@
 """Differential tests: the native tier against the interpreter, the reference semantics.
 
 Hypothesis writes programs (elementwise chains with broadcasting, reductions, matmuls,
-reshapes, transposes over two dimension variables) and runs each on a stream of shapes in
+reshapes, transposes, slices, concatenations and pads, over two dimension variables, with
+axes written positive or negative) and runs each on a stream of shapes in
 every cache mode, with the variants compiled synchronously from the first call on, at
 every instruction-set level the machine has.
 """
@@ -29,8 +30,19 @@ BINARY = {
     "maximum": snp.maximum,
     "minimum": snp.minimum,
 }
-# kinds of tensors: "bn" f32[b, n], "n" f32[n], "b1" f32[b, 1], "b5" f32[b, 5], "nb" f32[n, b]
-PAIRS = {"bn": ("bn", "n", "b1"), "b5": ("b5", "b1"), "nb": ("nb",), "n": ("n",), "b1": ("b1",)}
+# kinds of tensors: "bn" f32[b, n], "n" f32[n], "b1" f32[b, 1], "b5" f32[b, 5], "nb" f32[n, b],
+# "bw" f32[b, 2n], "Bn" f32[2b, n], "bp" f32[b, n + 3]
+PAIRS = {
+    "bn": ("bn", "n", "b1"),
+    "b5": ("b5", "b1"),
+    "nb": ("nb",),
+    "n": ("n",),
+    "b1": ("b1",),
+    "bw": ("bw", "b1"),
+    "Bn": ("Bn", "n"),
+    "bp": ("bp", "b1"),
+}
+ROWS = ("bn", "b5", "bw", "bp")  # kinds whose axis 1 (also written -1) may be reduced
 
 step = st.one_of(
     st.tuples(st.just("unary"), st.sampled_from(sorted(UNARY)), st.integers(0, 50)),
@@ -43,10 +55,15 @@ step = st.one_of(
         st.integers(0, 50),
         st.sampled_from([0.5, 2.0, -1.0]),
     ),
-    st.tuples(st.just("reduce"), st.sampled_from(["sum", "max"]), st.integers(0, 50)),
+    st.tuples(
+        st.just("reduce"), st.sampled_from(["sum", "max"]), st.integers(0, 50), st.booleans()
+    ),
     st.tuples(st.just("matmul"), st.integers(0, 50)),
     st.tuples(st.just("reshape"), st.integers(0, 50)),
     st.tuples(st.just("transpose"), st.integers(0, 50)),
+    st.tuples(st.just("concat"), st.integers(0, 50), st.integers(0, 50), st.integers(0, 3)),
+    st.tuples(st.just("slice"), st.integers(0, 50), st.booleans()),
+    st.tuples(st.just("pad"), st.integers(0, 50), st.booleans()),
 )
 programs = st.lists(step, min_size=1, max_size=10)
 
@@ -77,9 +94,20 @@ def make_function(recipe: list[tuple[Any, ...]]) -> Any:
                 kind, a = pick(pool, tuple(PAIRS), s[2])
                 add(kind, BINARY[s[1]](a, s[3]))
             elif s[0] == "reduce":
-                kind, a = pick(pool, ("bn", "b5"), s[2])
+                kind, a = pick(pool, ROWS, s[2])
                 fn = snp.sum if s[1] == "sum" else snp.max
-                add("b1", fn(a, axis=1, keepdims=True))
+                add("b1", fn(a, axis=-1 if s[3] else 1, keepdims=True))
+            elif s[0] == "concat":  # axis 1, -1, 0 or -2
+                _, a = pick(pool, ("bn",), s[1])
+                _, b = pick(pool, ("bn",), s[2])
+                axis = (1, -1, 0, -2)[s[3]]
+                add("bw" if axis in (1, -1) else "Bn", snp.concatenate([a, b * 0.5], axis=axis))
+            elif s[0] == "slice":  # the last column (a negative start) or the first
+                _, a = pick(pool, ("bn",), s[1])
+                add("b1", a[:, -1:] if s[2] else a[..., :1])
+            elif s[0] == "pad":
+                _, a = pick(pool, ("bn",), s[1])
+                add("bp", snp.pad(a, ((0, 0), (1, 2)), constant_values=-1.0 if s[2] else 0.0))
             elif s[0] == "matmul":
                 _, a = pick(pool, ("bn",), s[1])
                 add("b5", a @ w)

@@ -336,6 +336,21 @@ def test_take_out_of_range_is_left_to_the_interpreter() -> None:
         exp.call(np.ones((2, 32), np.float32))
 
 
+@pytest.mark.parametrize("axis", [1, -1])
+def test_concatenate_with_a_negative_axis_copies_each_piece_to_its_offset(axis: int) -> None:
+    """Rotating halves (rotary embeddings: ``concatenate([-x2, x1], axis=-1)``): the op keeps
+    the axis as written, and each piece must land at its own offset along it. A negative
+    axis once put every piece at offset 0 and left the rest of the result unwritten."""
+
+    def fn(x: Any) -> Any:
+        return snp.concatenate([-x[..., 16:], x[..., :16] * 2.0], axis=axis)
+
+    exp, ex, nf = lowered(fn)
+    assert labels(nf).count("concatenate") == 2 and not nf.interpreted
+    for n in (1, 3, 8):
+        run_both(exp, ex, nf, n)
+
+
 def test_a_chain_with_more_results_than_an_instruction_writes_is_split() -> None:
     """An executor instruction writes at most four results; a chain whose five values are
     all read outside it failed to lower (``chain_kernel: wrong number of programs``) and

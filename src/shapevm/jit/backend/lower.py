@@ -490,7 +490,7 @@ def lower_concatenate(low: RegionLowering, op: Op) -> bool:
     (out,) = op.outs
     res = low.result(out)
     shape = low.graph.value(out).shape
-    axis = op.attrs["axis"]
+    axis = op.attrs["axis"] % len(shape)  # the op keeps a negative axis as it was written
     offset: Any = 0
     for vid in op.ins:
         src = low.tensor(vid)
