@@ -228,3 +228,29 @@ def test_data_dependent_sizes() -> None:
         return x[x > 0] * 2.0, idx
 
     check(f, lambda x: (x[x > 0] * 2.0, np.nonzero(x > 0)[0]), "b", [(5,), (9,), (1,)])
+
+
+def test_asarray_of_a_table_in_a_trace_is_a_constant_sliced_by_symbolic_sizes() -> None:
+    """Positional tables (``wpe[:s]``, rotary ``cos[:s]``): NumPy's own indexing needs an
+    int, so inside a trace `snp.asarray` makes the table a traced constant (as
+    `jax.numpy.asarray` does) that a symbolic size can slice; outside one it is NumPy's."""
+    table = RNG.standard_normal((64, 8)).astype(np.float32)
+    assert type(snp.asarray(table)) is np.ndarray
+
+    def fn(x: Any) -> Any:
+        return x + snp.asarray(table)[: x.shape[0]]
+
+    (s,) = sv.symbolic_shape("s", constraints=["s <= 64"])
+    exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct((s, 8), np.float32))
+    for n in (1, 5, 64):
+        x = RNG.standard_normal((n, 8)).astype(np.float32)
+        np.testing.assert_array_equal(exp.call(x), x + table[:n])
+        np.testing.assert_array_equal(exp.jit()(x), x + table[:n])
+
+
+def test_slicing_a_numpy_table_by_a_symbolic_size_says_how_to() -> None:
+    table = np.zeros((64, 8), np.float32)
+    with pytest.raises(sv.InconclusiveDimensionOperation, match=r"asarray\(table\)\[:s\]"):
+        sv.export(sv.jit(lambda x: x + table[: x.shape[0]]))(
+            sv.ShapeDtypeStruct(sv.symbolic_shape("s, 8", constraints=["s <= 64"]), np.float32)
+        )

@@ -17,7 +17,7 @@ import numpy as np
 
 from shapevm.frontend.errors import TracingError
 from shapevm.frontend.promote import float_of, result_dtype
-from shapevm.frontend.tracer import Tracer, bind_op, fmt_shape, user_location
+from shapevm.frontend.tracer import Tracer, bind_op, current_trace, fmt_shape, user_location
 from shapevm.ops import DType, Dynamic
 from shapevm.shapes import DimExpr, InconclusiveDimensionOperation
 
@@ -73,7 +73,10 @@ def _to_dtype(dtype: Any) -> DType:
 
 def asarray(x: ArrayLike, dtype: Any = None) -> Any:
     """An array from ``x``: a symbolic dimension (or a shape tuple holding some) becomes an
-    array computed when the program runs (i32 unless ``dtype`` says otherwise)."""
+    array computed when the program runs (i32 unless ``dtype`` says otherwise). Inside a
+    traced function any other array becomes a traced constant, as `jax.numpy.asarray`
+    does, so that symbolic sizes can slice it (``asarray(table)[:s]``, which NumPy's own
+    indexing cannot do); outside one it is `numpy.asarray`."""
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
     if isinstance(x, DimExpr) or (
@@ -85,7 +88,9 @@ def asarray(x: ArrayLike, dtype: Any = None) -> Any:
         return bind_op("dim_value", [], {"dims": tuple(x), "dtype": dt.value, "scalar": False})
     if isinstance(x, (tuple, list)) and any(isinstance(v, Tracer) for v in x):
         return stack([asarray(v, dtype) for v in x])
-    return np.asarray(x, dtype=dtype)
+    arr = np.asarray(x, dtype=dtype)
+    ctx = current_trace()
+    return ctx.const(arr) if ctx is not None else arr
 
 
 array = asarray

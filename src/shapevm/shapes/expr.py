@@ -292,7 +292,9 @@ def _not_constant(e: DimExpr) -> InconclusiveDimensionOperation:
         "(int(), an index, or a concrete shape).\n"
         "The value of a symbolic dimension is only known when the program runs. Keep it "
         "symbolic (dimension expressions support + - * // % and comparisons), or turn it "
-        "into an array with `shapevm.numpy.asarray(dim)`."
+        "into an array with `shapevm.numpy.asarray(dim)`. To slice or index a NumPy array "
+        "by it (a table of positions `table[:s]`), make the array a traced constant first: "
+        "`shapevm.numpy.asarray(table)[:s]`."
     )
 
 
