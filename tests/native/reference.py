@@ -42,6 +42,8 @@ def act64(name: str, h: Array) -> Array:
         return sigmoid64(h)
     if name == "tanh":
         return np.tanh(h)
+    if name == "hard_swish":
+        return h * np.clip(h + 3.0, 0.0, 6.0) / 6.0
     raise ValueError(name)
 
 

@@ -74,9 +74,12 @@ pool_kernel = _native.pool_kernel
 global_pool_kernel = _native.global_pool_kernel
 attention_kernel = _native.attention_kernel
 
-ACTIVATIONS: Final = ("none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh")
+ACTIVATIONS: Final = (
+    "none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "hard_swish",
+)  # fmt: skip
 """Activations of fused epilogues; ``gelu_tanh`` is GELU's tanh form, ``gelu_erf`` the
-exact one."""
+exact one; ``hard_swish`` is ``x * clip(x + 3, 0, 6) / 6`` (MobileNetV3's, PyTorch's
+``hardswish``)."""
 
 VMATH_FUNCTIONS: Final = (
     "exp", "log", "tanh", "erf", "sigmoid", "sqrt", "gelu_tanh", "gelu_erf", "silu",

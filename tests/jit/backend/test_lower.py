@@ -91,6 +91,16 @@ SPELLINGS: dict[str, tuple[Callable[[Any], Any], str]] = {
         "dense+bias+silu",
     ),
     "tanh": (lambda x: snp.tanh(x @ W.T + BIAS), "dense+bias+tanh"),
+    "hard swish as x * clip(x + 3, 0, 6) / 6": (
+        lambda x: (lambda h: h * snp.clip(h + 3.0, 0.0, 6.0) / 6.0)(x @ W.T + BIAS),
+        "dense+bias+hard_swish",
+    ),
+    "hard swish with minimum and maximum, times 1/6": (
+        lambda x: (lambda h: h * (snp.minimum(snp.maximum(h + 3.0, 0.0), 6.0) * (1 / 6)))(
+            x @ W.T + BIAS
+        ),
+        "dense+bias+hard_swish",
+    ),
     "residual": (lambda x: x @ W[:32].T + x, "dense+residual"),
     "a scale after the product": (lambda x: (x @ W.T) * 0.5, "dense"),
     "a temperature": (lambda x: (x @ W.T + BIAS) / 1.7, "dense+bias"),
@@ -263,6 +273,10 @@ CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
     "a product with itself is not folded": (
         lambda x: (lambda h: h * h)(sv.nn.conv2d(x, K1)),
         ["conv", "chain[1]"],
+    ),
+    "hard swish": (
+        lambda x: (lambda h: h * snp.clip(h + 3.0, 0.0, 6.0) / 6.0)(sv.nn.conv2d(x, K1) + BN_BETA),
+        ["conv+bias+hard_swish"],
     ),
     "pooling": (
         lambda x: (

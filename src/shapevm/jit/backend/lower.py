@@ -558,6 +558,8 @@ def _act_reference(name: str) -> np.ndarray[Any, Any]:
         return 1.0 / (1.0 + np.exp(-h))  # type: ignore[no-any-return]
     if name == "tanh":
         return np.tanh(h)  # type: ignore[no-any-return]
+    if name == "hard_swish":
+        return h * np.clip(h + 3.0, 0.0, 6.0) / 6.0
     return h
 
 

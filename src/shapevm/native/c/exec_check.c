@@ -245,6 +245,8 @@ static const char *operand_rule(const Executor *e, const svx_instr *in) {
         if (sl[in->out[0]].dtype != SVX_F32 || sl[in->out[0]].ndim != sl[in->in[0]].ndim ||
             (in->nin > 1 && sl[in->in[1]].ndim != sl[in->out[0]].ndim) || in->nin > 2)
             return "dense: x [, residual] and a float32 result, all of one rank";
+        if (!in_range(in->iattr[0], SV_ACT_COUNT)) /* an unknown one would run as none */
+            return "dense: an activation code below SV_ACT_COUNT";
         return NULL;
     case SVX_OP_MATMUL:
         for (int k = 0; k < 3; k++) {

@@ -37,7 +37,8 @@ int sv_rows_of(PyArrayObject *a, int inner, int64_t *rows, int64_t *row_stride);
 int sv_overlaps(PyArrayObject *a, PyArrayObject *b);
 
 /* Activation names of fused epilogues: "none", "relu", "gelu_tanh", "gelu_erf", "silu",
- * "sigmoid", "tanh"; -1 with NativeKernelError set for another name. */
+ * "sigmoid", "tanh", "hard_swish" (`sv_act_names`); -1 with
+ * NativeKernelError set for another name. */
 int sv_act_code(const char *kernel, PyObject *name);
 extern const char *const sv_act_names[SV_ACT_COUNT];
 

@@ -18,6 +18,7 @@ enum sv_act {
     SV_ACT_SILU = 4,
     SV_ACT_SIGMOID = 5,
     SV_ACT_TANH = 6,
+    SV_ACT_HARD_SWISH = 7, /* x * clip(x + 3, 0, 6) / 6 */
     SV_ACT_COUNT
 };
 

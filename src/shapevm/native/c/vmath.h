@@ -205,6 +205,14 @@ SV_INLINE vf vgelu_erf(vf x) { return vsplat(0.5f) * x * verfc(x * vsplat(-0.707
 SV_INLINE vf vsilu(vf x) { return x * vsigmoid(x); }
 SV_INLINE vf vrelu(vf x) { return vsel(x > vsplat(0.0f), x, vsel(vnan_mask(x), x, vsplat(0.0f))); }
 
+/* np.clip(x + 3, 0, 6): a NaN stays NaN, as in NumPy's clip. */
+SV_INLINE vf vrelu6_of_x_plus_3(vf x) {
+    vf t = x + vsplat(3.0f);
+    return vsel(t > vsplat(6.0f), vsplat(6.0f), vsel(t < vsplat(0.0f), vsplat(0.0f), t));
+}
+/* Divided by 6 (not multiplied by 1/6) and in PyTorch's order, so that the usual spelling
+ * (`x * clip(x + 3, 0, 6) / 6`) gives its bits. */
+SV_INLINE vf vhard_swish(vf x) { return x * vrelu6_of_x_plus_3(x) / vsplat(6.0f); }
 SV_INLINE vf vact(vf x, int act) {
     switch (act) {
     case SV_ACT_RELU: return vrelu(x);
@@ -213,6 +221,7 @@ SV_INLINE vf vact(vf x, int act) {
     case SV_ACT_SILU: return vsilu(x);
     case SV_ACT_SIGMOID: return vsigmoid(x);
     case SV_ACT_TANH: return vtanh(x);
+    case SV_ACT_HARD_SWISH: return vhard_swish(x);
     default: return x;
     }
 }
