@@ -254,3 +254,46 @@ def test_slicing_a_numpy_table_by_a_symbolic_size_says_how_to() -> None:
         sv.export(sv.jit(lambda x: x + table[: x.shape[0]]))(
             sv.ShapeDtypeStruct(sv.symbolic_shape("s, 8", constraints=["s <= 64"]), np.float32)
         )
+
+
+def test_an_integer_array_index_is_take_as_in_numpy() -> None:
+    """An embedding lookup ``table[ids]``, ``x[:, ids]`` and `snp.take` (also flattened,
+    with negative indices) agree with NumPy; an index past the axis raises when the
+    program runs, as NumPy's does."""
+    table = RNG.standard_normal((50, 6)).astype(np.float32)
+
+    def fn(ids: Any, x: Any) -> Any:
+        return (
+            snp.asarray(table)[ids],
+            x[:, ids[0]],
+            snp.take(x, ids, axis=1),
+            snp.take(x, ids[..., :1]),
+            x[..., ids[0] % 3],
+        )
+
+    b, s, n = sv.symbolic_shape("b, s, n")
+    exp = sv.export(sv.jit(fn))(
+        sv.ShapeDtypeStruct((b, s), np.int32), sv.ShapeDtypeStruct((n, 6), np.float32)
+    )
+    for b, s, n in [(1, 1, 1), (2, 5, 3), (4, 3, 7)]:
+        ids = RNG.integers(-6, 6, (b, s)).astype(np.int32)
+        x = RNG.standard_normal((n, 6)).astype(np.float32)
+        want = (table[ids], x[:, ids[0]], np.take(x, ids, axis=1), np.take(x, ids[..., :1]),
+                x[..., ids[0] % 3])  # fmt: skip
+        for got, ref in zip(exp.call(ids, x), want, strict=True):
+            np.testing.assert_array_equal(got, ref)
+        for got, ref in zip(exp.jit()(ids, x), want, strict=True):
+            np.testing.assert_array_equal(got, ref)
+    with pytest.raises(Exception, match="out of bounds"):
+        exp.call(np.array([[6]], np.int32), np.zeros((1, 6), np.float32))
+
+
+def test_unsupported_array_indices_say_what_is_supported() -> None:
+    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, 6"), np.float32)
+    ids = np.array([0, 2])
+    with pytest.raises(sv.TracingError, match=r"one integer array with whole axes"):
+        sv.export(sv.jit(lambda x: x[ids, ids]))(spec)
+    with pytest.raises(sv.TracingError, match=r"one integer array with whole axes"):
+        sv.export(sv.jit(lambda x: x[1:, ids]))(spec)
+    with pytest.raises(sv.TracingError, match=r"take needs integer indices"):
+        sv.export(sv.jit(lambda x: snp.take(x, np.array([0.5]), axis=1)))(spec)

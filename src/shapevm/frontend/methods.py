@@ -95,25 +95,20 @@ def getitem(x: Tracer, idx: Any) -> Any:
         idx = (idx,)
     if len(idx) == 1 and _is_mask(idx[0]):
         return _mask(x, idx[0])
-    for item in idx:
-        if isinstance(item, (Tracer, np.ndarray, list)):
-            raise TracingError(
-                "indexing a traced array with an integer array is not supported",
-                expected="ints, slices, None, ... or one boolean mask",
-                found=f"an index of type {type(item).__name__}",
-                fix="use snp.where, snp.sort/argsort or top_k; or a boolean mask",
-                loc=user_location() or "",
-            )
     n_axes = len([i for i in idx if i is not None and i is not Ellipsis])
     if n_axes > x.ndim:
         raise IndexError(
             f"too many indices for array: array is {x.ndim}-dimensional, but {n_axes} were indexed"
         )
-    if Ellipsis in idx:
-        at = idx.index(Ellipsis)
+    ellipsis = [k for k, i in enumerate(idx) if i is Ellipsis]  # `in` would compare arrays
+    if ellipsis:
+        at = ellipsis[0]
         idx = idx[:at] + (slice(None),) * (x.ndim - n_axes) + idx[at + 1 :]
     else:
         idx = idx + (slice(None),) * (x.ndim - n_axes)
+    arrays = [k for k, item in enumerate(idx) if isinstance(item, (Tracer, np.ndarray, list))]
+    if arrays:
+        return _take(x, idx, arrays)
     starts: list[Any] = []
     stops: list[Any] = []
     steps: list[int] = []
@@ -143,6 +138,28 @@ def getitem(x: Tracer, idx: Any) -> Any:
     if tuple(final) != tuple(out.shape):
         out = snp.reshape(out, tuple(final))
     return out
+
+
+def _take(x: Tracer, idx: tuple[Any, ...], arrays: list[int]) -> Any:
+    """``x[:, ..., i]``: one integer array ``i`` and whole axes elsewhere is `snp.take`
+    along its axis (an embedding lookup ``table[ids]``)."""
+    whole = all(
+        isinstance(item, slice) and item == slice(None)
+        for k, item in enumerate(idx)
+        if k not in arrays
+    )
+    if len(arrays) != 1 or not whole:
+        raise TracingError(
+            "this integer-array index is not supported",
+            expected="one integer array with whole axes (:) around it, e.g. table[ids] or "
+            "x[:, ids]; ints, slices, None, ... or one boolean mask otherwise",
+            found=f"{len(arrays)} array index(es) among {len(idx)} items",
+            fix="index one axis per step (x[ids][:, 2:]), or use snp.take, snp.where, "
+            "sort/argsort or top_k",
+            loc=user_location() or "",
+        )
+    (axis,) = arrays
+    return snp.take(x, idx[axis], axis=axis)
 
 
 def _is_mask(item: Any) -> bool:

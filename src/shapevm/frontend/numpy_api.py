@@ -636,6 +636,25 @@ def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return _arg("argmin", x, axis, keepdims)
 
 
+def take(a: Any, indices: Any, axis: int | None = None) -> Any:
+    """``np.take``: the entries of ``a`` at integer ``indices`` along ``axis`` (``None``:
+    of ``a`` flattened), e.g. rows of an embedding table. An index outside the axis raises
+    when the program runs, as NumPy's does; a negative one counts from the end."""
+    idx = _as_tensor(indices)
+    dt = _dtype_of(idx)
+    if dt is None or not dt.is_int:
+        raise TracingError(
+            "take needs integer indices",
+            expected="an integer array (or Python ints)",
+            found=f"indices of dtype {dt.value if dt else 'unknown'}",
+            fix="convert them with .astype(snp.int32)",
+            loc=user_location() or "",
+        )
+    if axis is None:
+        a, axis = ravel(a), 0
+    return bind_op("take", [_as_tensor(a), idx], {"axis": axis})
+
+
 def sort(x: Any, axis: int = -1) -> Any:
     return bind_op("sort", [_as_tensor(x)], {"axis": axis, "descending": False})
 
@@ -818,6 +837,7 @@ __all__ = [
     "subtract",
     "sum",
     "swapaxes",
+    "take",
     "tanh",
     "transpose",
     "true_divide",
