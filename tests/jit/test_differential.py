@@ -31,15 +31,16 @@ BINARY = {
     "minimum": snp.minimum,
 }
 # kinds of tensors: "bn" f32[b, n], "n" f32[n], "b1" f32[b, 1], "b5" f32[b, 5], "nb" f32[n, b],
-# "bw" f32[b, 2n], "Bn" f32[2b, n], "bp" f32[b, n + 3]
+# "bw" f32[b, 2n], "Bn" f32[2b, n], "bp" f32[b, n + 3], "1n" f32[1, n]
 PAIRS = {
-    "bn": ("bn", "n", "b1"),
+    "bn": ("bn", "n", "b1", "1n"),
+    "1n": ("1n", "n"),
     "b5": ("b5", "b1"),
     "nb": ("nb",),
     "n": ("n",),
     "b1": ("b1",),
     "bw": ("bw", "b1"),
-    "Bn": ("Bn", "n"),
+    "Bn": ("Bn", "n", "1n"),
     "bp": ("bp", "b1"),
 }
 ROWS = ("bn", "b5", "bw", "bp")  # kinds whose axis 1 (also written -1) may be reduced
@@ -56,7 +57,10 @@ step = st.one_of(
         st.sampled_from([0.5, 2.0, -1.0]),
     ),
     st.tuples(
-        st.just("reduce"), st.sampled_from(["sum", "max"]), st.integers(0, 50), st.booleans()
+        st.just("reduce"),
+        st.sampled_from(["sum", "max", "mean"]),
+        st.integers(0, 50),
+        st.integers(0, 3),
     ),
     st.tuples(st.just("matmul"), st.integers(0, 50)),
     st.tuples(st.just("reshape"), st.integers(0, 50)),
@@ -93,10 +97,15 @@ def make_function(recipe: list[tuple[Any, ...]]) -> Any:
             elif s[0] == "scalar":
                 kind, a = pick(pool, tuple(PAIRS), s[2])
                 add(kind, BINARY[s[1]](a, s[3]))
-            elif s[0] == "reduce":
-                kind, a = pick(pool, ROWS, s[2])
-                fn = snp.sum if s[1] == "sum" else snp.max
-                add("b1", fn(a, axis=-1 if s[3] else 1, keepdims=True))
+            elif s[0] == "reduce":  # along axis 1, -1, 0 or -2 (a leading axis)
+                fn = {"sum": snp.sum, "max": snp.max, "mean": snp.mean}[s[1]]
+                axis = (1, -1, 0, -2)[s[3]]
+                if axis in (1, -1):
+                    kind, a = pick(pool, ROWS, s[2])
+                    add("b1", fn(a, axis=axis, keepdims=True))
+                else:
+                    kind, a = pick(pool, ("bn", "Bn"), s[2])
+                    add("1n", fn(a, axis=axis, keepdims=True))
             elif s[0] == "concat":  # axis 1, -1, 0 or -2
                 _, a = pick(pool, ("bn",), s[1])
                 _, b = pick(pool, ("bn",), s[2])

@@ -365,6 +365,29 @@ def test_concatenate_with_a_negative_axis_copies_each_piece_to_its_offset(axis: 
         run_both(exp, ex, nf, n)
 
 
+@pytest.mark.parametrize(
+    "reduce",
+    [
+        lambda x: x.mean(axis=1),  # mean pooling over a sequence
+        lambda x: x.mean(axis=-2, keepdims=True),
+        lambda x: snp.max(x, axis=0),
+        lambda x: snp.sum(x, axis=(0, 2), keepdims=True),
+    ],
+    ids=["mean axis 1", "mean axis -2 keepdims", "max axis 0", "sum axes 0 and 2 keepdims"],
+)
+def test_a_reduction_over_leading_axes_runs_native(reduce: Callable[[Any], Any]) -> None:
+    """A reduction that keeps the last axis reads a transposed view that moves the reduced
+    axes last; it once left the region for the interpreter."""
+
+    def fn(x: Any) -> Any:
+        return reduce(snp.tanh(x).reshape(x.shape[0], 4, 8)) * 2.0
+
+    exp, ex, nf = lowered(fn)
+    assert not nf.interpreted and nf.whole, nf.interpreted
+    for n in (1, 3, 8):
+        run_both(exp, ex, nf, n, rtol=1e-6, atol=1e-6)
+
+
 def test_a_chain_with_more_results_than_an_instruction_writes_is_split() -> None:
     """An executor instruction writes at most four results; a chain whose five values are
     all read outside it failed to lower (``chain_kernel: wrong number of programs``) and

@@ -6,7 +6,9 @@
 operands are values of the chain, tensors already computed, constants or literals. A
 reduction over trailing axes of a chain value that nothing else reads closes the chain
 (sum, max, min, prod, mean). Values that something outside the chain reads are its
-outputs. A reduction of a plain tensor is a chain of no ops and a reduction.
+outputs. A reduction of a plain tensor is a chain of no ops and a reduction; over other
+axes than the trailing ones (mean pooling over a sequence, ``x.sum(axis=1)``) it reads a
+transposed view that moves them last.
 
 A `Chain` is plain data keyed by op-table names: the tile interpreter of the kernel
 library runs it without compiling (tier 2) and `codegen` turns it into C (tier 3).
@@ -113,10 +115,10 @@ def grow_chain(low: Any, start: Op) -> tuple[Chain, list[int]] | None:
     from shapevm.jit.backend.lower import _shape_equal
 
     graph = low.graph
-    if not _fusible(low, start) and not _is_reduction(low, start):
+    if _is_reduction(low, start, any_axes=True):
+        return _reduction_only(low, start)  # a reduction of a tensor computed before
+    if not _fusible(low, start):
         return None
-    if _is_reduction(low, start):  # a reduction of a tensor computed before
-        return _reduction_only(low, start)
     shape = graph.value(start.outs[0]).shape
     members: list[Op] = []
     inside: set[int] = set()
@@ -164,7 +166,12 @@ def _readable(low: Any, vid: int) -> bool:
     return v.kind in ("input", "const")
 
 
-def _is_reduction(low: Any, op: Op) -> bool:
+def _reduced_axes(op: Op, ndim: int) -> tuple[int, ...]:
+    axis = op.attrs.get("axis")
+    return tuple(range(ndim)) if axis is None else tuple(sorted({a % ndim for a in axis}))
+
+
+def _is_reduction(low: Any, op: Op, any_axes: bool = False) -> bool:
     info = op.info
     if op.kind != "call" or info is None or info.name not in REDUCTIONS:
         return False
@@ -173,7 +180,9 @@ def _is_reduction(low: Any, op: Op) -> bool:
     if op.pos in low.claimed:
         return False
     src = low.graph.value(op.ins[0])
-    return _trailing_axes(op, len(src.shape)) is not None and len(src.shape) > 0
+    if not src.shape:
+        return False
+    return any_axes or _trailing_axes(op, len(src.shape)) is not None
 
 
 def _drop_small_escapes(low: Any, members: list[Op], shape: Sequence[Any]) -> list[Op]:
@@ -251,10 +260,34 @@ def _build(
 
 
 def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
+    from shapevm.jit.backend import nodes as N
+
     src = op.ins[0]
-    shape = low.graph.value(src).shape
+    shape = tuple(low.graph.value(src).shape)
     tid = low.of_value[src] if src in low.of_value else low.tensor(src)
     value = low.graph.value(src)
+    assert op.info is not None
+    out = low.result(op.outs[0])
+    if _trailing_axes(op, len(shape)) is None:  # the reduced axes moved last, in a view
+        reduced = _reduced_axes(op, len(shape))
+        perm = tuple(a for a in range(len(shape)) if a not in reduced) + reduced
+        shape = tuple(shape[a] for a in perm)
+        tid = low.new("view", value.dtype, shape, base=tid, viewop=N.V_TRANSPOSE,
+                      contiguous=False, params=perm)  # fmt: skip
+        if op.attrs.get("keepdims"):  # the result without its unit axes, as a view
+            kept = shape[: len(shape) - len(reduced)]
+            out = low.new("view", value.dtype, kept, base=out, viewop=N.V_RESHAPE,
+                          contiguous=True)  # fmt: skip
+        chain = Chain(
+            shape,
+            [tid],
+            [Node("identity", (("in", 0),), value.dtype, {}, shape)],
+            [],
+            input_dtypes=[value.dtype],
+        )
+        chain.reduce, chain.reduce_axes = op.info.name, len(reduced)
+        chain.outputs.append((0, out))
+        return chain, [op.pos]
     chain = Chain(
         tuple(shape),
         [tid],
@@ -262,11 +295,10 @@ def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
         [],
         input_dtypes=[value.dtype],
     )
-    assert op.info is not None
     chain.reduce = op.info.name
     chain.reduce_axes = _trailing_axes(op, len(shape)) or 0
     chain.keepdims = bool(op.attrs.get("keepdims"))
-    chain.outputs.append((0, low.result(op.outs[0])))
+    chain.outputs.append((0, out))
     return chain, [op.pos]
 
 
