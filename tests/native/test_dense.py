@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,3 +163,14 @@ def test_matmul_broadcasts_and_takes_any_strides(
     ref = 0.5 * (a.astype(np.float64) @ b.astype(np.float64))
     assert y.shape == ref.shape
     assert rel_err(y, ref) < 1e-5
+
+
+@pytest.mark.parametrize("k", [300, 700])
+def test_dense_into_its_own_residual(k: int) -> None:
+    """``out=residual`` (the executor's in-place ``x @ W + r``) with k past one chunk of
+    the kernel: a chunk's partial sums must not overwrite the residual before it is added."""
+    x, w, r = _data(5, 20, k), _data(6, k, 24) / np.float32(np.sqrt(k)), _data(7, 20, 24)
+    want = x.astype(np.float64) @ w.astype(np.float64) + r
+    y = native.dense(x, native.pack_dense(w), residual=r, out=r)
+    assert y is r or np.shares_memory(y, r)
+    assert rel_err(r, want) < 1e-5

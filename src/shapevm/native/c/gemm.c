@@ -142,6 +142,14 @@ static int threads_for(int64_t m, int64_t n, int64_t k, int threads) {
     return t < threads ? (t < 1 ? 1 : t) : threads;
 }
 
+/* Whether rows [0, m) of n floats, ld apart, at p and at q share memory. */
+static bool rows_overlap(const float *p, int64_t ldp, const float *q, int64_t ldq, int64_t m,
+                         int64_t n) {
+    uintptr_t p0 = (uintptr_t)p, p1 = (uintptr_t)(p + (m - 1) * ldp + n);
+    uintptr_t q0 = (uintptr_t)q, q1 = (uintptr_t)(q + (m - 1) * ldq + n);
+    return p0 < q1 && q0 < p1;
+}
+
 void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, float *c,
               int64_t ldc, const sv_epilogue *ep, int threads) {
     if (m <= 0 || b->n <= 0) return;
@@ -162,8 +170,12 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
     j.tile_base = m / j.ntiles;
     j.tile_extra = m % j.ntiles;
     j.panels_per_call = sv_ukr_panels(isa->vw, (int)j.tile_base);
-    /* One row tile reads each chunk of B once: chunks of k would only break its stream. */
-    j.kc = j.ntiles == 1 && b->k > 0 ? b->k : KC;
+    /* One row tile reads each chunk of B once: chunks of k would only break its stream.
+     * And C may be the residual itself (the executor computes x @ W + r in r's memory): a
+     * chunk of k would write its partial sums over the residual before the last chunk
+     * adds it, so then the whole of k is one chunk. */
+    bool residual_in_c = ep && ep->residual && rows_overlap(c, ldc, ep->residual, ep->ldr, m, b->n);
+    j.kc = (j.ntiles == 1 || residual_in_c) && b->k > 0 ? b->k : KC;
     j.tiles_per_block = MC / isa->mr > 0 ? MC / isa->mr : 1;
     j.row_blocks = (j.ntiles + j.tiles_per_block - 1) / j.tiles_per_block;
     int64_t block_rows = m < j.tiles_per_block * isa->mr ? m : j.tiles_per_block * isa->mr;
