@@ -201,6 +201,10 @@ def _attrs(
 
 
 def _static(d: Any, scope: SymbolicScope) -> int | DimExpr:
+    if isinstance(d, DimExpr) and d.scope is not scope:
+        # an attribute kept from the trace, in the tracing scope: a dimension of another
+        # scope is never provably equal to the region's own (`b` against `b`)
+        d = str(d)
     out = sym_dim(d, scope) if isinstance(d, str) else d
     assert isinstance(out, (int, DimExpr)), f"dynamic dimension {d!r} inside a region"
     return out

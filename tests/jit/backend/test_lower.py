@@ -388,6 +388,38 @@ def test_a_reduction_over_leading_axes_runs_native(reduce: Callable[[Any], Any])
         run_both(exp, ex, nf, n, rtol=1e-6, atol=1e-6)
 
 
+def test_a_row_picked_from_a_batch_is_not_taken_for_contiguous() -> None:
+    """``h[:, 0]`` of ``h: [b, s, d]`` (a class token) is ``b`` rows ``s * d`` apart: a
+    reshape of it needs a copy. Slices were judged contiguous when an extent could not be
+    proven whole (here ``b`` of another scope, with constraints), and the executor
+    refused the reshape at the call."""
+    w2 = RNG.standard_normal((4, 16)).astype(np.float32)
+    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, s, 16", constraints=["s <= 64"]), np.float32)
+    exp = sv.export(sv.jit(lambda x: (x * 2.0)[:, 0] @ w2.T))(spec)
+    jitted = exp.jit(hot_threshold=1, background=False)
+    for b, s in [(1, 3), (2, 5), (3, 4)]:
+        x = RNG.standard_normal((b, s, 16)).astype(np.float32)
+        np.testing.assert_allclose(jitted(x), exp.call(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_dense_layer_written_over_its_residual_with_a_long_k() -> None:
+    """``h + f(h) @ W2.T`` writes its result over ``h`` (the memory plan's in-place); with
+    k past the kernel's chunk (256) the first chunk's partial sums overwrote the residual
+    before the last chunk added it."""
+    w1 = (RNG.standard_normal((300, 16)) * 0.3).astype(np.float32)
+    w3 = (RNG.standard_normal((16, 300)) * 0.1).astype(np.float32)
+
+    def fn(x: Any) -> Any:
+        h = x * 1.5
+        return (h + snp.tanh(h @ w1.T) @ w3.T) * 2.0
+
+    exp, ex, nf = lowered(fn, 16)
+    (region,) = nf.regions
+    assert region.memory.inplace, "the residual's buffer is reused"
+    for n in (1, 20, 64):
+        run_both(exp, ex, nf, n, 16, rtol=1e-5, atol=1e-5)
+
+
 def test_a_chain_with_more_results_than_an_instruction_writes_is_split() -> None:
     """An executor instruction writes at most four results; a chain whose five values are
     all read outside it failed to lower (``chain_kernel: wrong number of programs``) and

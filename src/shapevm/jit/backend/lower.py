@@ -393,27 +393,22 @@ def _unit_axes_only(base: Sequence[Any], shape: Sequence[Any]) -> tuple[int, ...
 
 
 def _slice_contiguous(
-    base: Tensor,
-    starts: Sequence[Any],
-    stops: Sequence[Any],
-    steps: Sequence[int],
-    shape: Sequence[Any],
+    base: Tensor, starts: Sequence[Any], steps: Sequence[int], shape: Sequence[Any]
 ) -> bool:
+    """Whether the view of extents ``shape`` from ``starts`` (with ``steps``) of a
+    contiguous ``base`` is C-contiguous for every value of the dimensions: past its
+    outermost axis of an extent other than 1 (which may start anywhere, unit step), every
+    axis must be whole. ``[b, 1, d]`` from ``[b, s, d]`` is not (its rows are ``s * d``
+    apart); ``[1, 1, d]`` is."""
     if not base.contiguous:
         return False
-    partial = [
-        i
-        for i, (lo, hi, st, d) in enumerate(zip(starts, stops, steps, base.shape, strict=True))
-        if not (_equal(lo, 0) and _equal(hi, d) and st == 1)
-    ]
-    if not partial:
+    outer = next((i for i, d in enumerate(shape) if not _equal(d, 1)), None)
+    if outer is None:
         return True
-    first = partial[0]
-    if any(i > first for i in partial) and not all(
-        _equal(shape[i], 1) for i in partial if i > first
-    ):
-        return False
-    return all(steps[i] == 1 for i in partial) and all(_equal(shape[i], 1) for i in range(first))
+    return steps[outer] == 1 and all(
+        _equal(starts[i], 0) and _equal(shape[i], base.shape[i]) and steps[i] == 1
+        for i in range(outer + 1, len(shape))
+    )
 
 
 def _view_enabled(low: RegionLowering, op: Op, *names: str) -> bool:
@@ -439,11 +434,11 @@ def lower_layout(low: RegionLowering, op: Op) -> bool:
         perm = transpose_perm(op.attrs, len(low.graph.value(src).shape))
         low.bind_view(out, base, N.V_TRANSPOSE, perm == tuple(range(len(perm))), params=perm)
     elif info.name == "slice":
-        starts, stops, steps = op.attrs["start"], op.attrs["stop"], tuple(op.attrs["step"])
+        starts, steps = op.attrs["start"], tuple(op.attrs["step"])
         if any(not isinstance(s, int) or s < 1 for s in steps):
             raise Unsupported("slice with a step below 1")
         shape = low.graph.value(out).shape
-        contiguous = _slice_contiguous(low.tensors[base], starts, stops, steps, shape)
+        contiguous = _slice_contiguous(low.tensors[base], starts, steps, shape)
         low.bind_view(out, base, N.V_SLICE, contiguous, params=tuple(starts), params2=steps)
     else:
         low.bind_view(out, base, N.V_BROADCAST, False)
@@ -473,7 +468,7 @@ def lower_take(low: RegionLowering, op: Op) -> bool:
     starts = tuple(i if d == axis else 0 for d in range(len(shape)))
     steps = (1,) * len(shape)
     sliced = tuple(1 if d == axis else n for d, n in enumerate(shape))
-    contiguous = _slice_contiguous(low.tensors[base], starts, sliced, steps, sliced)
+    contiguous = _slice_contiguous(low.tensors[base], starts, steps, sliced)
     if index.ndim == 1:
         low.bind_view(op.outs[0], base, N.V_SLICE, contiguous, params=starts, params2=steps)
     else:
