@@ -1,0 +1,168 @@
+"""Models written the way users write them, in other words than the workloads': the JIT must
+agree with the interpreter on every one, at several shapes.
+
+Each of these found a wrong result or a refused call when it was first run: a concatenate
+along axis -1 (rotary embeddings), a reshape of a row picked from a batch (a class token),
+a dense layer written over its own residual with a long k, a table sliced by a symbolic
+length, an embedding lookup, a mean over the sequence axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shapevm as sv
+import shapevm.numpy as snp
+from shapevm import nn
+
+RNG = np.random.default_rng(11)
+
+
+def _w(*shape: int, scale: float = 0.1) -> np.ndarray[Any, Any]:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+# -- a Llama-style block: RMS norm, rotary embeddings, softmax written out, SwiGLU ----------
+D, HEADS, HD, FF = 32, 2, 16, 300  # FF > 256: the down projection's k spans two chunks
+LL = {k: _w(*s) for k, s in dict(wq=(D, D), wk=(D, D), wv=(D, D), wo=(D, D), w1=(FF, D),
+                                 w3=(FF, D), w2=(D, FF)).items()}  # fmt: skip
+ANGLES = np.arange(64, dtype=np.float32)[:, None] / 10000 ** (np.arange(0, HD, 2) / HD)
+COS, SIN = np.cos(ANGLES).astype(np.float32), np.sin(ANGLES).astype(np.float32)
+
+
+def _rms(x: Any) -> Any:
+    return x / snp.sqrt(snp.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
+def _rope(t: Any, s: Any) -> Any:
+    c, si = snp.asarray(COS)[:s], snp.asarray(SIN)[:s]
+    t1, t2 = t[..., : HD // 2], t[..., HD // 2 :]
+    return snp.concatenate([t1 * c - t2 * si, t1 * si + t2 * c], axis=-1)
+
+
+def llama(x: Any) -> Any:
+    b, s, _ = x.shape
+    h = _rms(x)
+    q, k, v = (
+        (h @ LL[n].T).reshape(b, s, HEADS, HD).transpose(0, 2, 1, 3) for n in ("wq", "wk", "wv")
+    )
+    q, k = _rope(q, s), _rope(k, s)
+    a = q @ k.transpose(0, 1, 3, 2) / math.sqrt(HD)
+    a = snp.exp(a - a.max(axis=-1, keepdims=True))
+    a = a / a.sum(axis=-1, keepdims=True)
+    x = x + (a @ v).transpose(0, 2, 1, 3).reshape(b, s, D) @ LL["wo"].T
+    h = _rms(x)
+    g = h @ LL["w1"].T
+    return (x + (g / (1 + snp.exp(-g)) * (h @ LL["w3"].T)) @ LL["w2"].T) * 1.0
+
+
+# -- a MobileNetV3-ish CNN: hard-swish, depthwise, squeeze-excite, leaky relu -------------------
+MB = dict(stem=_w(8, 3, 3, 3), s=1 + _w(8), dw=_w(8, 1, 3, 3), pw=_w(16, 8, 1, 1), se1=_w(4, 16),
+          se2=_w(16, 4), head=_w(5, 16))  # fmt: skip
+
+
+def mobile(x: Any) -> Any:
+    h = nn.conv2d(x, MB["stem"], stride=2, padding=1) * MB["s"][None, :, None, None]
+    h = h * snp.clip(h + 3.0, 0.0, 6.0) / 6.0
+    h = nn.conv2d(h, MB["dw"], padding=1, groups=8)
+    h = nn.conv2d(h, MB["pw"])
+    h = snp.maximum(h, 0.01 * h)
+    se = snp.clip(snp.maximum(h.mean(axis=(2, 3)) @ MB["se1"].T, 0) @ MB["se2"].T + 3, 0, 6) / 6
+    logits = (h * se[:, :, None, None]).mean(axis=(2, 3)) @ MB["head"].T
+    z = logits - logits.max(axis=-1, keepdims=True)
+    return z - snp.log(snp.exp(z).sum(axis=-1, keepdims=True))
+
+
+# -- a tiny U-Net: pooling, nearest upsampling by broadcasting, skips on channels --------------
+UN = dict(e1=_w(4, 3, 3, 3), e2=_w(8, 4, 3, 3), d1=_w(4, 12, 3, 3), out=_w(1, 4, 1, 1))
+
+
+def _up2(x: Any) -> Any:
+    n, c, h, w = x.shape
+    return snp.broadcast_to(x[:, :, :, None, :, None], (n, c, h, 2, w, 2)).reshape(
+        n, c, 2 * h, 2 * w
+    )
+
+
+def unet(x: Any) -> Any:
+    e1 = snp.maximum(nn.conv2d(x, UN["e1"], padding=1), 0)
+    e2 = snp.maximum(nn.conv2d(nn.max_pool2d(e1, 2), UN["e2"], padding=1), 0)
+    d1 = snp.maximum(nn.conv2d(snp.concatenate([_up2(e2), e1], axis=-3), UN["d1"], padding=1), 0)
+    return 1.0 / (1.0 + snp.exp(-nn.conv2d(d1, UN["out"])))
+
+
+# -- a small ViT: patches by reshape, a class token, positions sliced, einsum attention -------
+PS, VD = 4, 24
+VT = dict(patch=_w(VD, 3 * PS * PS), cls=_w(1, 1, VD), pos=_w(1, 1 + 16 * 16, VD),
+          qkv=_w(3 * VD, VD), fc1=_w(4 * VD, VD), fc2=_w(VD, 4 * VD), head=_w(3, VD))  # fmt: skip
+
+
+def _ln(x: Any) -> Any:
+    return (x - x.mean(-1, keepdims=True)) / snp.sqrt(x.var(-1, keepdims=True) + 1e-5)
+
+
+def vit(img: Any) -> Any:
+    b, c, hh, ww = img.shape
+    gh, gw = hh // PS, ww // PS
+    p = img.reshape(b, c, gh, PS, gw, PS).transpose(0, 2, 4, 1, 3, 5).reshape(b, gh * gw, -1)
+    x = snp.concatenate(
+        [snp.broadcast_to(snp.asarray(VT["cls"]), (b, 1, VD)), p @ VT["patch"].T], 1
+    )
+    x = x + snp.asarray(VT["pos"])[:, : gh * gw + 1]
+    q, k, v = snp.split((_ln(x) @ VT["qkv"].T).reshape(b, -1, 3, VD), 3, axis=2)
+    att = snp.einsum("bqd,bkd->bqk", q[:, :, 0], k[:, :, 0]) / math.sqrt(VD)
+    att = snp.exp(att - att.max(-1, keepdims=True))
+    x = x + snp.einsum("bqk,bkd->bqd", att / att.sum(-1, keepdims=True), v[:, :, 0])
+    h = _ln(x) @ VT["fc1"].T
+    x = x + (0.5 * h * (1 + snp.erf(h / math.sqrt(2)))) @ VT["fc2"].T
+    return x[:, 0] @ VT["head"].T
+
+
+# -- a bag-of-embeddings text classifier: a lookup, a padding mask, argmax ---------------------
+EMB, TW = _w(50, 16), _w(4, 16)
+
+
+def text(ids: Any) -> Any:
+    mask = (ids != 0).astype(snp.float32)[..., None]
+    pooled = (snp.asarray(EMB)[ids] * mask).sum(axis=1) / snp.maximum(mask.sum(axis=1), 1.0)
+    logits = snp.tanh(pooled) @ TW.T
+    return snp.argmax(logits, axis=-1), logits, snp.asarray(EMB)[ids].mean(axis=1)
+
+
+MODELS: dict[str, tuple[Callable[..., Any], str, list[str], Any, list[tuple[int, ...]]]] = {
+    "llama": (llama, "b, s, 32", ["s <= 64"], np.float32, [(1, 5, 32), (2, 17, 32), (1, 64, 32)]),
+    "mobile": (mobile, "b, 3, h, w", [], np.float32, [(1, 3, 16, 16), (2, 3, 21, 13)]),
+    "unet": (unet, "n, 3, 2*h, 2*w", [], np.float32, [(1, 3, 8, 8), (2, 3, 12, 20)]),
+    "vit": (
+        vit,
+        "b, 3, 4*h, 4*w",
+        ["h <= 16", "w <= 16"],
+        np.float32,
+        [(1, 3, 8, 8), (2, 3, 16, 24), (3, 3, 12, 8)],
+    ),
+    "text": (text, "b, s", [], np.int32, [(1, 4), (3, 9), (2, 1)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_jit_agrees_with_the_interpreter_on_models_written_otherwise(name: str) -> None:
+    fn, spec, constraints, dtype, shapes = MODELS[name]
+    (example,) = [np.zeros(shapes[0], dtype)]
+    exp = sv.export(sv.jit(fn))(sv.symbolic_args_specs(example, spec, constraints=constraints))
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for shape in [*shapes, shapes[0]]:
+        x = (
+            RNG.integers(0, 50, shape).astype(dtype)
+            if dtype == np.int32
+            else RNG.standard_normal(shape).astype(dtype)
+        )
+        got, want = jitted(x), exp.call(x)
+        for g, w in zip(*(r if isinstance(r, tuple) else (r,) for r in (got, want)), strict=True):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+    stats = jitted.jit_stats()
+    assert stats["failures"] == 0 and stats["compiled_calls"] > 0, jitted.jit_info()
