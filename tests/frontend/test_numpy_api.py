@@ -297,3 +297,12 @@ def test_unsupported_array_indices_say_what_is_supported() -> None:
         sv.export(sv.jit(lambda x: x[1:, ids]))(spec)
     with pytest.raises(sv.TracingError, match=r"take needs integer indices"):
         sv.export(sv.jit(lambda x: snp.take(x, np.array([0.5]), axis=1)))(spec)
+
+
+def test_a_min_that_a_constraint_would_settle_names_the_constraint() -> None:
+    """``min(64, s) == s`` (a table cut to a sequence length, as ONNX's Slice gives) is
+    undecided without a bound on ``s``; the fix names ``s <= 64``, the constraint a
+    person would write, and where constraints go."""
+    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("s, 8"), np.float32)
+    with pytest.raises(sv.TracingError, match=r"'s <= 64'.*shapevm\.onnx\.load"):
+        sv.export(sv.jit(lambda x: x + snp.zeros((sv.min_dim(64, x.shape[0]), 8))))(spec)

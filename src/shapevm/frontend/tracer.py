@@ -338,6 +338,31 @@ def _fill(text: str, shapes: Sequence[Sequence[SymDim]], dtypes: Sequence[Any]) 
         return text
 
 
+def _min_max_args(text: str) -> tuple[str, str, str] | None:
+    """``("min", a, b)`` for the text ``min(a, b)`` (``max`` alike), else None."""
+    for fn in ("min", "max"):
+        if text.startswith(fn + "(") and text.endswith(")"):
+            inner, depth = text[len(fn) + 1 : -1], 0
+            for i, ch in enumerate(inner):
+                depth += {"(": 1, ")": -1}.get(ch, 0)
+                if ch == "," and depth == 0:
+                    return fn, inner[:i].strip(), inner[i + 1 :].strip()
+    return None
+
+
+def _simpler_constraint(lhs: str, rel: str, rhs: str) -> str | None:
+    """``min(64, seq) == seq`` holds exactly when ``seq <= 64`` (a table sliced to a
+    sequence length): the constraint a person would write, where there is one."""
+    if rel != "==":
+        return None
+    for a, b in ((lhs, rhs), (rhs, lhs)):
+        parts = _min_max_args(a)
+        if parts is not None and b in parts[1:]:
+            other = parts[2] if b == parts[1] else parts[1]
+            return f"{b} {'<=' if parts[0] == 'min' else '>='} {other}"
+    return None
+
+
 def _condition_error(
     info: OpInfo,
     cond: Condition,
@@ -359,8 +384,12 @@ def _condition_error(
     )
     fix = cond.fix
     if verdict is Verdict.UNKNOWN:
+        wanted = _simpler_constraint(str(cond.lhs), cond.rel, str(cond.rhs)) or (
+            f"{cond.lhs} {cond.rel} {cond.rhs}"
+        )
         fix = (
-            f"{fix}; or add the constraint '{cond.lhs} {cond.rel} {cond.rhs}' to the symbolic scope"
+            f"{fix}; or add the constraint '{wanted}' to the symbolic scope (constraints=[...] "
+            "of symbolic_shape, or of shapevm.onnx.load)"
         ).lstrip("; ")
     return TracingError(
         what,
