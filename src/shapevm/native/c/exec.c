@@ -152,7 +152,9 @@ static PyObject *exec_patch(Executor *e, PyObject *args) {
     sv_exec_kernel *k = PyCapsule_GetPointer(cap, SV_GEN_KERNEL);
     if (!k) return NULL;
     svx_instr *in = &e->instrs[index];
-    gen_env.threads = sv_pool_threads();
+    /* generated kernels of other executors may be reading it right now, without the GIL:
+     * an atomic store (they load it atomically too), not a plain one */
+    __atomic_store_n(&gen_env.threads, sv_pool_threads(), __ATOMIC_RELAXED);
     in->gen_self = &gen_env;
     /* kept once each before it is installed: a failure leaves nothing installed (the
      * library itself is never unloaded, so an unpatched kernel's code stays valid for calls

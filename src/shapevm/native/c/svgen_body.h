@@ -253,7 +253,9 @@ static void svg_rows(void *vctx, int64_t task) {
             return 1; /* not this specialization's shape: the executor runs tier 2 */      \
         int64_t total = c.rows * c.n;                                                      \
         const svg_env *env = self;                                                         \
-        int64_t tasks = env && env->parallel && total >= (1 << 16) ? 4 * env->threads : 1; \
+        int64_t tasks = 1; /* the pool's size is stored atomically (Executor.patch) */     \
+        if (env && env->parallel && total >= (1 << 16))                                    \
+            tasks = 4 * __atomic_load_n(&env->threads, __ATOMIC_RELAXED);                  \
         if (tasks > c.rows) tasks = c.rows;                                                \
         if (tasks < 1) tasks = 1;                                                          \
         c.block = (c.rows + tasks - 1) / tasks;                                            \
