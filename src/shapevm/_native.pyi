@@ -55,7 +55,7 @@ def dense(
     packed: PackedDense,
     out: _Array | None = None,
     residual: _Array | None = None,
-    activation: str | None = "none",
+    activation: str | tuple[str, float] | None = "none",
     alpha: float = 1.0,
     threads: int = 0,
 ) -> _Array: ...
@@ -96,7 +96,7 @@ def conv2d(
     packed: PackedConv,
     out: _Array | None = None,
     residual: _Array | None = None,
-    activation: str | None = "none",
+    activation: str | tuple[str, float] | None = "none",
     threads: int = 0,
 ) -> _Array: ...
 def conv2d_blocked(
@@ -104,7 +104,7 @@ def conv2d_blocked(
     packed: PackedConv,
     out: _Array | None = None,
     residual: _Array | None = None,
-    activation: str | None = "none",
+    activation: str | tuple[str, float] | None = "none",
     threads: int = 0,
 ) -> _Array: ...
 def to_blocked(x: _Array, out: _Array | None = None, threads: int = 0) -> _Array: ...
@@ -181,7 +181,11 @@ def rowop_kernel(
 def attention_kernel(scale: float, causal: bool = False) -> Any: ...
 def arena_pools() -> list[dict[str, Any]]: ...
 def conv_kernel(
-    packed: PackedConv, activation: str, in_blocked: bool, out_blocked: bool, /
+    packed: PackedConv,
+    activation: str | tuple[str, float],
+    in_blocked: bool,
+    out_blocked: bool,
+    /,
 ) -> Any: ...
 def reorder_kernel(to_blocked: bool, channels: int, /) -> Any: ...
 def pool_kernel(

@@ -174,3 +174,16 @@ def test_dense_into_its_own_residual(k: int) -> None:
     y = native.dense(x, native.pack_dense(w), residual=r, out=r)
     assert y is r or np.shares_memory(y, r)
     assert rel_err(r, want) < 1e-5
+
+
+def test_leaky_relu_takes_its_slope_as_a_pair() -> None:
+    x = _data(8, 5, 7)
+    w = _data(9, 7, 20)
+    packed = native.pack_dense(w)
+    h = x.astype(np.float64) @ w
+    y = native.dense(x, packed, activation=("leaky_relu", 0.2))
+    assert rel_err(y, np.where(h < 0, np.float32(0.2) * h, h)) < 1e-5
+    with pytest.raises(native.NativeKernelError, match=r"\('leaky_relu', slope\)"):
+        native.dense(x, packed, activation=("relu", 0.2))
+    with pytest.raises(native.NativeKernelError, match=r"finite slope"):
+        native.dense(x, packed, activation=("leaky_relu", float("nan")))

@@ -128,3 +128,34 @@ def test_an_exported_encoder_runs_native_and_agrees_everywhere() -> None:
     (rec,) = [r for r in engine.records() if r.variant][:1]
     kernels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
     assert {"layer_norm", "softmax", "dense+bias+gelu_erf", "mean[1]"} <= set(kernels), kernels
+
+
+def test_a_convolution_fuses_onnx_activations() -> None:
+    """ONNX's HardSwish and LeakyRelu (imported as ``where(x < 0, x * alpha, x)``) after a
+    Conv run in the convolution's epilogue, and agree with the interpreter."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    for node, label in [
+        (h.make_node("HardSwish", ["c"], ["y"]), "conv+bias+hard_swish"),
+        (h.make_node("LeakyRelu", ["c"], ["y"], alpha=0.1), "conv+bias+leaky_relu(0.1)"),
+    ]:
+        graph = h.make_graph(
+            [h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), node],
+            "g",
+            [h.make_tensor_value_info("x", T.FLOAT, ["n", 3, "h", "w"])],
+            [h.make_tensor_value_info("y", T.FLOAT, None)],
+            [nh.from_array(w, "w"), nh.from_array(b, "b")],
+        )
+        exp = so.load(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]))
+        jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+        for shape in [(2, 3, 9, 7), (1, 3, 16, 16)]:
+            x = rng.standard_normal(shape).astype(np.float32)
+            np.testing.assert_allclose(jitted(x)[0], exp.call(x)[0], rtol=1e-5, atol=1e-5)
+        (engine,) = jitted.engines
+        (rec,) = [r for r in engine.records() if r.variant][:1]
+        assert [k.label for r in rec.variant.regions for k in r.lowered.kernels] == [label]

@@ -47,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on a broken inst
 
 from shapevm.native.conv import (
     BLOCK,
+    Activation,
     PackedConv,
     avg_pool2d,
     conv2d,
@@ -76,10 +77,12 @@ attention_kernel = _native.attention_kernel
 
 ACTIVATIONS: Final = (
     "none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "hard_swish",
+    "leaky_relu",
 )  # fmt: skip
 """Activations of fused epilogues; ``gelu_tanh`` is GELU's tanh form, ``gelu_erf`` the
 exact one; ``hard_swish`` is ``x * clip(x + 3, 0, 6) / 6`` (MobileNetV3's, PyTorch's
-``hardswish``)."""
+``hardswish``); ``leaky_relu`` is ``x < 0 ? slope * x : x``, with a slope of 0.01 by its
+name alone and any other as ``activation=("leaky_relu", 0.2)``."""
 
 VMATH_FUNCTIONS: Final = (
     "exp", "log", "tanh", "erf", "sigmoid", "sqrt", "gelu_tanh", "gelu_erf", "silu",
@@ -139,7 +142,7 @@ def dense(
     x: Array,
     packed: PackedDense,
     *,
-    activation: str = "none",
+    activation: Activation = "none",
     residual: Array | None = None,
     alpha: float = 1.0,
     out: Array | None = None,
@@ -192,6 +195,7 @@ __all__ = [
     "ACTIVATIONS",
     "BLOCK",
     "VMATH_FUNCTIONS",
+    "Activation",
     "ExecMismatch",
     "Executor",
     "NativeKernelError",

@@ -37,6 +37,10 @@ import numpy as np
 from shapevm import _native
 from shapevm.bytecode.errors import format_message
 
+Activation = str | tuple[str, float]
+"""An activation of a fused epilogue: a name of `shapevm.native.ACTIVATIONS`, or
+``("leaky_relu", slope)``."""
+
 Array = np.ndarray[Any, Any]
 IntOrInts = int | Sequence[int]
 
@@ -110,7 +114,7 @@ def conv2d(
     x: Array,
     packed: PackedConv,
     *,
-    activation: str = "none",
+    activation: Activation = "none",
     residual: Array | None = None,
     out: Array | None = None,
     threads: int = 0,
@@ -129,7 +133,7 @@ def conv2d_blocked(
     x: Array,
     packed: PackedConv,
     *,
-    activation: str = "none",
+    activation: Activation = "none",
     residual: Array | None = None,
     out: Array | None = None,
     threads: int = 0,

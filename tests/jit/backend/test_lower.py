@@ -95,6 +95,18 @@ SPELLINGS: dict[str, tuple[Callable[[Any], Any], str]] = {
         lambda x: (lambda h: h * snp.clip(h + 3.0, 0.0, 6.0) / 6.0)(x @ W.T + BIAS),
         "dense+bias+hard_swish",
     ),
+    "leaky relu as maximum(h, 0.1 * h)": (
+        lambda x: (lambda h: snp.maximum(h, 0.1 * h))(x @ W.T + BIAS),
+        "dense+bias+leaky_relu(0.1)",
+    ),
+    "leaky relu as where(h > 0, h, h * 0.2)": (
+        lambda x: (lambda h: snp.where(h > 0, h, h * 0.2))(x @ W.T + BIAS),
+        "dense+bias+leaky_relu(0.2)",
+    ),
+    "leaky relu as maximum(0.2 * h, h), a constant scale first": (
+        lambda x: (lambda h: snp.maximum(h * 0.2, h))(x @ W.T * 0.5),
+        "dense+leaky_relu(0.2)",
+    ),
     "hard swish with minimum and maximum, times 1/6": (
         lambda x: (lambda h: h * (snp.minimum(snp.maximum(h + 3.0, 0.0), 6.0) * (1 / 6)))(
             x @ W.T + BIAS
@@ -267,7 +279,7 @@ CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
         ["conv"],
     ),
     "a constant divided by the result is not folded": (
-        lambda x: BN_GAMMA / (sv.nn.conv2d(x, K1) + 3.0),
+        lambda x: BN_GAMMA / (sv.nn.conv2d(x, K1) + 10.0),  # far from 0: a tame quotient
         ["conv+bias", "chain[1]"],
     ),
     "a product with itself is not folded": (
@@ -277,6 +289,10 @@ CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
     "hard swish": (
         lambda x: (lambda h: h * snp.clip(h + 3.0, 0.0, 6.0) / 6.0)(sv.nn.conv2d(x, K1) + BN_BETA),
         ["conv+bias+hard_swish"],
+    ),
+    "leaky relu": (
+        lambda x: (lambda h: snp.maximum(h, 0.2 * h))(sv.nn.conv2d(x, K1) + BN_BETA),
+        ["conv+bias+leaky_relu(0.2)"],
     ),
     "pooling": (
         lambda x: (

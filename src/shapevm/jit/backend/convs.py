@@ -99,7 +99,7 @@ def _global_mean(low: Any, op: Op) -> bool:
 
 
 def lower_conv(low: Any, op: Op) -> bool:
-    from shapevm.jit.backend.lower import _residual_of, match_activation
+    from shapevm.jit.backend.lower import _residual_of, act_label, match_activation
 
     info = op.info
     if info is None or info.name != "conv2d" or not native_enabled("conv2d", "native_conv"):
@@ -122,7 +122,7 @@ def lower_conv(low: Any, op: Op) -> bool:
     folded = affine.fold(low, h, cout, affine.channel_axis, w, 0, bias)
     h, w, bias = folded.h, folded.weights, folded.bias
     chain += folded.positions
-    act = "none"
+    act: native.Activation = "none"
     found = match_activation(low, h)
     if found is not None:
         act, positions, h = found
@@ -162,7 +162,7 @@ def lower_conv(low: Any, op: Op) -> bool:
         if residual is not None:
             ins.append(low.contiguous(low.tensor(residual), pcs))
         out = low.result(h)
-    label = "conv" + ("+bias" if bias is not None else "") + (f"+{act}" if act != "none" else "")
+    label = "conv" + ("+bias" if bias is not None else "") + act_label(act)
     label += "+residual" if residual is not None else ""
     label += {(False, False): "", (True, True): " (blocked)", (False, True): " (to blocked)"}.get(
         (in_blocked, out_blocked), " (from blocked)"

@@ -40,7 +40,7 @@ from shapevm.jit.backend import affine, probe
 from shapevm.jit.backend import nodes as N
 from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
 from shapevm.jit.graph import Op, RegionGraph
-from shapevm.native import ACTIVATIONS, pack_dense
+from shapevm.native import ACTIVATIONS, Activation, pack_dense
 from shapevm.ops import DType, OpFlag
 from shapevm.ops.shape_rules import transpose_perm
 from shapevm.runtime.scheduler import native_enabled
@@ -559,21 +559,24 @@ def _act_reference(name: str) -> np.ndarray[Any, Any]:
 
 
 def _elementwise_of(low: RegionLowering, op: Op, shape: Sequence[Any]) -> bool:
+    """An elementwise op of an activation: float32, or a comparison that a ``where`` of
+    the activation reads (ONNX's LeakyRelu is ``where(x < 0, x * a, x)``)."""
     info = op.info
+    if info is None:
+        return False
+    dtype = low.graph.value(op.outs[0]).dtype
     return (
         op.fusible
-        and info is not None
-        and OpFlag.COMPARISON not in info.flags
+        and (dtype == F32 or (OpFlag.COMPARISON in info.flags and dtype == np.bool_))
         and op.pos not in low.claimed
-        and low.graph.value(op.outs[0]).dtype == F32
         and _shape_equal(low.graph.value(op.outs[0]).shape, shape)
         and native_enabled(info.name, "native_chain")
     )
 
 
-def match_activation(low: RegionLowering, h: int) -> tuple[str, list[int], int] | None:
-    """An activation computed from ``h`` alone by the elementwise ops after it: (name, the
-    ops' positions, the value holding the result)."""
+def match_activation(low: RegionLowering, h: int) -> tuple[Activation, list[int], int] | None:
+    """An activation computed from ``h`` alone by the elementwise ops after it: (its name,
+    or ``("leaky_relu", slope)``; the ops' positions; the value holding the result)."""
     graph = low.graph
     shape = graph.value(h).shape
     members: list[int] = []
@@ -586,7 +589,7 @@ def match_activation(low: RegionLowering, h: int) -> tuple[str, list[int], int] 
         if tensors and tensors <= inside:
             members.append(op.pos)
             inside.add(op.outs[0])
-    best: tuple[str, list[int], int] | None = None
+    best: tuple[Activation, list[int], int] | None = None
     for end in members:
         chosen = probe.ancestors(graph, members, end)
         produced = {graph.ops[p].outs[0] for p in chosen}
@@ -614,16 +617,33 @@ def _scalar_consts(low: RegionLowering, op: Op) -> set[int]:
     return out
 
 
-def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> str | None:
+def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> Activation | None:
     with np.errstate(all="ignore"):
         try:
             got = probe.evaluate(low, {h: _PROBE.copy()}, chosen)
         except Exception:  # an op that does not evaluate in float64: not an activation
             return None
     for name in ACTIVATIONS[1:]:
-        if probe.close(got, _act_reference(name)):
+        if name != "leaky_relu" and probe.close(got, _act_reference(name)):
             return name
+    # leaky ReLU (max(h, a * h), where(h > 0, h, a * h)...): the slope that h = -8 gives
+    slope = float(np.float32(got[0] / _PROBE[0]))
+    leaky = np.where(_PROBE < 0, slope * _PROBE, _PROBE)
+    if math.isfinite(slope) and slope != 1.0 and probe.close(got, leaky):
+        return ("leaky_relu", slope)
     return None
+
+
+def act_name(act: Activation) -> str:
+    """The name of an activation (``leaky_relu`` for ``("leaky_relu", slope)``)."""
+    return act if isinstance(act, str) else act[0]
+
+
+def act_label(act: Activation) -> str:
+    """``+name`` for a kernel's label (with a leaky ReLU's slope), empty for none."""
+    if isinstance(act, tuple):
+        return f"+{act[0]}({act[1]:g})"
+    return "" if act == "none" else f"+{act}"
 
 
 def _residual_of(low: RegionLowering, op: Op, h: int) -> int | None:
@@ -654,7 +674,7 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
     n = w.shape[1]
     (h,) = op.outs
     chain = [op.pos]
-    act = "none"
+    act: Activation = "none"
     # per-column affine ops after it (a bias, a scale, a batch norm written out) fold into
     # the packed weights and the bias (see `affine`)
     folded = affine.fold(low, h, n, affine.last_axis, w, 1, None)
@@ -675,7 +695,7 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
     if residual is not None:
         ins.append(low.contiguous(low.tensor(residual), (op.pc,)))
     out = low.result(h)
-    label = "dense" + ("+bias" if bias is not None else "") + (f"+{act}" if act != "none" else "")
+    label = "dense" + ("+bias" if bias is not None else "") + act_label(act)
     label += "+residual" if residual is not None else ""
     pcs = tuple(sorted(low.graph.ops[p].pc for p in chain))
     low.emit(
@@ -683,8 +703,8 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
             N.OP_DENSE,
             ins,
             [out],
-            iattr=[ACTIVATIONS.index(act)],
-            fattr=[1.0],
+            iattr=[ACTIVATIONS.index(act_name(act))],
+            fattr=[1.0, 0.0 if isinstance(act, str) else act[1]],
             obj=packed,
             pcs=pcs,
             label=label,

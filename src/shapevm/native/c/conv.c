@@ -156,6 +156,7 @@ typedef struct conv_job {
     const sv_packed_conv *p;
     const sv_conv_kern *k;
     int mr, act, in_blocked, out_blocked, direct, tight;
+    float slope; /* leaky_relu's */
     int64_t n, h, w, oh, ow;
     const float *x, *res;
     float *y;
@@ -281,7 +282,8 @@ static void conv_task(void *vctx, int64_t task) {
     out_prefetch pf = output_rows(j, img, oy0 * j->ow, npix);
     for (int64_t b = 0; b < p->cbout; b++) {
         int nc = (int)min64(SV_CB, s->cout - SV_CB * b);
-        sv_epilogue ep = {.bias = p->bias + SV_CB * b, .act = j->act, .alpha = 1.0f};
+        sv_epilogue ep = {
+            .bias = p->bias + SV_CB * b, .act = j->act, .alpha = 1.0f, .slope = j->slope};
         float *c;
         if (j->out_blocked) {
             int64_t off = ((img * p->cbout + b) * plane + oy0 * j->ow) * SV_CB;
@@ -344,20 +346,20 @@ static void plan_segments(conv_job *j) {
 
 int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
               int x_layout, float *y, int y_layout, const float *residual, int act,
-              int threads) {
+              float slope, int threads) {
     const sv_conv_shape *s = &p->s;
     int64_t oh, ow;
     if (n <= 0 || p->cbout == 0 || sv_conv_out_hw(s, h, w, &oh, &ow) != 0 || oh * ow == 0)
         return 0;
     int in_blocked = x_layout == SV_LAYOUT_BLOCKED;
     if (!in_blocked && y_layout == SV_LAYOUT_NCHW && p->rows)
-        return sv_conv2d_rows(p, n, h, w, x, y, residual, act, threads, oh, ow);
+        return sv_conv2d_rows(p, n, h, w, x, y, residual, act, slope, threads, oh, ow);
     int tight = !in_blocked && s->cin < SV_CB && !p->depthwise;
     int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
     conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));
     if (!j) return -1;
     const sv_isa_table *isa = sv_isa();
-    j->p = p, j->k = isa->conv, j->mr = isa->mr, j->act = act;
+    j->p = p, j->k = isa->conv, j->mr = isa->mr, j->act = act, j->slope = slope;
     j->n = n, j->h = h, j->w = w, j->oh = oh, j->ow = ow;
     j->x = x, j->y = y, j->res = residual;
     j->in_blocked = in_blocked, j->out_blocked = y_layout == SV_LAYOUT_BLOCKED;

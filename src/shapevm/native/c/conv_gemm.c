@@ -44,6 +44,7 @@ typedef struct rows_job {
     const float *x, *res;
     float *y;
     int act;
+    float slope; /* leaky_relu's */
     _Atomic int failed;
 } rows_job;
 
@@ -110,7 +111,7 @@ static void rows_task(void *vctx, int64_t task) {
             int nc = (int)min64(SV_NR, j->ow - ox0);
             pack_panel(j, slab, oy - oy0, ox0, nc, panel);
             int64_t at = img * s->cout * plane + oy * j->ow;
-            sv_epilogue ep = {.act = j->act, .alpha = 1.0f};
+            sv_epilogue ep = {.act = j->act, .alpha = 1.0f, .slope = j->slope};
             if (j->res) ep.residual = j->res + at, ep.ldr = plane;
             for (int64_t k0 = 0; k0 < k1; k0 += KCHUNK) {
                 int64_t kc = min64(KCHUNK, k1 - k0);
@@ -123,11 +124,12 @@ static void rows_task(void *vctx, int64_t task) {
 }
 
 int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
-                   float *y, const float *residual, int act, int threads, int64_t oh,
-                   int64_t ow) {
+                   float *y, const float *residual, int act, float slope, int threads,
+                   int64_t oh, int64_t ow) {
     const sv_conv_shape *s = &p->s;
     rows_job j = {.p = p, .isa = sv_isa(), .n = n, .h = h, .w = w, .oh = oh, .ow = ow,
-                  .wp = w + s->pl + s->pr, .x = x, .res = residual, .y = y, .act = act};
+                  .wp = w + s->pl + s->pr, .x = x, .res = residual, .y = y, .act = act,
+                  .slope = slope};
     double macs = (double)n * (double)(oh * ow) * (double)s->cout *
                   (double)(s->cin * s->kh * s->kw);
     int t = sv_conv_threads(macs, threads);

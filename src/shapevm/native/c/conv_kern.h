@@ -28,7 +28,7 @@ __attribute__((noinline)) static void SV_FN(conv_epilogue)(const float *tile, in
             vf v = vload(tile + i * SV_NR + SV_VW * j);
             if (ep) {
                 if (ep->bias) v += vload(ep->bias + SV_VW * j);
-                if (ep->act) v = vact(v, ep->act);
+                if (ep->act) v = vact(v, ep->act, ep->slope);
                 if (ep->residual) v += vload(ep->residual + (row0 + i) * ep->ldr + SV_VW * j);
             }
             int lanes = lanes_at(nc, j);

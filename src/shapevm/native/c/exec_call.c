@@ -46,7 +46,7 @@ static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, cons
         }
         sv_epilogue ep = {.bias = bias, .residual = r ? (const float *)r->data : NULL,
                           .ldr = r && r->ndim >= 2 ? r->strides[r->ndim - 2] : b->n,
-                          .alpha = in->fattr[0], .act = in->iattr[0]};
+                          .alpha = in->fattr[0], .act = in->iattr[0], .slope = in->fattr[1]};
         sv_dense(m, (const float *)x->data, lda, b, (float *)y->data, ldc, &ep, e->threads);
         return 0;
     }

@@ -339,6 +339,7 @@ static PyObject *py_attention_kernel(PyObject *self, PyObject *args, PyObject *k
 typedef struct {
     PyObject *packed; /* the PackedConv, kept alive by the capsule */
     int act, in_blocked, out_blocked;
+    float slope; /* leaky_relu's */
 } conv_self;
 
 static void free_conv_capsule(PyObject *cap) {
@@ -399,7 +400,7 @@ static int run_conv(const void *vself, const svx_tensor *ins, int nin, const svx
     int rc = sv_conv2d(p, x->shape[0], x->shape[2], x->shape[3], (const float *)x->data,
                        c->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, (float *)y->data,
                        c->out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW,
-                       r ? (const float *)r->data : NULL, c->act, 0);
+                       r ? (const float *)r->data : NULL, c->act, c->slope, 0);
     if (rc != 0) {
         *err = "conv: out of memory";
         return -1;
@@ -419,8 +420,9 @@ static PyObject *py_conv_kernel(PyObject *self, PyObject *args) {
         return sv_raise("conv_kernel", "packed must be a PackedConv",
                         "shapevm.native.pack_conv2d(w, ...)", found, "pack the weights first");
     }
-    int code = sv_act_code("conv_kernel", act);
-    if (code < 0) return NULL;
+    int code;
+    float slope;
+    if (sv_act_parse("conv_kernel", act, &code, &slope) < 0) return NULL;
     conv_self *c = PyMem_Malloc(sizeof *c);
     sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
     if (!c || !k) {
@@ -430,6 +432,7 @@ static PyObject *py_conv_kernel(PyObject *self, PyObject *args) {
     }
     c->packed = Py_NewRef(packed);
     c->act = code;
+    c->slope = slope;
     c->in_blocked = in_blocked;
     c->out_blocked = out_blocked;
     k->run = run_conv;

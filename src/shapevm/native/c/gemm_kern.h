@@ -54,7 +54,7 @@ SV_INLINE void epilogue_rows(const int ACT, float *tile, int mr, int nc, float *
             }
     if (ACT != SV_ACT_NONE)
         for (int v = 0; v < mr * SV_NV; v++)
-            vstore(tile + SV_VW * v, vact(vload(tile + SV_VW * v), ACT));
+            vstore(tile + SV_VW * v, vact(vload(tile + SV_VW * v), ACT, ep->slope));
     const float *res = ep->residual ? ep->residual + row0 * ep->ldr + col0 : NULL;
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < SV_NV; j++) {
@@ -85,6 +85,7 @@ __attribute__((noinline)) static void SV_FN(epilogue_tile)(float *tile, int mr, 
     SV_EPI_CASE(SV_ACT_SIGMOID)
     SV_EPI_CASE(SV_ACT_TANH)
     SV_EPI_CASE(SV_ACT_HARD_SWISH)
+    SV_EPI_CASE(SV_ACT_LEAKY_RELU)
     default: epilogue_rows(SV_ACT_NONE, tile, mr, nc, c, ldc, ep, row0, col0);
 #undef SV_EPI_CASE
     }
@@ -317,7 +318,7 @@ SV_INLINE void act_rows_for(const int ACT, float *x, int64_t rows, int64_t cols,
             vf v = vload(row + c0);
             if (scale) v *= alpha;
             if (ep->bias) v += vload(ep->bias + c0);
-            v = vact(v, ACT);
+            v = vact(v, ACT, ep->slope);
             if (res) v += vload(res + c0);
             vstore(row + c0, v);
         }
@@ -326,7 +327,7 @@ SV_INLINE void act_rows_for(const int ACT, float *x, int64_t rows, int64_t cols,
             vf v = ld_cols(row + c0, lanes);
             if (scale) v *= alpha;
             if (ep->bias) v += ld_cols(ep->bias + c0, lanes);
-            v = vact(v, ACT);
+            v = vact(v, ACT, ep->slope);
             if (res) v += ld_cols(res + c0, lanes);
             vstore_part(row + c0, v, lanes);
         }
@@ -345,6 +346,7 @@ static void SV_FN(act_rows)(float *x, int64_t rows, int64_t cols, int64_t ld,
     SV_ACT_CASE(SV_ACT_SIGMOID)
     SV_ACT_CASE(SV_ACT_TANH)
     SV_ACT_CASE(SV_ACT_HARD_SWISH)
+    SV_ACT_CASE(SV_ACT_LEAKY_RELU)
 #undef SV_ACT_CASE
     default: act_rows_for(SV_ACT_NONE, x, rows, cols, ld, ep);
     }

@@ -8,7 +8,8 @@
 PyObject *sv_NativeKernelError;
 
 const char *const sv_act_names[SV_ACT_COUNT] = {
-    "none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "hard_swish"};
+    "none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "hard_swish",
+    "leaky_relu"};
 
 PyObject *sv_raise(const char *kernel, const char *what, const char *expected,
                    const char *found, const char *fix) {
@@ -179,9 +180,37 @@ int sv_act_code(const char *kernel, PyObject *name) {
     char found[200];
     snprintf(found, sizeof found, "%s", s ? s : Py_TYPE(name)->tp_name);
     sv_raise(kernel, "unknown activation",
-             "one of none, relu, gelu_tanh, gelu_erf, silu, sigmoid, tanh", found,
-             "use one of the expected names");
+             "one of none, relu, gelu_tanh, gelu_erf, silu, sigmoid, tanh, hard_swish, "
+             "leaky_relu",
+             found, "use one of the expected names");
     return -1;
+}
+
+int sv_act_parse(const char *kernel, PyObject *obj, int *code, float *slope) {
+    *slope = 0.01f; /* leaky_relu's by name alone, as PyTorch's LeakyReLU */
+    if (obj && PyTuple_Check(obj)) {
+        double v = PyTuple_GET_SIZE(obj) == 2 ? PyFloat_AsDouble(PyTuple_GET_ITEM(obj, 1)) : NAN;
+        if (v == -1.0 && PyErr_Occurred()) PyErr_Clear();
+        int c = PyTuple_GET_SIZE(obj) == 2 ? sv_act_code(kernel, PyTuple_GET_ITEM(obj, 0)) : -2;
+        if (c == -1) return -1;
+        if (c != SV_ACT_LEAKY_RELU || !isfinite(v)) {
+            char found[200];
+            PyObject *text = PyObject_Repr(obj);
+            const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
+            snprintf(found, sizeof found, "%s", s ? s : "a tuple");
+            Py_XDECREF(text);
+            PyErr_Clear();
+            sv_raise(kernel, "an activation with a parameter must be ('leaky_relu', slope)",
+                     "a name, or ('leaky_relu', a finite slope)", found,
+                     "pass the name alone for the other activations");
+            return -1;
+        }
+        *code = c;
+        *slope = (float)v;
+        return 0;
+    }
+    *code = sv_act_code(kernel, obj);
+    return *code < 0 ? -1 : 0;
 }
 
 static PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "shapevm._native",

@@ -292,8 +292,9 @@ static PyObject *conv_entry(PyObject *args, PyObject *kw, int out_blocked) {
         return sv_raise(k, "the window is larger than the padded input", expected, found,
                         "pad the input, or use a smaller kernel or dilation");
     }
-    int act = sv_act_code(k, aobj);
-    if (act < 0) return NULL;
+    int act;
+    float slope;
+    if (sv_act_parse(k, aobj, &act, &slope) < 0) return NULL;
     npy_intp dims[5] = {n, out_blocked ? p->cbout : s->cout, oh, ow, SV_CB};
     PyArrayObject *out = output_arg(k, oobj, out_blocked ? 5 : 4, dims, x), *res;
     if (!out) return NULL;
@@ -305,7 +306,7 @@ static PyObject *conv_entry(PyObject *args, PyObject *kw, int out_blocked) {
     float *yd = PyArray_DATA(out);
     int xl = in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW;
     int yl = out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, rc;
-    Py_BEGIN_ALLOW_THREADS rc = sv_conv2d(p, n, h, w, xd, xl, yd, yl, rd, act, threads);
+    Py_BEGIN_ALLOW_THREADS rc = sv_conv2d(p, n, h, w, xd, xl, yd, yl, rd, act, slope, threads);
     Py_END_ALLOW_THREADS if (rc != 0) {
         Py_DECREF(out);
         return PyErr_NoMemory();

@@ -178,8 +178,9 @@ static PyObject *py_dense(PyObject *self, PyObject *args, PyObject *kw) {
     }
     snprintf(exp_o, sizeof exp_o, "out: f32[..., %lld], the leading shape of x",
              (long long)p->b.n);
-    int act = sv_act_code("dense", aobj);
-    if (act < 0) return NULL;
+    int act;
+    float slope;
+    if (sv_act_parse("dense", aobj, &act, &slope) < 0) return NULL;
     PyArrayObject *out;
     if (oobj == Py_None) {
         npy_intp dims[NPY_MAXDIMS];
@@ -223,7 +224,7 @@ static PyObject *py_dense(PyObject *self, PyObject *args, PyObject *kw) {
         }
     }
     sv_epilogue ep = {.bias = p->bias, .residual = r ? PyArray_DATA(r) : NULL, .ldr = ldr,
-                      .alpha = alpha, .act = act};
+                      .alpha = alpha, .act = act, .slope = slope};
     float *c = PyArray_DATA(out);
     const float *a = PyArray_DATA(x);
     Py_BEGIN_ALLOW_THREADS sv_dense(m, a, lda, &p->b, c, ldc, &ep, threads);

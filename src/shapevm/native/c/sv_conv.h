@@ -60,7 +60,8 @@ enum sv_layout {
     SV_LAYOUT_BLOCKED = 1 /* x[n][ceil(c/16)][h][w][16] */
 };
 
-/* y = act(conv(x, w) + bias) + residual on n images of h x w, for act an enum sv_act; x
+/* y = act(conv(x, w) + bias) + residual on n images of h x w, for act an enum sv_act (slope:
+ * leaky_relu's); x
  * in x_layout, y and residual in y_layout (enum sv_layout: an NCHW image in and blocked
  * out starts a chain of blocked convolutions, blocked in and NCHW out ends one).
  * residual may be NULL, or equal to y (accumulate in place); y must not overlap x.
@@ -68,7 +69,7 @@ enum sv_layout {
  * calling thread. */
 int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
               int x_layout, float *y, int y_layout, const float *residual, int act,
-              int threads);
+              float slope, int threads);
 
 /* Reorders between NCHW (x[n][c][h][w]) and blocked (y[n][ceil(c/16)][h][w][16]). */
 void sv_nchw_to_blocked(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
@@ -109,8 +110,8 @@ void sv_global_avg_pool_blocked(int64_t n, int64_t c, int64_t hw, const float *x
  * scratch memory (kept between calls, freed when the thread ends). */
 #define SV_ROWS_MAX_K 32
 int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
-                   float *y, const float *residual, int act, int threads, int64_t oh,
-                   int64_t ow);
+                   float *y, const float *residual, int act, float slope, int threads,
+                   int64_t oh, int64_t ow);
 int sv_pack_conv_rows(sv_packed_conv *p, const float *w, const int64_t ws[4],
                       const float *bias, int64_t bstride);
 int sv_conv_threads(double macs, int threads);

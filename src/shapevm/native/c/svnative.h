@@ -19,6 +19,7 @@ enum sv_act {
     SV_ACT_SIGMOID = 5,
     SV_ACT_TANH = 6,
     SV_ACT_HARD_SWISH = 7, /* x * clip(x + 3, 0, 6) / 6 */
+    SV_ACT_LEAKY_RELU = 8, /* x < 0 ? slope * x : x */
     SV_ACT_COUNT
 };
 
@@ -31,7 +32,8 @@ typedef struct sv_epilogue {
     const float *residual; /* rows of ldr floats, or NULL */
     ptrdiff_t ldr;
     float alpha;
-    int act; /* enum sv_act */
+    int act;     /* enum sv_act */
+    float slope; /* SV_ACT_LEAKY_RELU's slope below 0 */
 } sv_epilogue;
 
 /* Weights packed for the micro-kernel: panel p holds columns [16p, 16p + 16) of W[K, N]

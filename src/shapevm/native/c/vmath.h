@@ -213,7 +213,9 @@ SV_INLINE vf vrelu6_of_x_plus_3(vf x) {
 /* Divided by 6 (not multiplied by 1/6) and in PyTorch's order, so that the usual spelling
  * (`x * clip(x + 3, 0, 6) / 6`) gives its bits. */
 SV_INLINE vf vhard_swish(vf x) { return x * vrelu6_of_x_plus_3(x) / vsplat(6.0f); }
-SV_INLINE vf vact(vf x, int act) {
+/* x < 0 ? slope * x : x (a NaN stays NaN, -0.0 stays -0.0) */
+SV_INLINE vf vleaky(vf x, float slope) { return vsel(x < vsplat(0.0f), x * vsplat(slope), x); }
+SV_INLINE vf vact(vf x, int act, float slope) {
     switch (act) {
     case SV_ACT_RELU: return vrelu(x);
     case SV_ACT_GELU_TANH: return vgelu_tanh(x);
@@ -222,6 +224,7 @@ SV_INLINE vf vact(vf x, int act) {
     case SV_ACT_SIGMOID: return vsigmoid(x);
     case SV_ACT_TANH: return vtanh(x);
     case SV_ACT_HARD_SWISH: return vhard_swish(x);
+    case SV_ACT_LEAKY_RELU: return vleaky(x, slope);
     default: return x;
     }
 }
