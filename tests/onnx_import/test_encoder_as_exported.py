@@ -159,3 +159,19 @@ def test_a_convolution_fuses_onnx_activations() -> None:
         (engine,) = jitted.engines
         (rec,) = [r for r in engine.records() if r.variant][:1]
         assert [k.label for r in rec.variant.regions for k in r.lowered.kernels] == [label]
+
+
+def test_the_bound_a_position_table_needs_is_assumed_and_said() -> None:
+    """Without constraints, the encoder's 64 positions cut to the sequence and added to it
+    are undefined past 64 (ONNX Runtime fails there too): the import assumes ``seq <=
+    64``, warns saying so, and a longer call gets the constraint's ShapeError."""
+    import pytest
+
+    import shapevm as sv
+
+    with pytest.warns(UserWarning, match=r"assuming seq <= 64"):
+        exp = so.load(encoder())
+    assert "where seq <= 64" in repr(exp)
+    ids = np.ones((1, 65), np.int64)
+    with pytest.raises(sv.shapes.ShapeError, match=r"seq <= 64"):
+        exp.call(ids, ids)

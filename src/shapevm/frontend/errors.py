@@ -27,6 +27,10 @@ class TracingError(TypeError):
             lines.append(f"  traced at {loc}")
         super().__init__("\n".join(lines))
         self.what, self.expected, self.found, self.fix, self.loc = what, expected, found, fix, loc
+        self.constraint: str | None = None
+        """A constraint without which the op is undefined for some shapes (``seq <= 512``
+        for a table of 512 rows cut to ``seq`` and added to ``seq`` rows), when the error
+        is that the constraint is missing."""
 
 
 class ConcreteValueError(TypeError):

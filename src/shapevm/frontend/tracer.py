@@ -391,13 +391,16 @@ def _condition_error(
             f"{fix}; or add the constraint '{wanted}' to the symbolic scope (constraints=[...] "
             "of symbolic_shape, or of shapevm.onnx.load)"
         ).lstrip("; ")
-    return TracingError(
+    err = TracingError(
         what,
         expected=f"{_fill(cond.expected, shapes, dtypes)} ({cond.lhs} {cond.rel} {cond.rhs})",
         found=f"{why}",
         fix=fix,
         loc=loc,
     )
+    if verdict is Verdict.UNKNOWN:
+        err.constraint = _simpler_constraint(str(cond.lhs), cond.rel, str(cond.rhs))
+    return err
 
 
 def bind_op(

@@ -121,7 +121,8 @@ class Runner:
             ) from None
         except TracingError as exc:
             raise ConvertError(
-                node.problem(exc.what, expected=exc.expected, found=exc.found, fix=exc.fix)
+                node.problem(exc.what, expected=exc.expected, found=exc.found, fix=exc.fix),
+                exc.constraint,
             ) from None
         except (
             ValueError,

@@ -13,6 +13,7 @@ import importlib
 import inspect
 import keyword
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,14 +80,29 @@ def load(
     for key, arr in frozen.items():
         values[key] = arr.astype(_input_dtype(graph, key), copy=False)
     inputs = [v for v in graph.input if v.name not in values]
-    specs = _input_specs(inputs, dims or {}, constraints, label)
-    _check_constraint_names(specs, constraints, label)
     fn = _graph_function(graph, onnx_opset(proto), values, [v.name for v in inputs])
     fn.__name__ = _identifier(name or graph.name or "model", "model")
-    try:
-        return export(fn)(*specs)
-    except ConvertError as exc:
-        raise UnsupportedModelError(label, [exc.problem]) from None
+    assumed: list[str] = []
+    while True:
+        specs = _input_specs(inputs, dims or {}, [*constraints, *assumed], label)
+        _check_constraint_names(specs, constraints, label)
+        try:
+            exported = export(fn)(*specs)
+            break
+        except ConvertError as exc:
+            # A bound the model needs to run at all (a table of 512 positions cut to the
+            # sequence and added to it: ONNX Runtime fails past 512 too) is assumed, and
+            # said; a call past it gets the constraint's ShapeError.
+            if exc.constraint is None or exc.constraint in assumed or len(assumed) >= 16:
+                raise UnsupportedModelError(label, [exc.problem]) from None
+            assumed.append(exc.constraint)
+    if assumed:
+        warnings.warn(
+            f"{label}: imported assuming {', '.join(assumed)}: the model computes nothing "
+            "for other shapes (pass constraints=[...] to say so and silence this)",
+            stacklevel=2,
+        )
+    return exported
 
 
 def _graph_function(

@@ -88,9 +88,10 @@ class Node:
 class ConvertError(Exception):
     """A node cannot be converted; ``problem`` says where and why."""
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Problem, constraint: str | None = None) -> None:
         super().__init__(problem.render())
         self.problem = problem
+        self.constraint = constraint  # one the model needs (`TracingError.constraint`)
 
 
 def attr_is(name: str, allowed: tuple[Any, ...], default: Any) -> Check:
