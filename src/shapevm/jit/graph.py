@@ -10,6 +10,7 @@ escape to the caller and are never placed in the per-thread arena.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -205,9 +206,16 @@ def _static(d: Any, scope: SymbolicScope) -> int | DimExpr:
         # an attribute kept from the trace, in the tracing scope: a dimension of another
         # scope is never provably equal to the region's own (`b` against `b`)
         d = str(d)
-    out = sym_dim(d, scope) if isinstance(d, str) else d
+    out = _parsed(d, scope) if isinstance(d, str) else d
     assert isinstance(out, (int, DimExpr)), f"dynamic dimension {d!r} inside a region"
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str, scope: SymbolicScope) -> Any:
+    """A dimension's text in ``scope``, parsed once: a function's regions read the same
+    few dimensions hundreds of times, and parsing one costs tens of microseconds."""
+    return sym_dim(text, scope)
 
 
 def _np(dtype: DType) -> np.dtype[Any]:

@@ -53,6 +53,16 @@ def evaluate(low: Any, inputs: Mapping[int, Any], positions: Iterable[int]) -> A
     return out
 
 
+def spread(shape: tuple[int, ...], seed: int) -> Any:
+    """Values in (-1.7, 1.7) with unit variance, irregular along every axis, the same on
+    every call: a golden-ratio sequence (numpy.random would cost its import, 10-20 ms, on
+    the first lowering of a process)."""
+    n = int(np.prod(shape)) if shape else 1
+    k = np.arange(1, n + 1, dtype=np.float64) + 0.7548776662466927 * seed
+    u = (k * 0.6180339887498949 + k * k * 0.5698402909980532e-3) % 1.0
+    return ((u * 2.0 - 1.0) * np.sqrt(3.0)).reshape(shape)
+
+
 def close(got: Any, want: Any) -> bool:
     """Equal shapes, and values within 1e-6 (relative above 1)."""
     return bool(

@@ -142,9 +142,8 @@ def _probe_quiet(
 ) -> tuple[str, float, float, Any, Any] | None:
     rows = _int(n) if _int(n) > 0 else 7
     shape = (1,) * (ndim - 2) + (3, rows) if ndim >= 2 else (rows,)
-    rng = np.random.default_rng(0)
-    small = rng.standard_normal(shape) * 0.003 + 0.002
-    large = rng.standard_normal(shape) * 3.0
+    small = probe.spread(shape, 0) * 0.003 + 0.002
+    large = probe.spread(shape, 1) * 3.0
     with np.errstate(all="ignore"):
         try:
             got = [probe.evaluate(low, {x: p}, sorted(chosen)) for p in (small, large)]
