@@ -449,6 +449,40 @@ class Executable:
         blocks = {block.label: _Block(block.label, (), tuple(steps), tuple(instrs), term)}
         return Plan(blocks, block.label, self.n_regs + 1, params, self._dynamic())
 
+    def plan_around(
+        self, env: Mapping[str, int], calls: Sequence[tuple[frozenset[int], Step]]
+    ) -> Plan | None:
+        """A plan of the function's only block in which each ``(covered, step)`` of
+        ``calls`` stands for the instructions whose ids ``covered`` holds (placed at the
+        first of them) and every other instruction has its own step: what compiled regions
+        cover gets no interpreter step built, so a new shape plans only the rest. ``None``
+        where `straight_plan` gives none."""
+        if len(self.fn.blocks) != 1:
+            return None
+        t0 = time.perf_counter()
+        steps: list[Step] = []
+        instrs: list[Instr] = []
+        placed: set[int] = set()
+        for instr in self.fn.blocks[0].instrs[:-1]:
+            for n, (covered, call) in enumerate(calls):
+                if id(instr) in covered:
+                    if n not in placed:
+                        placed.add(n)
+                        steps.append(call)
+                        instrs.append(instr)
+                    break
+            else:
+                if isinstance(instr, TensorPhi):
+                    return None
+                step = self._step(instr, env)
+                if step is not None:
+                    steps.append(step)
+                    instrs.append(instr)
+        plan = self.straight_plan(steps, instrs)
+        self.plan_build_seconds += time.perf_counter() - t0
+        self.plan_builds += 1
+        return plan
+
     def _dynamic(self) -> frozenset[Reg]:
         """Registers whose type has a data-dependent dimension."""
         if self._dynamic_regs is None:

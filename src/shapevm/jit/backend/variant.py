@@ -80,6 +80,9 @@ class Variant:
                 first = self.executable.fn.blocks[0].instrs[0]
                 call = _RegionCall(self.regions[0], values, env)
                 plan = self.executable.straight_plan([call], [first])
+            if plan is None:  # steps for what the regions leave out, none for what they cover
+                calls = [(r.covered, _RegionCall(r, values, env)) for r in self.regions]
+                plan = self.executable.plan_around(env, calls)
             if plan is None:
                 plan = self._splice(self.executable.plan_for(env), values, env)
             if len(self._plans) >= _PLANS_PER_VARIANT:
