@@ -262,6 +262,34 @@ def _branch(term: BranchIf, regs: Regs) -> bool:
     raise AssertionError("shape predicates are resolved when the plan is built")
 
 
+def splice_calls(
+    instrs: Sequence[Instr],
+    calls: Sequence[tuple[frozenset[int], Step]],
+    own: Callable[[int, Instr], Step | None],
+) -> tuple[list[Step], list[Instr]]:
+    """The steps of ``instrs`` with each ``(covered, call)`` standing for the instructions
+    whose ids ``covered`` holds, placed once at the first of them; every other instruction
+    gets ``own(index, instr)`` (left out when None). Returns the steps and the
+    instruction each stands for."""
+    steps: list[Step] = []
+    kept: list[Instr] = []
+    placed: set[int] = set()
+    for i, instr in enumerate(instrs):
+        for n, (covered, call) in enumerate(calls):
+            if id(instr) in covered:
+                if n not in placed:
+                    placed.add(n)
+                    steps.append(call)
+                    kept.append(instr)
+                break
+        else:
+            step = own(i, instr)
+            if step is not None:
+                steps.append(step)
+                kept.append(instr)
+    return steps, kept
+
+
 class Executable:
     """A function of a verified program, ready to run on concrete arrays.
 
@@ -457,27 +485,14 @@ class Executable:
         first of them) and every other instruction has its own step: what compiled regions
         cover gets no interpreter step built, so a new shape plans only the rest. ``None``
         where `straight_plan` gives none."""
-        if len(self.fn.blocks) != 1:
+        if len(self.fn.blocks) != 1 or any(
+            isinstance(i, TensorPhi) for i in self.fn.blocks[0].instrs
+        ):
             return None
         t0 = time.perf_counter()
-        steps: list[Step] = []
-        instrs: list[Instr] = []
-        placed: set[int] = set()
-        for instr in self.fn.blocks[0].instrs[:-1]:
-            for n, (covered, call) in enumerate(calls):
-                if id(instr) in covered:
-                    if n not in placed:
-                        placed.add(n)
-                        steps.append(call)
-                        instrs.append(instr)
-                    break
-            else:
-                if isinstance(instr, TensorPhi):
-                    return None
-                step = self._step(instr, env)
-                if step is not None:
-                    steps.append(step)
-                    instrs.append(instr)
+        steps, instrs = splice_calls(
+            self.fn.blocks[0].instrs[:-1], calls, lambda _, instr: self._step(instr, env)
+        )
         plan = self.straight_plan(steps, instrs)
         self.plan_build_seconds += time.perf_counter() - t0
         self.plan_builds += 1

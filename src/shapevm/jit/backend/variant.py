@@ -15,7 +15,7 @@ from typing import Any
 from shapevm.bytecode.program import Instr
 from shapevm.jit.backend.function import NativeFunction, NativeRegion
 from shapevm.runtime.bctrace import NamedStep
-from shapevm.runtime.interpreter import Executable, Plan, Step
+from shapevm.runtime.interpreter import Executable, Plan, Step, splice_calls
 
 _PLANS_PER_VARIANT = 256
 
@@ -98,26 +98,12 @@ class Variant:
         return self.plan_for(env).run(arrays)
 
     def _splice(self, base: Plan, values: tuple[int, ...], env: Mapping[str, int]) -> Plan:
-        calls = [(r, _RegionCall(r, values, env)) for r in self.regions]
+        calls = [(r.covered, _RegionCall(r, values, env)) for r in self.regions]
 
         def transform(
             label: str, steps: tuple[Step, ...], instrs: tuple[Instr, ...]
         ) -> tuple[list[Any], list[Instr]]:
-            new_steps: list[Any] = []
-            new_instrs: list[Instr] = []
-            placed: set[int] = set()
-            for step, instr in zip(steps, instrs, strict=True):
-                for n, (region, call) in enumerate(calls):
-                    if id(instr) in region.covered:
-                        if n not in placed:
-                            placed.add(n)
-                            new_steps.append(call)
-                            new_instrs.append(instr)
-                        break
-                else:
-                    new_steps.append(step)
-                    new_instrs.append(instr)
-            return new_steps, new_instrs
+            return splice_calls(instrs, calls, lambda i, _: steps[i])
 
         return base.with_steps(transform)
 
