@@ -276,7 +276,7 @@ def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
                       contiguous=False, params=perm)  # fmt: skip
         if op.attrs.get("keepdims"):  # the result without its unit axes, as a view
             kept = shape[: len(shape) - len(reduced)]
-            out = low.new("view", value.dtype, kept, base=out, viewop=N.V_RESHAPE,
+            out = low.new("view", low.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
                           contiguous=True)  # fmt: skip
         chain = Chain(
             shape,
