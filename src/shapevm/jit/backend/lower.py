@@ -627,8 +627,9 @@ def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> Activation | N
         if name != "leaky_relu" and probe.close(got, _act_reference(name)):
             return name
     # leaky ReLU (max(h, a * h), where(h > 0, h, a * h)...): the slope that h = -8 gives
-    slope = float(np.float32(got[0] / _PROBE[0]))
-    leaky = np.where(_PROBE < 0, slope * _PROBE, _PROBE)
+    with np.errstate(all="ignore"):  # (a huge one overflows float32: not a leaky ReLU)
+        slope = float(np.float32(got[0] / _PROBE[0]))
+        leaky = np.where(_PROBE < 0, slope * _PROBE, _PROBE)
     if math.isfinite(slope) and slope != 1.0 and probe.close(got, leaky):
         return ("leaky_relu", slope)
     return None
