@@ -187,3 +187,25 @@ def test_leaky_relu_takes_its_slope_as_a_pair() -> None:
         native.dense(x, packed, activation=("relu", 0.2))
     with pytest.raises(native.NativeKernelError, match=r"finite slope"):
         native.dense(x, packed, activation=("leaky_relu", float("nan")))
+
+
+def test_a_slope_that_is_not_a_finite_float32_number_is_refused() -> None:
+    packed = native.pack_dense(_data(10, 3, 4))
+    for slope in ("0.2", None, 1e40, float("inf")):
+        with pytest.raises(native.NativeKernelError, match=r"finite slope"):
+            native.dense(_data(11, 2, 3), packed, activation=("leaky_relu", slope))
+
+
+def test_dense_into_its_own_residual_with_rows_backwards_or_apart() -> None:
+    """out=residual read with a negative row stride is still the same memory (k kept in one
+    chunk); a residual that starts at out but steps its rows differently is refused."""
+    x, w = _data(12, 40, 300), _data(13, 300, 24) / np.float32(np.sqrt(300))
+    packed = native.pack_dense(w)
+    r = _data(14, 40, 24)[::-1]
+    want = x.astype(np.float64) @ w.astype(np.float64) + r
+    native.dense(x, packed, residual=r, out=r)
+    assert rel_err(r, want) < 1e-5
+    buf = _data(15, 40, 48)
+    apart = np.lib.stride_tricks.as_strided(buf, (40, 24), (96, 4))
+    with pytest.raises(native.NativeKernelError, match=r"residual does not match out"):
+        native.dense(x, packed, residual=apart, out=buf[:, :24])

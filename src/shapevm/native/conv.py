@@ -122,7 +122,8 @@ def conv2d(
     """``act(conv(x, w) + bias) + residual`` for ``x: f32[N, cin, H, W]`` (C-contiguous;
     or blocked, ``[N, ceil(cin/16), H, W, 16]``), giving ``f32[N, cout, OH, OW]``.
 
-    ``activation`` is one of `shapevm.native.ACTIVATIONS`; ``residual`` has the output's
+    ``activation`` is an `Activation` (a name of `shapevm.native.ACTIVATIONS`, or
+    ``("leaky_relu", slope)``); ``residual`` has the output's
     shape and may be ``out`` itself; ``out`` receives the result when given. ``threads``:
     at most this many (0: the pool's size; small convolutions run on the calling thread).
     """

@@ -83,6 +83,7 @@ typedef struct dense_job {
     bool panel_major; /* loop order: panels outside k chunks (few rows) */
     int64_t panels_per_call; /* panels per micro-kernel call: several for few rows */
     int post_act;     /* a long activation applied per finished block of C, or 0 */
+    float post_slope; /* its slope (leaky_relu) */
 } dense_job;
 
 /* First row and row count of tile t: the first m % ntiles tiles have one row more. */
@@ -127,7 +128,7 @@ static void dense_task(void *vctx, int64_t task) {
     if (j->post_act && p1 > p0) { /* the task's block of C is finished (and in L2) */
         int64_t r0 = tile_start(j, t0), r1 = tile_start(j, t1);
         int64_t c1 = p1 * SV_NR < j->n ? p1 * SV_NR : j->n;
-        sv_epilogue post = {.alpha = 1.0f, .act = j->post_act};
+        sv_epilogue post = {.alpha = 1.0f, .act = j->post_act, .slope = j->post_slope};
         j->isa->act_rows(j->c + r0 * j->ldc + p0 * SV_NR, r1 - r0, c1 - p0 * SV_NR, j->ldc,
                          &post);
     }
@@ -142,11 +143,20 @@ static int threads_for(int64_t m, int64_t n, int64_t k, int threads) {
     return t < threads ? (t < 1 ? 1 : t) : threads;
 }
 
+/* The bytes [lo, hi) that rows [0, m) of n floats, ld apart (either sign), span. */
+static void rows_span(const float *p, int64_t ld, int64_t m, int64_t n, uintptr_t *lo,
+                      uintptr_t *hi) {
+    const float *last = p + (m - 1) * ld;
+    *lo = (uintptr_t)(ld < 0 ? last : p);
+    *hi = (uintptr_t)((ld < 0 ? p : last) + n);
+}
+
 /* Whether rows [0, m) of n floats, ld apart, at p and at q share memory. */
 static bool rows_overlap(const float *p, int64_t ldp, const float *q, int64_t ldq, int64_t m,
                          int64_t n) {
-    uintptr_t p0 = (uintptr_t)p, p1 = (uintptr_t)(p + (m - 1) * ldp + n);
-    uintptr_t q0 = (uintptr_t)q, q1 = (uintptr_t)(q + (m - 1) * ldq + n);
+    uintptr_t p0, p1, q0, q1;
+    rows_span(p, ldp, m, n, &p0, &p1);
+    rows_span(q, ldq, m, n, &q0, &q1);
     return p0 < q1 && q0 < p1;
 }
 
@@ -166,6 +176,7 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
         inner.act = SV_ACT_NONE;
         j.ep = &inner;
         j.post_act = ep->act;
+        j.post_slope = ep->slope;
     }
     j.ntiles = (m + isa->mr - 1) / isa->mr;
     j.tile_base = m / j.ntiles;

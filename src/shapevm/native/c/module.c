@@ -177,12 +177,13 @@ int sv_act_code(const char *kernel, PyObject *name) {
     if (s)
         for (int i = 0; i < SV_ACT_COUNT; i++)
             if (strcmp(s, sv_act_names[i]) == 0) return i;
-    char found[200];
+    char found[200], expected[256] = "one of";
     snprintf(found, sizeof found, "%s", s ? s : Py_TYPE(name)->tp_name);
-    sv_raise(kernel, "unknown activation",
-             "one of none, relu, gelu_tanh, gelu_erf, silu, sigmoid, tanh, hard_swish, "
-             "leaky_relu",
-             found, "use one of the expected names");
+    for (int i = 0; i < SV_ACT_COUNT; i++) {
+        size_t used = strlen(expected);
+        snprintf(expected + used, sizeof expected - used, "%s %s", i ? "," : "", sv_act_names[i]);
+    }
+    sv_raise(kernel, "unknown activation", expected, found, "use one of the expected names");
     return -1;
 }
 
@@ -190,10 +191,13 @@ int sv_act_parse(const char *kernel, PyObject *obj, int *code, float *slope) {
     *slope = 0.01f; /* leaky_relu's by name alone, as PyTorch's LeakyReLU */
     if (obj && PyTuple_Check(obj)) {
         double v = PyTuple_GET_SIZE(obj) == 2 ? PyFloat_AsDouble(PyTuple_GET_ITEM(obj, 1)) : NAN;
-        if (v == -1.0 && PyErr_Occurred()) PyErr_Clear();
+        if (v == -1.0 && PyErr_Occurred()) { /* not a number: refused below */
+            PyErr_Clear();
+            v = NAN;
+        }
         int c = PyTuple_GET_SIZE(obj) == 2 ? sv_act_code(kernel, PyTuple_GET_ITEM(obj, 0)) : -2;
         if (c == -1) return -1;
-        if (c != SV_ACT_LEAKY_RELU || !isfinite(v)) {
+        if (c != SV_ACT_LEAKY_RELU || !isfinite((float)v)) { /* finite in float32 too */
             char found[200];
             PyObject *text = PyObject_Repr(obj);
             const char *s = text ? PyUnicode_AsUTF8(text) : NULL;

@@ -213,7 +213,7 @@ static PyObject *py_dense(PyObject *self, PyObject *args, PyObject *kw) {
         r = sv_arg_f32("dense", "residual", robj, nd, nd, SV_ARG_INNER_UNIT, exp_o);
         int64_t m3;
         if (!r || !same_lead(r, out, 0) || !sv_rows_of(r, 1, &m3, &ldr) ||
-            (sv_overlaps(r, out) && PyArray_DATA(r) != PyArray_DATA(out))) {
+            (sv_overlaps(r, out) && (PyArray_DATA(r) != PyArray_DATA(out) || ldr != ldc))) {
             Py_DECREF(out);
             if (r) {
                 sv_describe(robj, found, sizeof found);

@@ -60,10 +60,10 @@ enum sv_layout {
     SV_LAYOUT_BLOCKED = 1 /* x[n][ceil(c/16)][h][w][16] */
 };
 
-/* y = act(conv(x, w) + bias) + residual on n images of h x w, for act an enum sv_act (slope:
- * leaky_relu's); x
- * in x_layout, y and residual in y_layout (enum sv_layout: an NCHW image in and blocked
- * out starts a chain of blocked convolutions, blocked in and NCHW out ends one).
+/* y = act(conv(x, w) + bias) + residual on n images of h x w, for act an enum sv_act (and
+ * slope, leaky_relu's); x in x_layout, y and residual in y_layout (enum sv_layout: an NCHW
+ * image in and blocked out starts a chain of blocked convolutions, blocked in and NCHW out
+ * ends one).
  * residual may be NULL, or equal to y (accumulate in place); y must not overlap x.
  * threads: at most this many (0: the pool's size); small convolutions run on the
  * calling thread. */
