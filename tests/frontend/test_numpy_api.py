@@ -306,3 +306,11 @@ def test_a_min_that_a_constraint_would_settle_names_the_constraint() -> None:
     spec = sv.ShapeDtypeStruct(sv.symbolic_shape("s, 8"), np.float32)
     with pytest.raises(sv.TracingError, match=r"'s <= 64'.*shapevm\.onnx\.load"):
         sv.export(sv.jit(lambda x: x + snp.zeros((sv.min_dim(64, x.shape[0]), 8))))(spec)
+
+
+def test_a_boolean_index_beside_other_indices_is_refused_not_taken() -> None:
+    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, 3"), np.float32)
+    mask = np.array([True, False, True])
+    for fn in (lambda x: x[:, mask], lambda x: x[:, x[0] > 0], lambda x: x[[True, False]]):
+        with pytest.raises(sv.TracingError, match=r"boolean mask is supported only as the only"):
+            sv.export(sv.jit(fn))(spec)

@@ -159,7 +159,17 @@ def _take(x: Tracer, idx: tuple[Any, ...], arrays: list[int]) -> Any:
             loc=user_location() or "",
         )
     (axis,) = arrays
-    return snp.take(x, idx[axis], axis=axis)
+    index = idx[axis]
+    if _is_mask(index) or (isinstance(index, list) and any(isinstance(v, bool) for v in index)):
+        raise TracingError(
+            "a boolean mask is supported only as the only index",
+            expected="x[mask] with mask of x's shape; or integer indices on one axis",
+            found=f"a boolean index on axis {axis} among {len(idx)} items",
+            fix="select the rows with x[mask] (a mask of x's whole shape), or turn the mask "
+            "into indices first",
+            loc=user_location() or "",
+        )
+    return snp.take(x, index, axis=axis)
 
 
 def _is_mask(item: Any) -> bool:

@@ -383,10 +383,10 @@ def _condition_error(
         "dimension variables allowed by the constraints"
     )
     fix = cond.fix
+    needed = None
     if verdict is Verdict.UNKNOWN:
-        wanted = _simpler_constraint(str(cond.lhs), cond.rel, str(cond.rhs)) or (
-            f"{cond.lhs} {cond.rel} {cond.rhs}"
-        )
+        needed = _simpler_constraint(str(cond.lhs), cond.rel, str(cond.rhs))
+        wanted = needed or f"{cond.lhs} {cond.rel} {cond.rhs}"
         fix = (
             f"{fix}; or add the constraint '{wanted}' to the symbolic scope (constraints=[...] "
             "of symbolic_shape, or of shapevm.onnx.load)"
@@ -398,8 +398,7 @@ def _condition_error(
         fix=fix,
         loc=loc,
     )
-    if verdict is Verdict.UNKNOWN:
-        err.constraint = _simpler_constraint(str(cond.lhs), cond.rel, str(cond.rhs))
+    err.constraint = needed
     return err
 
 

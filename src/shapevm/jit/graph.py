@@ -10,7 +10,7 @@ escape to the caller and are never placed in the per-thread arena.
 
 from __future__ import annotations
 
-import functools
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,11 +211,20 @@ def _static(d: Any, scope: SymbolicScope) -> int | DimExpr:
     return out
 
 
-@functools.lru_cache(maxsize=4096)
+_PARSED: weakref.WeakKeyDictionary[SymbolicScope, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _parsed(text: str, scope: SymbolicScope) -> Any:
     """A dimension's text in ``scope``, parsed once: a function's regions read the same
-    few dimensions hundreds of times, and parsing one costs tens of microseconds."""
-    return sym_dim(text, scope)
+    few dimensions hundreds of times, and parsing one costs tens of microseconds. The
+    cache goes with its scope."""
+    cache = _PARSED.get(scope)
+    if cache is None:
+        cache = _PARSED[scope] = {}
+    out = cache.get(text)
+    if out is None:
+        out = cache[text] = sym_dim(text, scope)
+    return out
 
 
 def _np(dtype: DType) -> np.dtype[Any]:

@@ -347,11 +347,15 @@ class Executable:
             plan = bctrace.ACTIVE.traced(plan, self.fn, self.slot)
         return plan.run(arrays)
 
-    def plan_for(self, env: Mapping[str, int]) -> Plan:
+    def _refresh_generation(self) -> None:
+        """Forget plans and kernel choices made before the capability table last changed."""
         if self._generation != _generation[0]:
             self._plans.clear()
             self._fixed_kernels.clear()
             self._generation = _generation[0]
+
+    def plan_for(self, env: Mapping[str, int]) -> Plan:
+        self._refresh_generation()
         key = tuple(env[v] for v in self.binder.variables)
         plan = self._plans.get(key)
         if plan is None:
@@ -485,10 +489,14 @@ class Executable:
         first of them) and every other instruction has its own step: what compiled regions
         cover gets no interpreter step built, so a new shape plans only the rest. ``None``
         where `straight_plan` gives none."""
-        if len(self.fn.blocks) != 1 or any(
-            isinstance(i, TensorPhi) for i in self.fn.blocks[0].instrs
+        block = self.fn.blocks[0]
+        if (
+            len(self.fn.blocks) != 1
+            or not isinstance(block.instrs[-1], Return)
+            or any(isinstance(i, TensorPhi) for i in block.instrs)
         ):
             return None
+        self._refresh_generation()
         t0 = time.perf_counter()
         steps, instrs = splice_calls(
             self.fn.blocks[0].instrs[:-1], calls, lambda _, instr: self._step(instr, env)

@@ -268,36 +268,27 @@ def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
     value = low.graph.value(src)
     assert op.info is not None
     out = low.result(op.outs[0])
-    if _trailing_axes(op, len(shape)) is None:  # the reduced axes moved last, in a view
+    trailing = _trailing_axes(op, len(shape))
+    keepdims = bool(op.attrs.get("keepdims"))
+    if trailing is None:  # the reduced axes moved last, in a view
         reduced = _reduced_axes(op, len(shape))
         perm = tuple(a for a in range(len(shape)) if a not in reduced) + reduced
         shape = tuple(shape[a] for a in perm)
         tid = low.new("view", value.dtype, shape, base=tid, viewop=N.V_TRANSPOSE,
                       contiguous=False, params=perm)  # fmt: skip
-        if op.attrs.get("keepdims"):  # the result without its unit axes, as a view
+        if keepdims:  # the result without its unit axes, as a view
             kept = shape[: len(shape) - len(reduced)]
             out = low.new("view", low.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
                           contiguous=True)  # fmt: skip
-        chain = Chain(
-            shape,
-            [tid],
-            [Node("identity", (("in", 0),), value.dtype, {}, shape)],
-            [],
-            input_dtypes=[value.dtype],
-        )
-        chain.reduce, chain.reduce_axes = op.info.name, len(reduced)
-        chain.outputs.append((0, out))
-        return chain, [op.pos]
+        trailing, keepdims = len(reduced), False
     chain = Chain(
-        tuple(shape),
+        shape,
         [tid],
         [Node("identity", (("in", 0),), value.dtype, {}, shape)],
         [],
         input_dtypes=[value.dtype],
     )
-    chain.reduce = op.info.name
-    chain.reduce_axes = _trailing_axes(op, len(shape)) or 0
-    chain.keepdims = bool(op.attrs.get("keepdims"))
+    chain.reduce, chain.reduce_axes, chain.keepdims = op.info.name, trailing or 0, keepdims
     chain.outputs.append((0, out))
     return chain, [op.pos]
 
