@@ -80,13 +80,13 @@ def asarray(x: ArrayLike, dtype: Any = None) -> Any:
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
     if isinstance(x, DimExpr) or (
-        isinstance(x, (tuple, list)) and any(isinstance(d, DimExpr) for d in x)
+        isinstance(x, (tuple, list)) and builtins.any(isinstance(d, DimExpr) for d in x)
     ):
         dt = _to_dtype(dtype) if dtype is not None else DType.I32
         if isinstance(x, DimExpr):
             return bind_op("dim_value", [], {"dims": (x,), "dtype": dt.value, "scalar": True})
         return bind_op("dim_value", [], {"dims": tuple(x), "dtype": dt.value, "scalar": False})
-    if isinstance(x, (tuple, list)) and any(isinstance(v, Tracer) for v in x):
+    if isinstance(x, (tuple, list)) and builtins.any(isinstance(v, Tracer) for v in x):
         return stack([asarray(v, dtype) for v in x])
     arr = np.asarray(x, dtype=dtype)
     ctx = current_trace()
@@ -226,6 +226,70 @@ def cos(x: Any) -> Any:
 def erf(x: Any) -> Any:
     """The error function (``scipy.special.erf``), elementwise."""
     return _unary_float("erf", x)
+
+
+def tan(x: Any) -> Any:
+    return _unary_float("tan", x)
+
+
+def sinh(x: Any) -> Any:
+    return _unary_float("sinh", x)
+
+
+def cosh(x: Any) -> Any:
+    return _unary_float("cosh", x)
+
+
+def arcsin(x: Any) -> Any:
+    return _unary_float("asin", x)
+
+
+def arccos(x: Any) -> Any:
+    return _unary_float("acos", x)
+
+
+def arctan(x: Any) -> Any:
+    return _unary_float("atan", x)
+
+
+def arcsinh(x: Any) -> Any:
+    return _unary_float("asinh", x)
+
+
+def arccosh(x: Any) -> Any:
+    return _unary_float("acosh", x)
+
+
+def arctanh(x: Any) -> Any:
+    return _unary_float("atanh", x)
+
+
+def isnan(x: Any) -> Any:
+    return bind_op("isnan", [_as_tensor(x)])
+
+
+def isinf(x: Any) -> Any:
+    return bind_op("isinf", [_as_tensor(x)])
+
+
+def isfinite(x: Any) -> Any:
+    return logical_not(logical_or(isnan(x), isinf(x)))
+
+
+def round(x: Any, decimals: int = 0) -> Any:
+    """``np.round``: to the nearest integer, halves to even (``decimals=0`` only)."""
+    if decimals != 0:
+        raise TracingError(
+            "round with decimals is not supported",
+            expected="decimals=0",
+            found=f"decimals={decimals!r}",
+            fix="scale first: snp.round(x * 10**d) / 10**d",
+            loc=user_location() or "",
+        )
+    return bind_op("round", [_as_tensor(x)])
+
+
+around = round
 
 
 def floor(x: Any) -> Any:
@@ -384,7 +448,7 @@ def _is_zero(r: Any) -> bool:
 
 
 def _resolve_reshape(old: Sequence[Any], new: Sequence[Any]) -> tuple[Any, ...]:
-    if any(isinstance(d, Dynamic) for d in old) and -1 in new:
+    if builtins.any(isinstance(d, Dynamic) for d in old) and -1 in new:
         raise TracingError(
             "reshape with -1 of an array with a data-dependent dimension",
             expected="a target shape without -1",
@@ -430,7 +494,7 @@ def reshape(x: Any, newshape: Any, order: str = "C") -> Any:
                 f"{list(newshape)!r}: an array cannot be a dimension. Use x.shape[i] instead."
             )
     target = _resolve_reshape(shape(x), tuple(newshape))
-    if not isinstance(x, Tracer) and not any(isinstance(d, DimExpr) for d in target):
+    if not isinstance(x, Tracer) and not builtins.any(isinstance(d, DimExpr) for d in target):
         return np.reshape(np.asarray(x), target)
     if isinstance(x, Tracer) and tuple(target) == x.shape:
         return x
@@ -493,7 +557,7 @@ def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Any:
 
 def broadcast_to(x: Any, shape_: Sequence[Any]) -> Any:
     target = tuple(shape_)
-    if not isinstance(x, Tracer) and not any(isinstance(d, DimExpr) for d in target):
+    if not isinstance(x, Tracer) and not builtins.any(isinstance(d, DimExpr) for d in target):
         return np.broadcast_to(np.asarray(x), target)
     if isinstance(x, Tracer) and x.shape == target:
         return x
@@ -552,7 +616,9 @@ def _slice_axis(x: Any, axis: int, start: Any, stop: Any, step: int = 1) -> Any:
     starts = tuple(start if i == axis else 0 for i in range(len(dims)))
     stops = tuple(stop if i == axis else d for i, d in enumerate(dims))
     steps = tuple(step if i == axis else 1 for i in range(len(dims)))
-    if not isinstance(x, Tracer) and not any(isinstance(v, DimExpr) for v in (*starts, *stops)):
+    if not isinstance(x, Tracer) and not builtins.any(
+        isinstance(v, DimExpr) for v in (*starts, *stops)
+    ):
         return np.asarray(x)[
             tuple(slice(a, b, c) for a, b, c in zip(starts, stops, steps, strict=True))
         ]
@@ -567,7 +633,7 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
         widths = [(pad_width, pad_width)] * n
     else:
         pw = list(pad_width)
-        if len(pw) == 2 and all(isinstance(v, (int, DimExpr)) for v in pw):
+        if len(pw) == 2 and builtins.all(isinstance(v, (int, DimExpr)) for v in pw):
             widths = [(pw[0], pw[1])] * n
         else:
             widths = [(lo, hi) for lo, hi in pw]
@@ -617,10 +683,47 @@ def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return _reduce("prod", x, axis, keepdims)
 
 
-def var(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    """``np.var``: the mean squared deviation; with ``ddof`` the sum of squares is divided
+    by ``n - ddof`` (``ddof=1``: the unbiased estimate, PyTorch's default for ``var``)."""
     mu = mean(x, axis=axis, keepdims=True)
     d = subtract(x, mu)
-    return mean(multiply(d, d), axis=axis, keepdims=keepdims)
+    if not ddof:
+        return mean(multiply(d, d), axis=axis, keepdims=keepdims)
+    axes = _axes(x, axis)
+    n: Any = 1
+    for a, extent in enumerate(shape(x)):
+        if axes is None or a in axes:
+            n = n * extent
+    return divide(sum(multiply(d, d), axis=axis, keepdims=keepdims), n - ddof)
+
+
+def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    """``np.std``: the square root of `var` (the same ``ddof``)."""
+    return sqrt(var(x, axis=axis, keepdims=keepdims, ddof=ddof))
+
+
+def any(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """``np.any``: whether some element along ``axis`` is nonzero (True)."""
+    hits = sum(astype(not_equal(x, 0), DType.I32), axis=axis, keepdims=keepdims)
+    return greater(hits, 0)
+
+
+def all(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """``np.all``: whether every element along ``axis`` is nonzero (True)."""
+    return logical_not(any(equal(x, 0), axis=axis, keepdims=keepdims))
+
+
+def cumsum(x: Any, axis: int | None = None) -> Any:
+    """``np.cumsum`` along ``axis`` (``None``: of ``x`` flattened)."""
+    if axis is None:
+        x, axis = ravel(x), 0
+    return bind_op("cumsum", [_as_tensor(x)], {"axis": int(axis) % ndim(x)})
+
+
+def take_along_axis(arr: Any, indices: Any, axis: int) -> Any:
+    """``np.take_along_axis``: ``arr``'s entries at ``indices`` along ``axis``."""
+    return bind_op("take_along_axis", [_as_tensor(arr), _as_tensor(indices)], {"axis": axis})
 
 
 def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
@@ -705,7 +808,7 @@ def full(shape_: Any, fill_value: Any, dtype: Any = None) -> Any:
             else np.float32
         )
     dt = _to_dtype(dtype)
-    if not any(isinstance(d, DimExpr) for d in dims):
+    if not builtins.any(isinstance(d, DimExpr) for d in dims):
         return np.full(dims, fill_value, dtype=dt.numpy.newbyteorder("="))
     return bind_op("full", [], {"shape": dims, "value": float(fill_value), "dtype": dt.value})
 
@@ -734,11 +837,57 @@ def _np_dtype(x: Any) -> Any:
     return x.dtype if isinstance(x, Tracer) else np.asarray(x).dtype
 
 
+def flip(x: Any, axis: Any = None) -> Any:
+    """``np.flip``: ``x`` with the order of ``axis`` (every axis for ``None``) reversed."""
+    axes = _axes(x, axis)
+    return bind_op(
+        "flip", [_as_tensor(x)], {"axes": tuple(range(ndim(x))) if axes is None else axes}
+    )
+
+
+def repeat(x: Any, repeats: int, axis: int | None = None) -> Any:
+    """``np.repeat`` with one int count: each element of ``axis`` (of ``x`` flattened for
+    ``None``) ``repeats`` times in a row."""
+    if not isinstance(repeats, (int, np.integer)) or repeats < 0:
+        raise TracingError(
+            "repeat takes one non-negative int count",
+            expected="repeats: an int >= 0 (the same count for every element)",
+            found=f"repeats={repeats!r}",
+            fix="for counts per element, build the indices and use snp.take",
+            loc=user_location() or "",
+        )
+    if axis is None:
+        x, axis = ravel(x), 0
+    ax = int(axis) % ndim(x)
+    dims = list(shape(x))
+    wide = broadcast_to(expand_dims(x, ax + 1), (*dims[: ax + 1], int(repeats), *dims[ax + 1 :]))
+    return reshape(wide, (*dims[:ax], dims[ax] * int(repeats), *dims[ax + 1 :]))
+
+
+def _triangle(m: Any, k: int, lower: bool) -> Any:
+    rows, cols = shape(m)[-2:]
+    i = expand_dims(arange(rows), 1)
+    j = expand_dims(arange(cols), 0)
+    keep = less_equal(j, add(i, k)) if lower else greater_equal(j, add(i, k))
+    return where(keep, m, zeros_like(m))
+
+
+def tril(m: Any, k: int = 0) -> Any:
+    """``np.tril``: ``m`` with the entries above diagonal ``k`` of its last two axes zeroed
+    (a causal mask: ``snp.tril(snp.ones((s, s)))``)."""
+    return _triangle(m, k, lower=True)
+
+
+def triu(m: Any, k: int = 0) -> Any:
+    """``np.triu``: ``m`` with the entries below diagonal ``k`` of its last two axes zeroed."""
+    return _triangle(m, k, lower=False)
+
+
 def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
     """``np.arange``; ``start``, ``stop`` may be symbolic dimensions (then the length is)."""
     if stop is None:
         start, stop = 0, start
-    if not any(isinstance(v, DimExpr) for v in (start, stop, step)):
+    if not builtins.any(isinstance(v, DimExpr) for v in (start, stop, step)):
         return np.arange(start, stop, step, dtype=dtype)
     if not isinstance(step, int) or step == 0:
         raise ValueError(f"arange with symbolic bounds needs a non-zero int step, found {step!r}")
@@ -756,12 +905,21 @@ __all__ = [
     "abs",
     "absolute",
     "add",
+    "all",
     "amax",
     "amin",
+    "any",
     "arange",
+    "arccos",
+    "arccosh",
+    "arcsin",
+    "arcsinh",
+    "arctan",
+    "arctanh",
     "argmax",
     "argmin",
     "argwhere",
+    "around",
     "array",
     "asarray",
     "astype",
@@ -771,7 +929,9 @@ __all__ = [
     "clip",
     "concatenate",
     "cos",
+    "cosh",
     "count_nonzero",
+    "cumsum",
     "divide",
     "dot",
     "e",
@@ -780,6 +940,7 @@ __all__ = [
     "erf",
     "exp",
     "expand_dims",
+    "flip",
     "float16",
     "float32",
     "float64",
@@ -794,6 +955,9 @@ __all__ = [
     "int16",
     "int32",
     "int64",
+    "isfinite",
+    "isinf",
+    "isnan",
     "less",
     "less_equal",
     "log",
@@ -824,22 +988,30 @@ __all__ = [
     "prod",
     "ravel",
     "remainder",
+    "repeat",
     "reshape",
+    "round",
     "shape",
     "sign",
     "sin",
+    "sinh",
     "sort",
     "split",
     "sqrt",
     "square",
     "squeeze",
     "stack",
+    "std",
     "subtract",
     "sum",
     "swapaxes",
     "take",
+    "take_along_axis",
+    "tan",
     "tanh",
     "transpose",
+    "tril",
+    "triu",
     "true_divide",
     "uint8",
     "uint16",
