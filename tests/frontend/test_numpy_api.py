@@ -104,6 +104,11 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[..., Any], str]] = {
         lambda x: (x[1:, ::2], x[-2:], x[:, None, 0], x[..., -1]),
         "b + 1, c",
     ),
+    "reversing slices": (
+        lambda x: (x[::-1], x[:, ::-2], x[None, ::-1, 0], x[1:][::-1], x[..., ::-1]),
+        lambda x: (x[::-1], x[:, ::-2], x[None, ::-1, 0], x[1:][::-1], x[..., ::-1]),
+        "b + 1, c",
+    ),
     "pad_broadcast": (
         lambda x: (
             snp.pad(x, ((1, 0), (0, 2)), constant_values=7.0)
@@ -397,3 +402,9 @@ def test_a_boolean_index_beside_other_indices_is_refused_not_taken() -> None:
     for fn in (lambda x: x[:, mask], lambda x: x[:, x[0] > 0], lambda x: x[[True, False]]):
         with pytest.raises(sv.TracingError, match=r"boolean mask is supported only as the only"):
             sv.export(sv.jit(fn))(spec)
+
+
+def test_a_negative_step_with_bounds_says_what_works() -> None:
+    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, 3"), np.float32)
+    with pytest.raises(sv.TracingError, match=r"x\[a:b\]\[::-1\]"):
+        sv.export(sv.jit(lambda x: x[2:0:-1]))(spec)

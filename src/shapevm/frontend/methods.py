@@ -27,11 +27,10 @@ def _norm_slice(s: slice, d: Any) -> tuple[Any, Any, int]:
     step = 1 if s.step is None else int(s.step)
     if step <= 0:
         raise TracingError(
-            "slices with a step <= 0 are not supported on traced arrays",
-            expected="a positive step",
-            found=f"step={step}",
-            fix="slice with a positive step; reverse with snp.flip when available, or "
-            "compute the reversed order with an index arithmetic",
+            "slices with a step <= 0 and bounds are not supported on traced arrays",
+            expected="a positive step, or a negative one over the whole axis (x[::-1])",
+            found=f"step={step} with start={s.start!r}, stop={s.stop!r}",
+            fix="slice first, then reverse the whole axis: x[a:b][::-1] (or snp.flip)",
             loc=user_location() or "",
         )
     start: Any = 0 if s.start is None else s.start
@@ -109,6 +108,7 @@ def getitem(x: Tracer, idx: Any) -> Any:
     arrays = [k for k, item in enumerate(idx) if isinstance(item, (Tracer, np.ndarray, list))]
     if arrays:
         return _take(x, idx, arrays)
+    x, idx = _reversed_axes(x, idx)
     starts: list[Any] = []
     stops: list[Any] = []
     steps: list[int] = []
@@ -138,6 +138,27 @@ def getitem(x: Tracer, idx: Any) -> Any:
     if tuple(final) != tuple(out.shape):
         out = snp.reshape(out, tuple(final))
     return out
+
+
+def _reversed_axes(x: Tracer, idx: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+    """``x[::-k]`` over a whole axis is ``flip(x)[::k]``: the flips first, then slices
+    with positive steps (a negative step with bounds stays refused by `_norm_slice`)."""
+    axes: list[int] = []
+    out: list[Any] = []
+    axis = 0
+    for item in idx:
+        if (
+            isinstance(item, slice)
+            and item.step is not None
+            and int(item.step) < 0
+            and item.start is None
+            and item.stop is None
+        ):
+            axes.append(axis)
+            item = slice(None, None, -int(item.step))
+        out.append(item)
+        axis += item is not None
+    return (snp.flip(x, axes) if axes else x), tuple(out)
 
 
 def _take(x: Tracer, idx: tuple[Any, ...], arrays: list[int]) -> Any:
