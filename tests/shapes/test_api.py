@@ -82,3 +82,11 @@ def test_specs_are_checked_against_the_argument(spec, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         sv.symbolic_shape(spec, like=(2, 3))
     assert sv.symbolic_args_specs((np.ones((2, 3)),), "a, 3")[0].shape[1] == 3
+
+
+def test_min_max_gives_the_operation_and_its_arguments_of_a_bare_min_or_max() -> None:
+    a, b = sv.symbolic_shape("a, b")
+    assert sv.min_dim(64, a).min_max() == ("min", 64, a)
+    assert sv.max_dim(a, b).min_max() == ("max", a, b)
+    for not_bare in (sv.min_dim(a, b) + 1, 2 * sv.max_dim(a, b), a, a * b):
+        assert not_bare.min_max() is None

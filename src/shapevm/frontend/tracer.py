@@ -338,28 +338,19 @@ def _fill(text: str, shapes: Sequence[Sequence[SymDim]], dtypes: Sequence[Any]) 
         return text
 
 
-def _min_max_args(text: str) -> tuple[str, str, str] | None:
-    """``("min", a, b)`` for the text ``min(a, b)`` (``max`` alike), else None."""
-    for fn in ("min", "max"):
-        if text.startswith(fn + "(") and text.endswith(")"):
-            inner, depth = text[len(fn) + 1 : -1], 0
-            for i, ch in enumerate(inner):
-                depth += {"(": 1, ")": -1}.get(ch, 0)
-                if ch == "," and depth == 0:
-                    return fn, inner[:i].strip(), inner[i + 1 :].strip()
-    return None
-
-
-def _simpler_constraint(lhs: str, rel: str, rhs: str) -> str | None:
+def _simpler_constraint(lhs: SymDim, rel: str, rhs: SymDim) -> str | None:
     """``min(64, seq) == seq`` holds exactly when ``seq <= 64`` (a table sliced to a
     sequence length): the constraint a person would write, where there is one."""
     if rel != "==":
         return None
     for a, b in ((lhs, rhs), (rhs, lhs)):
-        parts = _min_max_args(a)
-        if parts is not None and b in parts[1:]:
-            other = parts[2] if b == parts[1] else parts[1]
-            return f"{b} {'<=' if parts[0] == 'min' else '>='} {other}"
+        parts = a.min_max() if isinstance(a, DimExpr) else None
+        if parts is None:
+            continue
+        op, x, y = parts
+        for this, other in ((x, y), (y, x)):
+            if this is b or (isinstance(this, DimExpr) and isinstance(b, DimExpr) and this == b):
+                return f"{b} {'<=' if op == 'min' else '>='} {other}"
     return None
 
 
@@ -385,7 +376,7 @@ def _condition_error(
     fix = cond.fix
     needed = None
     if verdict is Verdict.UNKNOWN:
-        needed = _simpler_constraint(str(cond.lhs), cond.rel, str(cond.rhs))
+        needed = _simpler_constraint(cond.lhs, cond.rel, cond.rhs)
         wanted = needed or f"{cond.lhs} {cond.rel} {cond.rhs}"
         fix = (
             f"{fix}; or add the constraint '{wanted}' to the symbolic scope (constraints=[...] "

@@ -176,6 +176,16 @@ class DimExpr:
     def __repr__(self) -> str:
         return str(self)
 
+    def min_max(self) -> tuple[str, DimSize, DimSize] | None:
+        """``("min", a, b)`` when the expression is ``min(a, b)`` itself (``max`` alike; no
+        coefficient, no other term), else None."""
+        if len(self._terms) == 1:
+            mono, coeff = self._terms[0]
+            if coeff == 1 and len(mono) == 1 and mono[0][1] == 1 and mono[0][0].op in _OPS[2:]:
+                atom = mono[0][0]
+                return atom.op, atom.args[0], atom.args[1]
+        return None
+
     def free_vars(self) -> frozenset[str]:
         """Names of the dimension variables in the expression."""
         out: set[str] = set()
