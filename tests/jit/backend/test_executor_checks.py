@@ -232,6 +232,22 @@ def test_a_dense_layer_against_weights_of_another_size_fails_the_instruction() -
         assert found in str(info.value) and "packed for 3 -> 4" in str(info.value)
 
 
+def test_a_residual_broadcast_along_its_rows_fails_the_dense_instruction() -> None:
+    """The kernel reads whole residual rows: a residual ``[a, 1]`` broadcast to ``[a, 4]``
+    (inner stride 0) would be read past its end, so the instruction refuses it."""
+    packed = native.pack_dense(np.ones((3, 4), np.float32))
+    ts = [
+        Tensor(0, "input", F32, (A, 3), arg=0),
+        Tensor(1, "input", F32, (A, 1), arg=1),
+        Tensor(2, "view", F32, (A, 4), base=1, viewop=N.V_BROADCAST, contiguous=False),
+        Tensor(3, "temp", F32, (A, 4)),
+    ]
+    k = Kernel(N.OP_DENSE, [0, 2], [3], iattr=[0], fattr=[1.0], obj=packed)
+    ex = native.Executor(spec_of(ts, [k], [0, 1], [3]))
+    with pytest.raises(RuntimeError, match="dense: operands without unit inner stride"):
+        ex(np.ones((5, 3), np.float32), np.ones((5, 1), np.float32))
+
+
 def test_a_product_of_operands_that_do_not_fit_fails_the_instruction() -> None:
     w = np.ones((4, 2), np.float32)  # a [a, 5] @ w [4, 2] would read a fifth row of w
     ts = [

@@ -80,7 +80,7 @@ typedef struct svx_instr {
     /* tier 3: generated kernels tried first (a kernel returns 1 for shapes it does not
      * cover); published one by one with release stores, never freed while it runs */
     _Atomic(svx_kernel_fn) gen[SVX_MAXGEN];
-    const void *gen_self;
+
     svx_kernel_fn kernel;  /* EXTERNAL: the family's entry */
     const void *kself;     /* EXTERNAL: its static data */
 } svx_instr;

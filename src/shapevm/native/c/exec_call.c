@@ -39,11 +39,6 @@ static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, cons
         /* rows: x, y (and residual) are laid out as [m, k] with unit inner stride */
         int64_t lda = x->ndim >= 2 ? x->strides[x->ndim - 2] : b->k;
         int64_t ldc = y->ndim >= 2 ? y->strides[y->ndim - 2] : b->n;
-        if ((x->ndim && x->strides[x->ndim - 1] != 1 && b->k > 1) ||
-            (y->ndim && y->strides[y->ndim - 1] != 1 && b->n > 1)) {
-            *err = "dense: operands without unit inner stride";
-            return -1;
-        }
         sv_epilogue ep = {.bias = bias, .residual = r ? (const float *)r->data : NULL,
                           .ldr = r && r->ndim >= 2 ? r->strides[r->ndim - 2] : b->n,
                           .alpha = in->fattr[0], .act = in->iattr[0], .slope = in->fattr[1]};
@@ -78,7 +73,7 @@ static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, cons
             svx_kernel_fn fn = atomic_load_explicit(&((svx_instr *)in)->gen[g],
                                                     memory_order_acquire);
             if (!fn) continue;
-            int rc = fn(in->gen_self, ins, in->nin, outs, in->nout, in->iattr, in->fattr, err);
+            int rc = fn(&svx_gen_env, ins, in->nin, outs, in->nout, in->iattr, in->fattr, err);
             if (rc != 1) return rc; /* 1: not for these shapes, try the next */
         }
         return in->kernel(in->kself, ins, in->nin, outs, in->nout, in->iattr, in->fattr, err);
@@ -185,15 +180,6 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
             goto done;
         }
     }
-    if (bind_only) { /* the variables' values, for the caller's bookkeeping */
-        result = PyTuple_New(e->nvars);
-        for (int v = 0; result && v < e->nvars; v++) {
-            PyObject *val = PyLong_FromLongLong(h[v]);
-            if (!val) Py_CLEAR(result);
-            else PyTuple_SET_ITEM(result, v, val);
-        }
-        goto done;
-    }
     for (int i = 0; i < e->ndimcells; i++) { /* sizes first: nothing below wraps */
         int64_t v = h[e->dimcells[i][0]];
         if (v < 0) {
@@ -204,6 +190,15 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
                 mismatch(e, "buffer %lld has a negative size (%lld)", -1 - s, v);
             goto done;
         }
+    }
+    if (bind_only) { /* the variables' values, for the caller's bookkeeping */
+        result = PyTuple_New(e->nvars);
+        for (int v = 0; result && v < e->nvars; v++) {
+            PyObject *val = PyLong_FromLongLong(h[v]);
+            if (!val) Py_CLEAR(result);
+            else PyTuple_SET_ITEM(result, v, val);
+        }
+        goto done;
     }
     /* the outputs, then the arena: allocating an array may run Python code (a collection
      * calls finalizers), which may run a region on this thread and grow its arena */

@@ -36,6 +36,7 @@ typedef struct {
 extern PyObject *sv_ExecMismatch;
 /* The NumPy type number of each svx_dtype. */
 extern const int svx_npy_of[SVX_NDTYPES];
+extern const void *const svx_gen_env; /* the `self` generated kernels get (exec.c) */
 
 /* exec.c: this thread's grow-only arena of at least `bytes`, or NULL out of memory. */
 char *svx_arena_get(size_t bytes);

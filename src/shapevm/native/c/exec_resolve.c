@@ -169,6 +169,12 @@ const char *svx_dense_misfit(const svx_tensor *x, const svx_tensor *y, const svx
     if (r && r->shape[r->ndim - 1] != b->n) return "dense: a residual of another width";
     if (!rows_fold(x) || !rows_fold(y) || (r && !rows_fold(r)))
         return "dense: operands whose rows are not evenly spaced";
+    /* the kernel reads and writes whole rows: unit inner stride (a residual broadcast
+     * along its last axis, stride 0, would be read past its end) */
+    if ((x->ndim && x->strides[x->ndim - 1] != 1 && b->k > 1) ||
+        (y->ndim && y->strides[y->ndim - 1] != 1 && b->n > 1) ||
+        (r && r->ndim && r->strides[r->ndim - 1] != 1 && b->n > 1))
+        return "dense: operands without unit inner stride";
     return NULL;
 }
 

@@ -143,23 +143,6 @@ static int threads_for(int64_t m, int64_t n, int64_t k, int threads) {
     return t < threads ? (t < 1 ? 1 : t) : threads;
 }
 
-/* The bytes [lo, hi) that rows [0, m) of n floats, ld apart (either sign), span. */
-static void rows_span(const float *p, int64_t ld, int64_t m, int64_t n, uintptr_t *lo,
-                      uintptr_t *hi) {
-    const float *last = p + (m - 1) * ld;
-    *lo = (uintptr_t)(ld < 0 ? last : p);
-    *hi = (uintptr_t)((ld < 0 ? p : last) + n);
-}
-
-/* Whether rows [0, m) of n floats, ld apart, at p and at q share memory. */
-static bool rows_overlap(const float *p, int64_t ldp, const float *q, int64_t ldq, int64_t m,
-                         int64_t n) {
-    uintptr_t p0, p1, q0, q1;
-    rows_span(p, ldp, m, n, &p0, &p1);
-    rows_span(q, ldq, m, n, &q0, &q1);
-    return p0 < q1 && q0 < p1;
-}
-
 void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, float *c,
               int64_t ldc, const sv_epilogue *ep, int threads) {
     if (m <= 0 || b->n <= 0) return;
@@ -186,7 +169,9 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
      * And C may be the residual itself (the executor computes x @ W + r in r's memory): a
      * chunk of k would write its partial sums over the residual before the last chunk
      * adds it, so then the whole of k is one chunk. */
-    bool residual_in_c = ep && ep->residual && rows_overlap(c, ldc, ep->residual, ep->ldr, m, b->n);
+    /* (the kernel API refuses any other overlap; the executor's memory plan shares a
+     * buffer only whole) */
+    bool residual_in_c = ep && ep->residual == c && ep->ldr == ldc;
     j.kc = (j.ntiles == 1 || residual_in_c) && b->k > 0 ? b->k : KC;
     j.tiles_per_block = MC / isa->mr > 0 ? MC / isa->mr : 1;
     j.row_blocks = (j.ntiles + j.tiles_per_block - 1) / j.tiles_per_block;

@@ -211,7 +211,7 @@ SV_INLINE vf vrelu(vf x) { return vsel(x > vsplat(0.0f), x, vsel(vnan_mask(x), x
 /* np.clip(x + 3, 0, 6): a NaN stays NaN, as in NumPy's clip. */
 SV_INLINE vf vrelu6_of_x_plus_3(vf x) {
     vf t = x + vsplat(3.0f);
-    return vsel(t > vsplat(6.0f), vsplat(6.0f), vsel(t < vsplat(0.0f), vsplat(0.0f), t));
+    return vmin(vsplat(6.0f), vmax(vsplat(0.0f), t)); /* (constant first: NaN passes) */
 }
 /* Divided by 6 (not multiplied by 1/6) and in PyTorch's order, so that the usual spelling
  * (`x * clip(x + 3, 0, 6) / 6`) gives its bits. */
