@@ -399,9 +399,29 @@ def test_a_min_that_a_constraint_would_settle_names_the_constraint() -> None:
 def test_a_boolean_index_beside_other_indices_is_refused_not_taken() -> None:
     spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, 3"), np.float32)
     mask = np.array([True, False, True])
-    for fn in (lambda x: x[:, mask], lambda x: x[:, x[0] > 0], lambda x: x[[True, False]]):
+    for fn in (lambda x: x[:, mask], lambda x: x[:, x[0] > 0], lambda x: x[:, [True, False, True]]):
         with pytest.raises(sv.TracingError, match=r"boolean mask is supported only as the only"):
             sv.export(sv.jit(fn))(spec)
+    rows = np.arange(12, dtype=np.float32).reshape(4, 3)
+    alone = sv.export(sv.jit(lambda x: x[[True, False, True, True]]))(
+        sv.ShapeDtypeStruct((4, 3), np.float32)
+    )
+    np.testing.assert_array_equal(alone.call(rows), rows[[True, False, True, True]])
+
+
+def test_out_of_range_axes_and_a_zero_step_are_refused() -> None:
+    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, 3"), np.float32)
+    for fn in (
+        lambda x: snp.sum(x, axis=2),
+        lambda x: snp.cumsum(x, axis=-3),
+        lambda x: snp.repeat(x, 2, axis=5),
+        lambda x: snp.transpose(x, (0, 2)),
+        lambda x: snp.stack([x, x], axis=3),
+    ):
+        with pytest.raises(sv.TracingError, match=r"out of range for an array of rank"):
+            sv.export(sv.jit(fn))(spec)
+    with pytest.raises(sv.TracingError, match=r"step cannot be 0"):
+        sv.export(sv.jit(lambda x: x[::0]))(spec)
 
 
 def test_a_negative_step_with_bounds_says_what_works() -> None:

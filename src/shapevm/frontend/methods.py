@@ -25,7 +25,15 @@ from shapevm.shapes import InconclusiveDimensionOperation
 
 def _norm_slice(s: slice, d: Any) -> tuple[Any, Any, int]:
     step = 1 if s.step is None else int(s.step)
-    if step <= 0:
+    if step == 0:
+        raise TracingError(
+            "a slice step cannot be 0",
+            expected="a nonzero step",
+            found=f"{s}",
+            fix="use ::1 (every element) or ::-1 (reversed)",
+            loc=user_location() or "",
+        )
+    if step < 0:
         raise TracingError(
             "slices with a step <= 0 and bounds are not supported on traced arrays",
             expected="a positive step, or a negative one over the whole axis (x[::-1])",
@@ -93,7 +101,7 @@ def getitem(x: Tracer, idx: Any) -> Any:
     if not isinstance(idx, tuple):
         idx = (idx,)
     if len(idx) == 1 and _is_mask(idx[0]):
-        return _mask(x, idx[0])
+        return _mask(x, np.asarray(idx[0]) if isinstance(idx[0], list) else idx[0])
     n_axes = len([i for i in idx if i is not None and i is not Ellipsis])
     if n_axes > x.ndim:
         raise IndexError(
@@ -181,7 +189,7 @@ def _take(x: Tracer, idx: tuple[Any, ...], arrays: list[int]) -> Any:
         )
     (axis,) = arrays
     index = idx[axis]
-    if _is_mask(index) or (isinstance(index, list) and any(isinstance(v, bool) for v in index)):
+    if _is_mask(index):
         raise TracingError(
             "a boolean mask is supported only as the only index",
             expected="x[mask] with mask of x's shape; or integer indices on one axis",
@@ -194,8 +202,11 @@ def _take(x: Tracer, idx: tuple[Any, ...], arrays: list[int]) -> Any:
 
 
 def _is_mask(item: Any) -> bool:
+    """A boolean index: a traced or NumPy array of bools, or a list of them."""
     if isinstance(item, Tracer):
         return item.dt is DType.BOOL
+    if isinstance(item, list):
+        return bool(item) and all(isinstance(v, (bool, np.bool_)) for v in item)
     return isinstance(item, np.ndarray) and item.dtype == np.bool_
 
 

@@ -509,7 +509,7 @@ def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
     if axes is None:
         perm = tuple(reversed(range(ndim(x))))
     else:
-        perm = tuple(operator.index(a) % builtins.max(ndim(x), 1) for a in axes)
+        perm = tuple(_axis(a, ndim(x)) for a in axes)
     if perm == tuple(range(ndim(x))):
         return x
     return bind_op("transpose", [x], {"perm": perm})
@@ -518,22 +518,23 @@ def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
 def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
     n = ndim(x)
     perm = list(range(n))
-    a, b = axis1 % n, axis2 % n
+    a, b = _axis(axis1, n), _axis(axis2, n)
     perm[a], perm[b] = perm[b], perm[a]
     return transpose(x, perm)
 
 
 def moveaxis(x: Any, source: int, destination: int) -> Any:
     n = ndim(x)
-    perm = [i for i in range(n) if i != source % n]
-    perm.insert(destination % n, source % n)
+    src = _axis(source, n)
+    perm = [i for i in range(n) if i != src]
+    perm.insert(_axis(destination, n), src)
     return transpose(x, perm)
 
 
 def expand_dims(x: Any, axis: int | Sequence[int]) -> Any:
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     n = ndim(x) + len(axes)
-    norm = sorted(a % n for a in axes)
+    norm = sorted(_axis(a, n) for a in axes)
     dims = list(shape(x))
     for a in norm:
         dims.insert(a, 1)
@@ -589,7 +590,8 @@ def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
 def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
     arrays = [_as_tensor(a) for a in arrays]
     n = ndim(arrays[0]) + 1
-    return concatenate([expand_dims(a, axis % n) for a in arrays], axis=axis % n)
+    ax = _axis(axis, n)
+    return concatenate([expand_dims(a, ax) for a in arrays], axis=ax)
 
 
 def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
@@ -646,12 +648,27 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
 # reductions
 
 
+def _axis(axis: Any, n: int) -> int:
+    """``axis`` of an array of rank ``n``, counted from the end when negative; out of range
+    is an error, as NumPy's ``AxisError`` (it used to wrap around silently)."""
+    a = operator.index(axis)
+    if n and not -n <= a < n:
+        raise TracingError(
+            f"axis {a} is out of range for an array of rank {n}",
+            expected=f"-{n} <= axis < {n}",
+            found=f"axis={a}",
+            fix="count axes from 0, or from -1 for the last one",
+            loc=user_location() or "",
+        )
+    return a % n if n else a
+
+
 def _axes(x: Any, axis: Any) -> tuple[int, ...] | None:
     if axis is None:
         return None
     n = ndim(x)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    return tuple(int(a) % n if n else int(a) for a in axes)
+    return tuple(_axis(a, n) for a in axes)
 
 
 def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
@@ -691,10 +708,7 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     if not ddof:
         return mean(multiply(d, d), axis=axis, keepdims=keepdims)
     axes = _axes(x, axis)
-    n: Any = 1
-    for a, extent in enumerate(shape(x)):
-        if axes is None or a in axes:
-            n = n * extent
+    n = _prod([e for a, e in enumerate(shape(x)) if axes is None or a in axes])
     return divide(sum(multiply(d, d), axis=axis, keepdims=keepdims), n - ddof)
 
 
@@ -705,8 +719,7 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
 
 def any(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """``np.any``: whether some element along ``axis`` is nonzero (True)."""
-    hits = sum(astype(not_equal(x, 0), DType.I32), axis=axis, keepdims=keepdims)
-    return greater(hits, 0)
+    return greater(count_nonzero(x, axis=axis, keepdims=keepdims), 0)
 
 
 def all(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -718,7 +731,7 @@ def cumsum(x: Any, axis: int | None = None) -> Any:
     """``np.cumsum`` along ``axis`` (``None``: of ``x`` flattened)."""
     if axis is None:
         x, axis = ravel(x), 0
-    return bind_op("cumsum", [_as_tensor(x)], {"axis": int(axis) % ndim(x)})
+    return bind_op("cumsum", [_as_tensor(x)], {"axis": _axis(axis, ndim(x))})
 
 
 def take_along_axis(arr: Any, indices: Any, axis: int) -> Any:
@@ -727,7 +740,7 @@ def take_along_axis(arr: Any, indices: Any, axis: int) -> Any:
 
 
 def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
-    ax = None if axis is None else int(axis) % ndim(x)
+    ax = None if axis is None else _axis(axis, ndim(x))
     return bind_op(name, [_as_tensor(x)], {"axis": ax, "keepdims": keepdims})
 
 
@@ -789,8 +802,8 @@ def _squeeze_dynamic(col: Tracer) -> Any:
     return bind_op("sum", [col], {"axis": (1,), "keepdims": False})
 
 
-def count_nonzero(x: Any, axis: Any = None) -> Any:
-    return sum(astype(not_equal(x, 0), np.int64), axis=axis)
+def count_nonzero(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    return sum(astype(not_equal(x, 0), np.int64), axis=axis, keepdims=keepdims)
 
 
 # ---------------------------------------------------------------------------------------
@@ -858,7 +871,7 @@ def repeat(x: Any, repeats: int, axis: int | None = None) -> Any:
         )
     if axis is None:
         x, axis = ravel(x), 0
-    ax = int(axis) % ndim(x)
+    ax = _axis(axis, ndim(x))
     dims = list(shape(x))
     wide = broadcast_to(expand_dims(x, ax + 1), (*dims[: ax + 1], int(repeats), *dims[ax + 1 :]))
     return reshape(wide, (*dims[:ax], dims[ax] * int(repeats), *dims[ax + 1 :]))
@@ -869,7 +882,7 @@ def _triangle(m: Any, k: int, lower: bool) -> Any:
     i = expand_dims(arange(rows), 1)
     j = expand_dims(arange(cols), 0)
     keep = less_equal(j, add(i, k)) if lower else greater_equal(j, add(i, k))
-    return where(keep, m, zeros_like(m))
+    return where(keep, m, 0)
 
 
 def tril(m: Any, k: int = 0) -> Any:
