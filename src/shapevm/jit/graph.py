@@ -10,7 +10,6 @@ escape to the caller and are never placed in the per-thread arena.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,24 +205,8 @@ def _static(d: Any, scope: SymbolicScope) -> int | DimExpr:
         # an attribute kept from the trace, in the tracing scope: a dimension of another
         # scope is never provably equal to the region's own (`b` against `b`)
         d = str(d)
-    out = _parsed(d, scope) if isinstance(d, str) else d
+    out = sym_dim(d, scope) if isinstance(d, str) else d
     assert isinstance(out, (int, DimExpr)), f"dynamic dimension {d!r} inside a region"
-    return out
-
-
-_PARSED: weakref.WeakKeyDictionary[SymbolicScope, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def _parsed(text: str, scope: SymbolicScope) -> Any:
-    """A dimension's text in ``scope``, parsed once: a function's regions read the same
-    few dimensions hundreds of times, and parsing one costs tens of microseconds. The
-    cache goes with its scope."""
-    cache = _PARSED.get(scope)
-    if cache is None:
-        cache = _PARSED[scope] = {}
-    out = cache.get(text)
-    if out is None:
-        out = cache[text] = sym_dim(text, scope)
     return out
 
 

@@ -82,10 +82,12 @@ def load(
     inputs = [v for v in graph.input if v.name not in values]
     fn = _graph_function(graph, onnx_opset(proto), values, [v.name for v in inputs])
     fn.__name__ = _identifier(name or graph.name or "model", "model")
+    _check_constraint_names(
+        _input_specs(inputs, dims or {}, constraints, label), constraints, label
+    )
     assumed: list[str] = []
     while True:
         specs = _input_specs(inputs, dims or {}, [*constraints, *assumed], label)
-        _check_constraint_names(specs, constraints, label)
         try:
             exported = export(fn)(*specs)
             break

@@ -10,6 +10,7 @@ the tuple of shapes.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,13 +31,24 @@ class InputCountError(TypeError):
     """A call passes the wrong number of arguments."""
 
 
+_PARSED: weakref.WeakKeyDictionary[SymbolicScope, dict[str, SymDim]] = weakref.WeakKeyDictionary()
+
+
 def sym_dim(d: Dim, scope: SymbolicScope) -> SymDim:
-    """A dimension of a bytecode type as the engine sees it (``DimExpr`` for text)."""
+    """A dimension of a bytecode type as the engine sees it (``DimExpr`` for text), each
+    text parsed once per scope (tens of microseconds each; plans and region graphs read
+    the same few dimensions hundreds of times). The cache goes with its scope."""
     if isinstance(d, (int, Dynamic)):
         return d
     if d == "dynamic":
         return DYNAMIC
-    (out,) = symbolic_shape(d, scope=scope)
+    cache = _PARSED.get(scope)
+    if cache is None:
+        cache = _PARSED[scope] = {}
+    out = cache.get(d)
+    if out is None:
+        (out,) = symbolic_shape(d, scope=scope)
+        cache[d] = out
     return out
 
 

@@ -22,6 +22,7 @@ from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.printer import format_instr
 from shapevm.bytecode.program import (
     BindInputs,
+    Block,
     BranchIf,
     Function,
     Instr,
@@ -355,7 +356,8 @@ class Executable:
             self._generation = _generation[0]
 
     def plan_for(self, env: Mapping[str, int]) -> Plan:
-        self._refresh_generation()
+        if self._generation != _generation[0]:  # (inline: this runs on every call)
+            self._refresh_generation()
         key = tuple(env[v] for v in self.binder.variables)
         plan = self._plans.get(key)
         if plan is None:
@@ -471,15 +473,25 @@ class Executable:
         ``instrs``, for error messages) and returns; ``None`` when the function has more
         than one block or its block does not end in ``RETURN``. Used when compiled code
         covers the whole body, so that no interpreter plan has to be built for a shape."""
-        if len(self.fn.blocks) != 1:
+        block = self._straight_block()
+        if block is None:
             return None
-        block = self.fn.blocks[0]
         term = block.instrs[-1]
-        if not isinstance(term, Return) or any(isinstance(i, TensorPhi) for i in block.instrs):
-            return None
         params = [self._reg(p.reg) for p in self.fn.params]
         blocks = {block.label: _Block(block.label, (), tuple(steps), tuple(instrs), term)}
         return Plan(blocks, block.label, self.n_regs + 1, params, self._dynamic())
+
+    def _straight_block(self) -> Block | None:
+        """The function's only block when it runs straight through to ``RETURN`` (no
+        branches, no phis), else None."""
+        if len(self.fn.blocks) != 1:
+            return None
+        block = self.fn.blocks[0]
+        if not isinstance(block.instrs[-1], Return) or any(
+            isinstance(i, TensorPhi) for i in block.instrs
+        ):
+            return None
+        return block
 
     def plan_around(
         self, env: Mapping[str, int], calls: Sequence[tuple[frozenset[int], Step]]
@@ -489,17 +501,13 @@ class Executable:
         first of them) and every other instruction has its own step: what compiled regions
         cover gets no interpreter step built, so a new shape plans only the rest. ``None``
         where `straight_plan` gives none."""
-        block = self.fn.blocks[0]
-        if (
-            len(self.fn.blocks) != 1
-            or not isinstance(block.instrs[-1], Return)
-            or any(isinstance(i, TensorPhi) for i in block.instrs)
-        ):
+        block = self._straight_block()
+        if block is None:
             return None
         self._refresh_generation()
         t0 = time.perf_counter()
         steps, instrs = splice_calls(
-            self.fn.blocks[0].instrs[:-1], calls, lambda _, instr: self._step(instr, env)
+            block.instrs[:-1], calls, lambda _, instr: self._step(instr, env)
         )
         plan = self.straight_plan(steps, instrs)
         self.plan_build_seconds += time.perf_counter() - t0

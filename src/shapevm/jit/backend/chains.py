@@ -288,7 +288,7 @@ def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
         [],
         input_dtypes=[value.dtype],
     )
-    chain.reduce, chain.reduce_axes, chain.keepdims = op.info.name, trailing or 0, keepdims
+    chain.reduce, chain.reduce_axes, chain.keepdims = op.info.name, trailing, keepdims
     chain.outputs.append((0, out))
     return chain, [op.pos]
 

@@ -555,7 +555,7 @@ def _act_reference(name: str) -> np.ndarray[Any, Any]:
         return np.tanh(h)  # type: ignore[no-any-return]
     if name == "hard_swish":
         return h * np.clip(h + 3.0, 0.0, 6.0) / 6.0
-    return h
+    raise ValueError(f"no float64 reference for activation {name!r}")
 
 
 def _elementwise_of(low: RegionLowering, op: Op, shape: Sequence[Any]) -> bool:
@@ -623,8 +623,8 @@ def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> Activation | N
             got = probe.evaluate(low, {h: _PROBE.copy()}, chosen)
         except Exception:  # an op that does not evaluate in float64: not an activation
             return None
-    for name in ACTIVATIONS[1:]:
-        if name != "leaky_relu" and probe.close(got, _act_reference(name)):
+    for name in ACTIVATIONS[1:-1]:  # leaky_relu, last, has a slope to find (below)
+        if probe.close(got, _act_reference(name)):
             return name
     # leaky ReLU (max(h, a * h), where(h > 0, h, a * h)...): the slope that h = -8 gives
     with np.errstate(all="ignore"):  # (a huge one overflows float32: not a leaky ReLU)

@@ -82,9 +82,9 @@ class Variant:
                 plan = self.executable.straight_plan([call], [first])
             if plan is None:  # steps for what the regions leave out, none for what they cover
                 calls = [(r.covered, _RegionCall(r, values, env)) for r in self.regions]
-                plan = self.executable.plan_around(env, calls)
-            if plan is None:
-                plan = self._splice(self.executable.plan_for(env), values, env)
+                plan = self.executable.plan_around(env, calls) or self._splice(
+                    self.executable.plan_for(env), calls
+                )
             if len(self._plans) >= _PLANS_PER_VARIANT:
                 self._plans.clear()
             self._plans[values] = plan
@@ -97,9 +97,7 @@ class Variant:
             return list(fn.direct(dims, *arrays))
         return self.plan_for(env).run(arrays)
 
-    def _splice(self, base: Plan, values: tuple[int, ...], env: Mapping[str, int]) -> Plan:
-        calls = [(r.covered, _RegionCall(r, values, env)) for r in self.regions]
-
+    def _splice(self, base: Plan, calls: Sequence[tuple[frozenset[int], Step]]) -> Plan:
         def transform(
             label: str, steps: tuple[Step, ...], instrs: tuple[Instr, ...]
         ) -> tuple[list[Any], list[Instr]]:
