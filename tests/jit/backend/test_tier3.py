@@ -313,3 +313,32 @@ def test_keys_that_build_the_same_kernel_share_its_slot() -> None:
     assert all(users == 1 for _, _, users in function.patched.values())
     records[-1].patches.remove()
     assert function.patched == {}
+
+
+@needs_cc
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no process priorities here")
+def test_the_compiler_runs_at_the_lowest_priority(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tier 3 compiles while calls run on every core: the compiler only takes what the
+    calls leave idle (it runs under ``nice -n 19`` where ``nice`` exists)."""
+    if toolchain._nice() == ():
+        pytest.skip("no `nice` on PATH")
+    found = toolchain.compiler()
+    assert found is not None
+    seen = tmp_path / "niceness"
+    fake = tmp_path / "cc"
+    fake.write_text(  # the niceness of each run that writes a library
+        f'#!/bin/sh\nfor a in "$@"; do case "$a" in *.so) nice >> {seen};; esac; done\n'
+        f'exec {" ".join(found[0])} "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    toolchain.reset()
+    try:
+        symbol, source = _chain_source()
+        assert not toolchain.build(symbol, source, "generic").cached
+        assert seen.read_text().split() == ["19"]
+    finally:
+        monkeypatch.undo()
+        toolchain.reset()
