@@ -572,3 +572,29 @@ def test_a_scale_the_capability_table_disables_is_not_folded() -> None:
     exp, ex, nf = lowered(lambda x: (x @ W.T) * 0.5 + BIAS)
     assert labels(nf) == ["dense+bias"]
     run_both(exp, ex, nf, 5)
+
+
+ONE_ELEMENT_SCALES: dict[str, tuple[Callable[[Any], Any], bool]] = {
+    "divided by a rank-0 constant": (lambda s: s / np.array(np.sqrt(32.0), np.float32), True),
+    "times a [1] constant": (lambda s: s * np.float32([0.35]), True),
+    "a rank-0 constant times it": (lambda s: np.array(0.35, np.float32) * s, True),
+    "a [1, 1, 1] constant, which adds an axis": (
+        lambda s: s * np.ones((1, 1, 1), np.float32),
+        False,
+    ),
+    "a float64 constant, which widens": (lambda s: s * np.array(0.5), False),
+    "a constant divided by it": (lambda s: np.array(2.0, np.float32) / s, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_ELEMENT_SCALES))
+def test_a_product_scaled_by_a_one_element_constant_takes_it_as_alpha(name: str) -> None:
+    """ONNX writes attention's ``1 / sqrt(d)`` as ``Div(scores, c)`` with ``c`` a rank-0
+    initializer, not a literal: the product takes it as its alpha (no pass over the scores)
+    when it changes neither shape nor dtype, and is left alone otherwise."""
+    scale, folds = ONE_ELEMENT_SCALES[name]
+    exp, ex, nf = lowered(lambda x: scale(x @ x.T))
+    got = labels(nf)
+    assert (len(got) == 1 and got[0].startswith("matmul*")) == folds, got
+    for n in (1, 3, 7):
+        run_both(exp, ex, nf, n, rtol=1e-5)

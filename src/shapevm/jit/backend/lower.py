@@ -718,23 +718,33 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
 
 
 def _scale_of(low: RegionLowering, op: Op, h: int) -> float | None:
+    """The factor ``op`` scales ``h`` by (``h * c``, ``c * h``, ``h / c``), for ``c`` a
+    literal or a one-element float constant (ONNX's ``Div(scores, sqrt_d)`` initializer) that
+    changes neither the shape nor the dtype of ``h``; else None."""
     if op.info is None or op.info.name not in ("mul", "div"):
         return None
     lits = low.literals(op)
-    if len(lits) != 2:
+    if len(lits) != 2 or lits.count(("v", h)) != 1:
         return None
-    (k0, v0), (k1, v1) = lits
+    ((kind, c),) = [lit for lit in lits if lit != ("v", h)]
+    if kind == "v":
+        array = low.const_array(c)
+        out, scaled = low.graph.value(op.outs[0]), low.graph.value(h)
+        if (
+            array is None
+            or array.size != 1
+            or array.dtype.kind != "f"
+            or out.dtype != F32
+            or not _shape_equal(out.shape, scaled.shape)
+        ):
+            return None
+        c = array.reshape(())[()]
+    elif kind != "c":
+        return None
     if op.info.name == "mul":
-        scalar = (
-            v1
-            if (k0, v0) == ("v", h) and k1 == "c"
-            else v0
-            if (k1, v1) == ("v", h) and k0 == "c"
-            else None
-        )
-        return None if scalar is None else float(scalar)
-    if (k0, v0) == ("v", h) and k1 == "c" and float(v1) != 0.0:
-        return 1.0 / float(v1)
+        return float(c)
+    if lits[0] == ("v", h) and float(c) != 0.0:
+        return 1.0 / float(c)
     return None
 
 
