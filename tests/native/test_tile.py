@@ -130,6 +130,61 @@ def test_bool_operands(isa: str) -> None:
         np.testing.assert_array_equal(tile.run(prog, arg), reference("cast", arg, dtype=dst))
 
 
+INT_EDGES = [0, 1, -1, 7, -7, 2**24 - 1, 2**24, 2**24 + 1, -(2**24) - 1, 2**31 - 1, -(2**31),
+             2**40 + 3, -(2**53) - 1, 2**63 - 1, -(2**63)]  # fmt: skip
+
+
+@pytest.mark.parametrize("dt", ["i32", "i64"])
+def test_integer_inputs_cast_and_compare_as_numpy(isa: str, dt: str) -> None:
+    """Integer inputs (token ids, masks) are read as float32 lanes: exact for a cast (to
+    f32 NumPy's rounding, to bool v != 0) and for comparisons with a constant below 2**24,
+    whatever the integer's size; with strides and broadcasting like any operand."""
+    np_dt = np.int32 if dt == "i32" else np.int64
+    info = np.iinfo(np_dt)
+    edges = [v for v in INT_EDGES if info.min <= v <= info.max]
+    x = np.array(edges * 3, np_dt).reshape(3, -1)[:, ::-1]  # a strided view
+    for target in ("f32", "bool"):
+        p = tile.Program()
+        got = tile.run(p.build(p.op("cast", p.input(dt), dtype=target)), x)
+        np.testing.assert_array_equal(got, reference("cast", x, dtype=target))
+    for name in COMPARE:
+        for c in (0, 5, -3, 2**24 - 1, -(2**24) + 1, 0.5, -2.5):
+            for first in (True, False):
+                p = tile.Program()
+                i, k = p.input(dt), p.const(c)
+                prog = p.build(p.op(name, i, k) if first else p.op(name, k, i))
+                c64 = np.float64(c)
+                want = reference(name, x, c64) if first else reference(name, c64, x)
+                np.testing.assert_array_equal(tile.run(prog, x), want, err_msg=f"{name} {c}")
+    p = tile.Program()  # a padding mask, as models build it: (1 - (ids != 0)) * -1e4
+    m = p.op("cast", p.op("not_equal", p.input(dt), p.const(0)), dtype="f32")
+    prog = p.build(p.op("mul", p.op("sub", p.const(1.0), m), p.const(-1e4)))
+    ids = np.array([[3, 0, 9], [0, 0, 1]], np_dt)
+    np.testing.assert_array_equal(
+        tile.run(prog, ids), (1 - (ids != 0).astype(np.float32)) * np.float32(-1e4)
+    )
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda p, i: p.op("add", i, p.const(1.0)),  # arithmetic on an integer
+        lambda p, i: p.op("equal", i, p.input("i64")),  # two integers compared
+        lambda p, i: p.op("less", i, p.const(2.0**24)),  # past float32's integers
+        lambda p, i: p.op("less", i, p.const(float("nan"))),
+        lambda p, i: p.op("cast", i, dtype="i64"),  # an integer result
+        lambda p, i: p.op("cast", p.input("f32"), dtype="i32"),
+        lambda p, i: i,  # the result is the integer input itself
+        lambda p, i: p.op("equal", i, p.const(3.0, "i64")),  # an integer constant register
+    ],
+)
+def test_integers_are_refused_where_float32_lanes_would_not_be_exact(build: Any) -> None:
+    p = tile.Program()
+    with pytest.raises(native.NativeKernelError) as info:
+        p.build(build(p, p.input("i64")))
+    assert "dtype" in str(info.value) or "integer" in str(info.value)
+
+
 # --- random programs over random broadcastable inputs -------------------------------------
 
 
@@ -403,9 +458,9 @@ def _simple() -> tile.TileProgram:
             "65 registers",
         ),
         (
-            lambda: _prog([], in_dtypes=[2], out_reg=0),
+            lambda: _prog([], in_dtypes=[4], out_reg=0),
             "a program field is out of range",
-            "entry 0 is 2",
+            "entry 0 is 4",
         ),
         (
             lambda: _prog([(NEG, 300, 0, 0, 0, 0)]),

@@ -4,9 +4,11 @@ A program is a short list of ops over registers, run on tiles of 256 elements of
 broadcast iteration space with one vectorized loop per op (numexpr's idea). Its opcodes are
 the op table's names (`OPS`, the fusible ops of `shapevm.ops`); `Program` builds one, and
 `run` applies it to NumPy arrays of any strides with NumPy's broadcasting (up to 16 inputs
-of up to 8 dims). Values are float32 or bool; other dtypes are refused (`NativeKernelError`)
-so that a caller can fall back. The C form (``svtile.h``: ``sv_tile_prog``, ``sv_tile_plan``,
-``sv_tile_run``) is what the region executor embeds.
+of up to 8 dims). Values are float32 or bool; inputs may also be int32 or int64 (token ids,
+masks), read only by what stays exact in float32 lanes: a cast to f32 or bool, or a
+comparison with a constant below 2**24 in magnitude. Other dtypes and uses are refused
+(`NativeKernelError`) so that a caller can fall back. The C form (``svtile.h``:
+``sv_tile_prog``, ``sv_tile_plan``, ``sv_tile_run``) is what the region executor embeds.
 
 >>> import numpy as np
 >>> from shapevm.native import tile
@@ -51,7 +53,7 @@ ARITY: Final[dict[str, int]] = dict(_OPS)
 REDUCTIONS: Final[tuple[str, ...]] = tuple(_REDS)
 """Trailing reductions: ``none`` and the op table's reduction names."""
 DTYPES: Final[tuple[str, ...]] = tuple(_DTYPES)
-"""Dtypes of registers: ``f32`` and ``bool``."""
+"""Dtypes of registers: ``f32`` and ``bool``; inputs also ``i32`` and ``i64``."""
 MAX_INPUTS: Final = 16
 MAX_REGISTERS: Final = 64
 
@@ -103,7 +105,8 @@ class Program:
         self._inputs: list[int] = []
 
     def input(self, dtype: str = "f32") -> Value:
-        """The next input array (``f32`` or ``bool``), in the order `run` takes them."""
+        """The next input array (``f32``, ``bool``, ``i32`` or ``i64``), in the order `run`
+        takes them."""
         self._check_dtype(dtype)
         self._inputs.append(len(self._nodes))
         return self._add(_Node("input", dtype=dtype))
@@ -184,7 +187,7 @@ class Program:
         if dtype not in DTYPES:
             raise _error(
                 "unsupported dtype",
-                "f32 or bool",
+                "f32 or bool (inputs: also i32 or i64)",
                 repr(dtype),
                 "run programs over other dtypes with NumPy",
             )

@@ -229,6 +229,13 @@ def _add(db: Db, variants: Sequence[KernelVariant], devices: Sequence[str]) -> D
 
 
 _REFERENCE_DOC = "the op table's NumPy kernel"
+_INT_READING_OPS = frozenset(
+    ("cast", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+)
+"""Ops a fused chain runs on int32/int64 operands too: the tile interpreter reads those as
+float32 lanes, exact for a cast and for comparisons with a scalar below 2**24 (the chain
+lowering takes no other use)."""
+_INT_READERS = frozenset((DType.F32, DType.BOOL, DType.I32, DType.I64))
 _referenced: set[str] = set()  # ops that have their reference variant
 
 
@@ -247,7 +254,13 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
         info = get_op(ref.op)
         assert info is not None
         for name in _native_names(info):
-            dtypes = ref.dtypes if name == "native_view" else ref.dtypes & {DType.F32, DType.BOOL}
+            dtypes = (
+                ref.dtypes
+                if name == "native_view"
+                else ref.dtypes & _INT_READERS
+                if name == "native_chain" and ref.op in _INT_READING_OPS
+                else ref.dtypes & {DType.F32, DType.BOOL}
+            )
             variant = KernelVariant(ref.op, name, ref.fn, dtypes, _never, doc=NATIVE_DOCS[name])
             _variants[ref.op][name] = variant
             natives.append(variant)

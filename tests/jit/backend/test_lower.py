@@ -598,3 +598,30 @@ def test_a_product_scaled_by_a_one_element_constant_takes_it_as_alpha(name: str)
     assert (len(got) == 1 and got[0].startswith("matmul*")) == folds, got
     for n in (1, 3, 7):
         run_both(exp, ex, nf, n, rtol=1e-5)
+
+
+def test_int_ids_are_read_natively_where_float32_lanes_are_exact() -> None:
+    """A padding mask from int64 ids (``ids != 0``, ``ids >= c``, a cast) fuses into the
+    chain around it, exactly for any id; arithmetic on the ids (``ids + 1``) stays with
+    the interpreter, its result an integer the tile interpreter does not hold."""
+    (b,) = sv.symbolic_shape("b")
+
+    def f(ids: Any, x: Any) -> Any:
+        keep = (ids != 0).astype(snp.float32) + (ids >= 2**20).astype(snp.float32)
+        return x * keep + ids.astype(snp.float32), ids + 1
+
+    exp = sv.export(sv.jit(f))(
+        sv.ShapeDtypeStruct((b, 8), np.int64), sv.ShapeDtypeStruct((b, 8), np.float32)
+    )
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    assert [p.reason for p in nf.interpreted] == ["add has no native kernel"], nf.interpreted
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    edges = [0, 1, -1, 2**20 - 1, 2**20, 2**24 + 1, 2**40 + 3, -(2**63), 2**63 - 1]
+    for n in (1, 2, 5):
+        ids = RNG.choice(np.array(edges, np.int64), (n, 8))
+        x = RNG.standard_normal((n, 8)).astype(np.float32)
+        with np.errstate(over="ignore"):
+            for got, want in zip(jitted(ids, x), exp.call(ids, x), strict=True):
+                np.testing.assert_array_equal(got, want)
+    assert jitted.jit_stats()["compiled_calls"] > 0

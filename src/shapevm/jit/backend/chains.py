@@ -79,7 +79,54 @@ def _fusible(low: Any, op: Op) -> bool:
         op.fusible
         and op.info is not None
         and native_enabled(op.info.name, "native_chain", _kernel_dtype(low, op))
+        and ints_stay_exact(low, op)
     )
+
+
+_INTS = (np.dtype(np.int32), np.dtype(np.int64))
+_COMPARISONS = frozenset(("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
+
+
+def ints_stay_exact(low: Any, op: Op) -> bool:
+    """Whether ``op`` reads its int32/int64 tensors (if any) exactly as float32 lanes, the
+    way the tile interpreter reads them: a cast to float32 (NumPy rounds as the conversion
+    does) or bool, or a comparison with a scalar float32 holds whose magnitude is below
+    2**24 (an integer past 2**24 still rounds to a float past it, on its side). An op doing
+    anything else with an integer (``ids + 1``, two id tensors compared) stays out."""
+    lits = low.literals(op)
+    ints = _int_tensors(low, lits)
+    if not ints:
+        return True
+    assert op.info is not None
+    if op.info.name == "cast":
+        return low.graph.value(op.outs[0]).dtype in (np.dtype(np.float32), np.dtype(np.bool_))
+    if op.info.name not in _COMPARISONS or len(lits) != 2 or len(ints) != 1:
+        return False
+    c = _scalar(low, *lits[1 - ints[0]])
+    return c is not None and abs(c) < 2**24 and float(np.float32(c)) == c
+
+
+def _int_tensors(low: Any, lits: Sequence[tuple[str, Any]]) -> list[int]:
+    """Positions of the operands that are int32/int64 tensors, one-element constants aside
+    (ONNX's ``Equal(ids, zero)`` has its zero as a rank-0 int64 initializer)."""
+    return [
+        i
+        for i, (kind, v) in enumerate(lits)
+        if kind == "v"
+        and low.graph.value(v).dtype in _INTS
+        and _scalar(low, kind, v) is None
+    ]
+
+
+def _scalar(low: Any, kind: str, val: Any) -> float | None:
+    """The number an operand is: a literal, or a one-element integer or float constant."""
+    if kind == "c":
+        ok = isinstance(val, (int, float, np.integer, np.floating)) and not isinstance(val, bool)
+        return float(val) if ok else None
+    array = low.const_array(val)
+    if array is None or array.size != 1 or array.dtype.kind not in "iuf":
+        return None
+    return float(array.reshape(())[()])
 
 
 def _kernel_dtype(low: Any, op: Op) -> DType:
@@ -224,9 +271,15 @@ def _build(
     nodes: list[Node] = []
     for op in members:
         args: list[Ref] = []
-        for kind, val in low.literals(op):
+        lits = low.literals(op)
+        ints = _int_tensors(low, lits)
+        for i, (kind, val) in enumerate(lits):
             if kind == "c":
                 args.append(("lit", val))
+            elif ints and i not in ints:
+                # the scalar an integer is compared with: a constant of the program (the
+                # tile interpreter compares integers with constants only)
+                args.append(("lit", _scalar(low, kind, val)))
             elif val in node_of:
                 args.append(("node", node_of[val]))
             else:

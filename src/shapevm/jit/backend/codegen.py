@@ -202,5 +202,5 @@ def _bools(chain: Chain, which: str) -> str:
         dtypes = [np.dtype(chain.nodes[i].dtype) for i, _ in chain.outputs]
     for d in dtypes:
         if d not in DTYPES:
-            raise CannotGenerate(f"a {which}put of dtype {d}")
+            raise CannotGenerate(f"an {which}put of dtype {d}")
     return ", ".join(str(int(d == np.dtype(np.bool_))) for d in (*dtypes, np.dtype(np.float32)))

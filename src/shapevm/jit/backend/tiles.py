@@ -3,7 +3,8 @@
 `tile_kernel(chain)` turns a `chains.Chain` into tile programs (one per result; the tile
 interpreter writes one result per run) and returns the executor kernel that runs them, or
 raises `Unsupported` when the chain uses what the tile interpreter does not take (another
-dtype than float32 and bool, too many inputs), so that its ops stay interpreted.
+dtype than float32 and bool, or int32/int64 inputs read otherwise than exactly; too many
+inputs), so that its ops stay interpreted.
 """
 
 from __future__ import annotations
@@ -17,13 +18,20 @@ from shapevm.jit.backend.chains import Chain
 from shapevm.jit.backend.lower import Unsupported
 from shapevm.native import NativeKernelError, tile
 
-_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.bool_): "bool"}
+_DTYPES = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.int32): "i32",  # inputs only, read exactly (see `chains.ints_stay_exact`)
+    np.dtype(np.int64): "i64",
+}
 
 
 def _dtype(d: Any) -> str:
     name = _DTYPES.get(np.dtype(d))
     if name is None:
-        raise Unsupported(f"the tile interpreter takes float32 and bool, not {np.dtype(d)}")
+        raise Unsupported(
+            f"the tile interpreter takes float32, bool and integer inputs, not {np.dtype(d)}"
+        )
     return name
 
 

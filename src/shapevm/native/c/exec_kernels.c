@@ -50,7 +50,15 @@ static int same_shape(const svx_tensor *a, const svx_tensor *b) {
 }
 
 /* -- fused chains: one tile program per result -------------------------------------------- */
-static int tile_dtype(int svx) { return svx == SVX_F32 ? SV_DT_F32 : svx == SVX_BOOL ? SV_DT_BOOL : -1; }
+static int tile_dtype(int svx) {
+    switch (svx) {
+    case SVX_F32: return SV_DT_F32;
+    case SVX_BOOL: return SV_DT_BOOL;
+    case SVX_I32: return SV_DT_I32;
+    case SVX_I64: return SV_DT_I64;
+    default: return -1;
+    }
+}
 
 typedef struct {
     int nprog;

@@ -176,7 +176,10 @@ static int operand(PyObject *obj, int dtype, const char *name, int writable,
                    sv_tile_operand *o) {
     char found[256], what[96], exp[96];
     sv_describe(obj, found, sizeof found);
-    int want = dtype == SV_DT_BOOL ? NPY_BOOL : NPY_FLOAT32;
+    int want = dtype == SV_DT_BOOL  ? NPY_BOOL
+               : dtype == SV_DT_I32 ? NPY_INT32
+               : dtype == SV_DT_I64 ? NPY_INT64
+                                    : NPY_FLOAT32;
     snprintf(exp, sizeof exp, "%s: a NumPy %s array of rank 0 to %d", name,
              sv_tile_dtype_names[dtype], SV_TILE_MAX_DIMS);
     if (!PyArray_Check(obj)) {

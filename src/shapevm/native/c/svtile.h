@@ -17,6 +17,12 @@
  * maximum, minimum and abs also take bool (or, and, or, and, identity, as NumPy);
  * comparisons take two f32 or two bool and give bool; logical ops take bool; where takes
  * a bool condition; cast converts between f32 and bool.
+ *
+ * Integer inputs (i32, i64: token ids, masks) are read as float32 lanes (rounded to
+ * nearest, as NumPy casts) and only by what that keeps exact: cast to f32 (NumPy's
+ * rounding) or to bool (v != 0), and comparisons with a constant c, |c| < 2^24 (a value
+ * past 2^24 still rounds to a float past c, with its sign). Anything else reading an
+ * integer register, an integer constant, or an integer result is refused.
  */
 #ifndef SVTILE_H
 #define SVTILE_H
@@ -80,7 +86,7 @@ enum sv_tile_op { SV_TILE_OPS(SV_TILE_OP_ENUM_) SV_TOP_COUNT };
 enum sv_tile_red { SV_TILE_REDUCTIONS(SV_TILE_RED_ENUM_) SV_RED_COUNT };
 #undef SV_TILE_RED_ENUM_
 
-enum sv_tile_dtype { SV_DT_F32 = 0, SV_DT_BOOL = 1, SV_DT_COUNT };
+enum sv_tile_dtype { SV_DT_F32 = 0, SV_DT_BOOL = 1, SV_DT_I32 = 2, SV_DT_I64 = 3, SV_DT_COUNT };
 
 /* One instruction: dst = op(a, b, c); unused operands are 0.  `attr` is cast's target
  * dtype (enum sv_tile_dtype), 0 for every other op. */
@@ -115,7 +121,7 @@ typedef struct sv_tile_error {
 } sv_tile_error;
 
 /* An array operand: `ndim` dims, byte strides (any sign; 0 broadcasts), dtype given by the
- * program (f32: 4 bytes, bool: 1 byte). */
+ * program (f32, i32: 4 bytes, i64: 8 bytes, bool: 1 byte). */
 typedef struct sv_tile_operand {
     char *data;
     int32_t ndim;

@@ -124,7 +124,7 @@ static void extent(const char *base, const int64_t *shape, const int64_t *st, in
     *hi = base + b + itemsize;
 }
 
-static int itemsize(int dtype) { return dtype == SV_DT_BOOL ? 1 : 4; }
+static int itemsize(int dtype) { return dtype == SV_DT_BOOL ? 1 : dtype == SV_DT_I64 ? 8 : 4; }
 
 /* The operands' strides over the broadcast space, the output's shape checked, and no
  * partial overlap of the output with an input. */
@@ -263,6 +263,18 @@ static const float *gather(const tile_space *sp, int op, const char *base, int d
         float *q = dst + done;
         if (dtype == SV_DT_BOOL) {
             for (int i = 0; i < run; i++) q[i] = p[i * s] ? 1.0f : 0.0f;
+        } else if (dtype == SV_DT_I64) { /* rounded to nearest, as NumPy casts */
+            for (int i = 0; i < run; i++) {
+                int64_t v;
+                memcpy(&v, p + i * s, 8);
+                q[i] = (float)v;
+            }
+        } else if (dtype == SV_DT_I32) {
+            for (int i = 0; i < run; i++) {
+                int32_t v;
+                memcpy(&v, p + i * s, 4);
+                q[i] = (float)v;
+            }
         } else if (s == 4) {
             memcpy(q, p, (size_t)run * 4);
         } else if (s == 0) {

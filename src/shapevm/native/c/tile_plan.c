@@ -14,7 +14,7 @@ const int sv_tile_op_arity[SV_TOP_COUNT] = {SV_TILE_OPS(SV_ARITY_)};
 #define SV_RNAME_(id, name) name,
 const char *const sv_tile_red_names[SV_RED_COUNT] = {SV_TILE_REDUCTIONS(SV_RNAME_)};
 #undef SV_RNAME_
-const char *const sv_tile_dtype_names[SV_DT_COUNT] = {"f32", "bool"};
+const char *const sv_tile_dtype_names[SV_DT_COUNT] = {"f32", "bool", "i32", "i64"};
 
 /* Typing classes of the opcodes (the op table's dtype rules, restricted to f32 / bool). */
 enum { T_F32, T_SAME, T_LOGIC, T_CMP, T_WHERE, T_CAST };
@@ -67,6 +67,8 @@ static int fail(sv_tile_error *e, const char *expected, const char *fix, const c
     return sv_tile_fail(e, what, expected, found, fix);
 }
 
+static bool is_int(int dt) { return dt == SV_DT_I32 || dt == SV_DT_I64; }
+
 static int check_counts(const sv_tile_prog *p, sv_tile_error *e) {
     char found[200];
     snprintf(found, sizeof found, "%d inputs, %d constants, %d registers, %d instructions",
@@ -82,25 +84,36 @@ static int check_counts(const sv_tile_prog *p, sv_tile_error *e) {
                     found);
     for (int i = 0; i < p->n_inputs + p->n_consts; i++) {
         int dt = i < p->n_inputs ? p->in_dtype[i] : p->const_dtype[i - p->n_inputs];
-        if (dt >= SV_DT_COUNT) {
-            snprintf(found, sizeof found, "dtype code %d for register %d", dt, i);
-            return fail(e, "0 (f32) or 1 (bool)", "run programs over other dtypes elsewhere",
-                        "unknown dtype", found);
+        if (dt >= SV_DT_COUNT || (i >= p->n_inputs && is_int(dt))) {
+            snprintf(found, sizeof found, "dtype code %d for %s %d", dt,
+                     i < p->n_inputs ? "input" : "constant", i);
+            return fail(e, "0 (f32), 1 (bool), or for inputs 2 (i32) and 3 (i64)",
+                        "run programs over other dtypes elsewhere", "unknown dtype", found);
         }
     }
     return 0;
 }
 
 /* The dtype an instruction gives for its operands' dtypes, or -1. */
-static int result_dtype(const sv_tile_instr *in, const uint8_t *dt, int arity) {
+static int result_dtype(const sv_tile_prog *p, const sv_tile_instr *in, const uint8_t *dt,
+                        int arity) {
     int a = dt[in->a], b = arity > 1 ? dt[in->b] : a, c = arity > 2 ? dt[in->c] : a;
+    if (is_int(a) || is_int(b) || is_int(c)) { /* read as floats: only what stays exact */
+        if (op_class(in->op) == T_CAST)
+            return in->attr == SV_DT_F32 || in->attr == SV_DT_BOOL ? in->attr : -1;
+        if (op_class(in->op) != T_CMP || is_int(a) == is_int(b)) return -1;
+        int k = is_int(a) ? in->b : in->a, fixed = p->n_inputs + p->n_consts;
+        if (k < p->n_inputs || k >= fixed || dt[k] != SV_DT_F32) return -1;
+        float v = p->consts[k - p->n_inputs];
+        return v > -16777216.0f && v < 16777216.0f ? SV_DT_BOOL : -1; /* NaN fails too */
+    }
     switch (op_class(in->op)) {
     case T_F32: return a == SV_DT_F32 && b == SV_DT_F32 ? SV_DT_F32 : -1;
     case T_SAME: return a == b ? a : -1;
     case T_LOGIC: return a == SV_DT_BOOL && b == SV_DT_BOOL ? SV_DT_BOOL : -1;
     case T_CMP: return a == b ? SV_DT_BOOL : -1;
     case T_WHERE: return a == SV_DT_BOOL && b == c ? b : -1;
-    default: return in->attr < SV_DT_COUNT ? in->attr : -1; /* cast */
+    default: return in->attr < SV_DT_COUNT && !is_int(in->attr) ? in->attr : -1; /* cast */
     }
 }
 
@@ -140,7 +153,7 @@ static int check_instr(sv_tile_plan *plan, int i, bool *defined, sv_tile_error *
         snprintf(found, sizeof found, "attr=%d", in->attr);
         return fail(e, "attr 0 (only cast has one)", "clear attr", what, found);
     }
-    int dt = result_dtype(in, plan->reg_dtype, arity);
+    int dt = result_dtype(p, in, plan->reg_dtype, arity);
     if (dt < 0) {
         snprintf(what, sizeof what, "instruction %d (%s) does not take these dtypes", i, name);
         int n = snprintf(found, sizeof found, "%s", name);
@@ -148,13 +161,14 @@ static int check_instr(sv_tile_plan *plan, int i, bool *defined, sv_tile_error *
             n += snprintf(found + n, sizeof found - (size_t)n, "%s%s", k ? ", " : "(",
                           sv_tile_dtype_names[plan->reg_dtype[regs[k]]]);
         snprintf(found + n, sizeof found - (size_t)n, ")%s", in->op == SV_TOP_CAST ? " to ?" : "");
-        return fail(e, "the op table's dtypes, restricted to f32 and bool",
+        return fail(e, "the op table's dtypes, restricted to f32 and bool; an i32 or i64 input "
+                       "only cast to f32 or bool, or compared with a constant below 2^24",
                     "cast the operands first, or run the chain elsewhere", what, found);
     }
     int k = in->op;
     if (op_class(k) == T_SAME && dt == SV_DT_BOOL) k = bool_kernel(k);
     if (k == SV_TOP_CAST)
-        k = plan->reg_dtype[in->a] == SV_DT_F32 && dt == SV_DT_BOOL ? SV_TK_NE0 : SV_TK_COPY;
+        k = plan->reg_dtype[in->a] != SV_DT_BOOL && dt == SV_DT_BOOL ? SV_TK_NE0 : SV_TK_COPY;
     if (k == SV_TOP_POW && in->b >= p->n_inputs && in->b < fixed &&
         p->consts[in->b - p->n_inputs] == 2.0f)
         k = SV_TK_SQUARE; /* powf(x, 2) is x * x correctly rounded, as is x * x */
@@ -182,6 +196,11 @@ static int check_result(sv_tile_plan *plan, const bool *defined, sv_tile_error *
                     "use shapevm.native.tile.REDUCTIONS", "bad trailing reduction", found);
     }
     int dt = plan->reg_dtype[p->out_reg];
+    if (is_int(dt)) {
+        snprintf(found, sizeof found, "r%d of dtype %s", p->out_reg, sv_tile_dtype_names[dt]);
+        return fail(e, "a result of dtype f32 or bool", "cast the result to f32 first",
+                    "the result is an integer input", found);
+    }
     if (p->reduce == SV_RED_MEAN) dt = SV_DT_F32;
     if (dt == SV_DT_BOOL && (p->reduce == SV_RED_SUM || p->reduce == SV_RED_PROD)) {
         snprintf(found, sizeof found, "%s of bool", sv_tile_red_names[p->reduce]);
