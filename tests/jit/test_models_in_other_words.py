@@ -134,7 +134,26 @@ def text(ids: Any) -> Any:
     return snp.argmax(logits, axis=-1), logits, snp.asarray(EMB)[ids].mean(axis=1)
 
 
+# -- a BERT-ish layer: a padding mask from int64 ids, added to the scores before softmax ------
+BD, BH = 32, 4
+BT = dict(emb=_w(50, BD), q=_w(BD, BD), k=_w(BD, BD), v=_w(BD, BD), o=_w(BD, BD))
+
+
+def bert(ids: Any) -> Any:
+    b, s = ids.shape
+    x = snp.asarray(BT["emb"])[ids]
+    pad = ((1.0 - (ids > 0).astype(snp.float32)) * -1e4)[:, None, None, :]
+    q, k, v = (
+        (x @ BT[n].T).reshape(b, s, BH, BD // BH).transpose(0, 2, 1, 3) for n in ("q", "k", "v")
+    )
+    a = q @ k.transpose(0, 1, 3, 2) * (1 / math.sqrt(BD // BH)) + pad
+    a = snp.exp(a - a.max(axis=-1, keepdims=True))
+    a = a / a.sum(axis=-1, keepdims=True)
+    return _ln(x + (a @ v).transpose(0, 2, 1, 3).reshape(b, s, BD) @ BT["o"].T)
+
+
 MODELS: dict[str, tuple[Callable[..., Any], str, list[str], Any, list[tuple[int, ...]]]] = {
+    "bert": (bert, "b, s", [], np.int64, [(1, 6), (3, 11), (2, 1)]),
     "llama": (llama, "b, s, 32", ["s <= 64"], np.float32, [(1, 5, 32), (2, 17, 32), (1, 64, 32)]),
     "mobile": (mobile, "b, 3, h, w", [], np.float32, [(1, 3, 16, 16), (2, 3, 21, 13)]),
     "unet": (unet, "n, 3, 2*h, 2*w", [], np.float32, [(1, 3, 8, 8), (2, 3, 12, 20)]),
@@ -158,7 +177,7 @@ def test_the_jit_agrees_with_the_interpreter_on_models_written_otherwise(name: s
     for shape in [*shapes, shapes[0]]:
         x = (
             RNG.integers(0, 50, shape).astype(dtype)
-            if dtype == np.int32
+            if np.issubdtype(dtype, np.integer)
             else RNG.standard_normal(shape).astype(dtype)
         )
         got, want = jitted(x), exp.call(x)
@@ -166,3 +185,20 @@ def test_the_jit_agrees_with_the_interpreter_on_models_written_otherwise(name: s
             np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
     stats = jitted.jit_stats()
     assert stats["failures"] == 0 and stats["compiled_calls"] > 0, jitted.jit_info()
+
+
+def test_a_padding_mask_from_int_ids_fuses_into_attention() -> None:
+    """The mask's comparison of int64 ids with 0 runs native (the tile interpreter reads
+    the ids exactly), so nothing interpreted splits the layer before its attention, and
+    the additive mask goes into the attention kernel: only the embedding lookup is left."""
+    fn, spec, constraints, dtype, shapes = MODELS["bert"]
+    exp = sv.export(sv.jit(fn))(sv.symbolic_args_specs(np.zeros((1, 6), dtype), spec))
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    ids = np.array([[5, 9, 0, 0], [7, 0, 3, 0]], np.int64)
+    np.testing.assert_allclose(jitted(ids), exp.call(ids), rtol=2e-5, atol=2e-5)
+    (engine,) = jitted.engines
+    (rec,) = [r for r in engine.records() if r.variant]
+    kernels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    assert "attention" in kernels and len(rec.variant.regions) == 1, kernels
+    left = [p.reason for p in rec.variant.function.interpreted]
+    assert len(left) == 1 and left[0].startswith("take "), left

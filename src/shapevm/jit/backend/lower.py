@@ -94,6 +94,7 @@ class RegionLowering:
         self.folded: dict[int, np.ndarray[Any, Any]] = {}  # value -> constant it folds to
         self._const_regs: dict[Reg, int] | None = None
         self.blocked: dict[int, int] = {}  # value -> its tensor in the blocked conv layout
+        self.deferred: dict[int, list[Callable[[], None]]] = {}  # see `defer`
 
     # -- tensors ----------------------------------------------------------------------------
     def new(self, kind: str, dtype: np.dtype[Any], shape: Sequence[Any], **kw: Any) -> int:
@@ -204,9 +205,16 @@ class RegionLowering:
         return self.contiguous(tid, pcs)
 
     def _unit_last(self, t: Tensor) -> bool:
-        """Whether a view keeps its base's last axis last with step 1."""
+        """Whether a view keeps its base's last axis last with step 1 (through transposes
+        that move it and move it back: attention's k read from k^T)."""
+        axis = len(t.shape) - 1  # the axis of t's last one in the tensor at hand
         while t.kind == "view":
-            if t.viewop == N.V_TRANSPOSE and t.params[-1] != len(t.params) - 1:
+            if t.viewop == N.V_TRANSPOSE:
+                axis = t.params[axis]
+                assert t.base is not None
+                t = self.tensors[t.base]
+                continue
+            if axis != len(t.shape) - 1:
                 return False
             if t.viewop == N.V_SELECT:
                 assert t.base is not None
@@ -220,7 +228,8 @@ class RegionLowering:
                 return True  # of a contiguous base
             assert t.base is not None
             t = self.tensors[t.base]
-        return True
+            axis = len(t.shape) - 1
+        return axis == len(t.shape) - 1
 
     def emit(self, k: Kernel) -> None:
         self.kernels.append(k)
@@ -302,27 +311,40 @@ class RegionLowering:
     def claim(self, *positions: int) -> None:
         self.claimed.update(positions)
 
+    def defer(self, pos: int, emit: Callable[[], None]) -> None:
+        """Call ``emit`` once the op at ``pos`` is lowered (claimed ops included): a kernel
+        claimed at an earlier op that reads what that op computes (attention's mask, built
+        after ``q @ k^T`` in ONNX's order) is emitted after it."""
+        self.deferred.setdefault(pos, []).append(emit)
+
     # -- the whole region -------------------------------------------------------------------
     def run(self, lowerings: Sequence[Lowering]) -> Lowered:
         for op in self.graph.ops:
-            if op.pos in self.claimed:
-                continue
-            self.check()  # an abandoned compile (or a lowering past its timeout) stops here
-            if op.kind == "const":
-                continue  # a tensor only when a kernel reads it (`tensor`): packed weights
-                # are read through `const_array`, and need no C-ordered copy of their own
-            if op.kind == "resize":
-                lower_reshape_value(self, op.ins[0], op.outs[0])
-            elif op.kind == "call":
-                try:
-                    taken = any(lowering(self, op) for lowering in lowerings)
-                except Unsupported as exc:
-                    raise Unsupported(str(exc), op.pc) from exc
-                if not taken:
-                    name = op.info.name if op.info else "?"
-                    raise Unsupported(f"{name} has no native kernel", op.pc)
-            # alloc/free/shape: the executor sizes everything itself
+            self._lower_op(op, lowerings)
+            for emit in self.deferred.pop(op.pos, ()):
+                emit()
+        if self.deferred:  # (a lowering defers to an op of the region only)
+            raise Unsupported("a kernel waited for an op past the region's end")
         return self.finish()
+
+    def _lower_op(self, op: Op, lowerings: Sequence[Lowering]) -> None:
+        if op.pos in self.claimed:
+            return
+        self.check()  # an abandoned compile (or a lowering past its timeout) stops here
+        if op.kind == "const":
+            return  # a tensor only when a kernel reads it (`tensor`): packed weights
+            # are read through `const_array`, and need no C-ordered copy of their own
+        if op.kind == "resize":
+            lower_reshape_value(self, op.ins[0], op.outs[0])
+        elif op.kind == "call":
+            try:
+                taken = any(lowering(self, op) for lowering in lowerings)
+            except Unsupported as exc:
+                raise Unsupported(str(exc), op.pc) from exc
+            if not taken:
+                name = op.info.name if op.info else "?"
+                raise Unsupported(f"{name} has no native kernel", op.pc)
+        # alloc/free/shape: the executor sizes everything itself
 
     def finish(self) -> Lowered:
         outputs: list[int] = []

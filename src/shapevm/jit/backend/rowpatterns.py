@@ -240,12 +240,41 @@ def lower_rowop(low: Any, op: Op) -> bool:
     return True
 
 
+def _mask_of(low: Any, op: Op, s: int) -> int | None:
+    """The mask ``op`` adds to the scores ``s`` (``s + m`` or ``m + s``): a float32 value
+    other than ``s`` that broadcasts to them and spans their key axis, the sum keeping their
+    shape; else None."""
+    from shapevm.jit.backend.lower import _equal, _shape_equal
+
+    if op.info is None or op.info.name != "add" or len(op.ins) != 2 or op.ins.count(s) != 1:
+        return None
+    if any(kind != "v" for kind, _ in low.literals(op)):
+        return None
+    (m,) = [v for v in op.ins if v != s]
+    graph = low.graph
+    mask, scores = graph.value(m), graph.value(s)
+    shape, big = tuple(mask.shape), tuple(scores.shape)
+    if (
+        mask.dtype != np.float32
+        or graph.value(op.outs[0]).dtype != np.float32
+        or not _shape_equal(graph.value(op.outs[0]).shape, big)
+        or not 2 <= len(shape) <= len(big)
+        or not _equal(shape[-1], big[-1])
+        or not all(
+            _equal(a, 1) or _equal(a, b) for a, b in zip(shape[::-1], big[::-1], strict=False)
+        )
+    ):
+        return None
+    return m
+
+
 def lower_attention(low: Any, op: Op) -> bool:
-    """``softmax(q @ k^T * scale) @ v`` (the softmax written in any way `match_row` finds)
-    as one attention kernel: the scores are never materialized whole."""
+    """``softmax(q @ k^T * scale [+ mask]) @ v`` (the softmax written in any way `match_row`
+    finds; the mask additive, float32, broadcasting to the scores with their key axis) as
+    one attention kernel: the scores are never materialized whole."""
     from shapevm import native
     from shapevm.jit.backend import nodes as N
-    from shapevm.jit.backend.lower import _scale_of
+    from shapevm.jit.backend.lower import Unsupported, _scale_of
     from shapevm.jit.backend.nodes import Kernel
     from shapevm.runtime.scheduler import native_enabled
 
@@ -267,11 +296,13 @@ def lower_attention(low: Any, op: Op) -> bool:
         or producer.info is None
         or producer.info.name != "transpose"
         or nd < 2
-        or transpose_perm(producer.attrs, nd) != (*range(nd - 2), nd - 1, nd - 2)
         or len(low.users(kt_v)) != 1
     ):
         return False
-    k_v = producer.ins[0]
+    # k is k^T with its last two axes swapped back, a view (ONNX's Transpose(k, [0, 2, 3,
+    # 1]) of k: [b, s, h, d] too, whose d has unit stride)
+    if transpose_perm(producer.attrs, nd)[-2] != nd - 1:
+        return False
     chain = [op.pos]
     s = op.outs[0]
     scale = 1.0
@@ -279,12 +310,19 @@ def lower_attention(low: Any, op: Op) -> bool:
     if user is not None and (alpha := _scale_of(low, user, s)) is not None:
         scale, s = alpha, user.outs[0]
         chain.append(user.pos)
+    mask_v = None
+    add = low.sole_user(s)
+    if add is not None and (m := _mask_of(low, add, s)) is not None:
+        mask_v, s = m, add.outs[0]
+        chain.append(add.pos)
     readers = low.users(s)
     if not readers or s in graph.live_out:
         return False
     soft = match_row(low, graph.ops[min(readers)])
     if soft is None or soft.kind != "softmax" or soft.x != s:
         return False
+    if mask_v is not None and soft.scale != 1.0:
+        return False  # softmax((s + mask) * t): the kernel scales the product only
     users = low.users(soft.out)
     if len(users) != 1 or soft.out in graph.live_out:
         return False
@@ -292,25 +330,44 @@ def lower_attention(low: Any, op: Op) -> bool:
     if pv.info is None or pv.info.name != "matmul" or pv.ins[0] != soft.out:
         return False
     v_v = pv.ins[1]
-    for vid in (q_v, k_v, v_v):
+    for vid in (q_v, kt_v, v_v):
         if graph.value(vid).dtype != np.float32:
             return False
-    q = low.contiguous_last(low.tensor(q_v), (op.pc,))
-    k = low.contiguous_last(low.tensor(k_v), (op.pc,))
-    v = low.contiguous_last(low.tensor(v_v), (op.pc,))
-    out = low.result_through_layout(pv.outs[0])
     positions = sorted({*chain, *soft.positions, pv.pos, producer.pos})
     pcs = tuple(graph.ops[p].pc for p in positions)
-    low.emit(
-        Kernel(
-            N.OP_EXTERNAL,
-            [q, k, v],
-            [out],
-            obj=make(scale * soft.scale),
-            pcs=pcs,
-            label="attention",
-        )
+    scores = graph.value(op.outs[0]).shape
+
+    def emit() -> None:
+        try:
+            q = low.contiguous_last(low.tensor(q_v), (op.pc,))
+            k_shape = (*kt.shape[:-2], kt.shape[-1], kt.shape[-2])
+            swap = (*range(nd - 2), nd - 1, nd - 2)
+            k = low.new("view", np.dtype(np.float32), k_shape, base=low.tensor(kt_v),
+                        viewop=N.V_TRANSPOSE, contiguous=False, params=swap)  # fmt: skip
+            operands = [q, low.contiguous_last(k, (op.pc,))]
+            operands.append(low.contiguous_last(low.tensor(v_v), (op.pc,)))
+            if mask_v is not None:  # a view of the scores' shape, 0 strides where it broadcasts
+                base = low.contiguous_last(low.tensor(mask_v), (op.pc,))
+                operands.append(low.new("view", np.dtype(np.float32), scores, base=base,
+                                        viewop=N.V_BROADCAST, contiguous=False))  # fmt: skip
+        except Unsupported as exc:
+            raise Unsupported(str(exc), op.pc) from exc
+        out = low.result_through_layout(pv.outs[0])
+        kernel = make(scale * soft.scale)
+        low.emit(Kernel(N.OP_EXTERNAL, operands, [out], obj=kernel, pcs=pcs, label="attention"))
+
+    # An operand computed after q @ k^T (ONNX computes the mask, and may transpose v, after
+    # it): the kernel is emitted once the last of them is.
+    later = max(
+        (graph.value(v).producer for v in (q_v, kt_v, v_v, mask_v) if v is not None),
+        default=-1,
     )
+    if later > op.pos:
+        if later >= pv.pos or later in positions:
+            return False
+        low.defer(later, emit)
+    else:
+        emit()
     low.claim(*positions)
     low.patterns.append("attention")
     return True

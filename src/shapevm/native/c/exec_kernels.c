@@ -270,11 +270,12 @@ static int run_attention(const void *vself, const svx_tensor *ins, int nin,
     (void)iattr;
     (void)fattr;
     const attention_self *s = vself;
-    if (nin != 3 || nout != 1) {
-        *err = "attention: takes q, k, v and gives one result";
+    if (nin < 3 || nin > 4 || nout != 1) {
+        *err = "attention: takes q, k, v (and an additive mask) and gives one result";
         return -1;
     }
     const svx_tensor *q = &ins[0], *k = &ins[1], *v = &ins[2], *o = &outs[0];
+    const svx_tensor *m = nin == 4 ? &ins[3] : NULL;
     int nd = q->ndim - 2;
     if (nd < 0 || nd > SV_ATT_MAX_DIMS || k->ndim != q->ndim || v->ndim != q->ndim ||
         o->ndim != q->ndim) {
@@ -298,9 +299,26 @@ static int run_attention(const void *vself, const svx_tensor *ins, int nin,
                 *err = "attention: batch dimensions that do not broadcast to the result's";
                 return -1;
             }
+    if (m) { /* [..., sq or 1, sk], unit stride along the keys */
+        bool fits = m->ndim == q->ndim && m->shape[nd + 1] == k->shape[nd] &&
+                    (m->shape[nd] == q->shape[nd] || m->shape[nd] == 1) &&
+                    (m->shape[nd + 1] <= 1 || m->strides[nd + 1] == 1);
+        for (int d = 0; d < nd && fits; d++)
+            fits = m->shape[d] == 1 || m->shape[d] == o->shape[d];
+        if (!fits) {
+            *err = "attention: a mask that does not broadcast to the scores [..., sq, sk] "
+                   "with unit stride along the keys";
+            return -1;
+        }
+    }
     sv_attention a;
     memset(&a, 0, sizeof a);
     a.nd = nd;
+    if (m) {
+        a.mask = (const float *)m->data;
+        for (int d = 0; d < nd; d++) a.sbm[d] = m->shape[d] == 1 ? 0 : m->strides[d];
+        a.srm = m->shape[nd] == 1 ? 0 : m->strides[nd];
+    }
     for (int d = 0; d < nd; d++) {
         a.batch[d] = o->shape[d];
         a.sbq[d] = q->shape[d] == 1 ? 0 : q->strides[d];
