@@ -60,7 +60,7 @@ from shapevm.jit.policy import AdaptivePolicy, Key, make_policy, pow2
 from shapevm.jit.regions import RegionReport, find_regions
 from shapevm.jit.worker import WORKER, native_tier, prefetch_native_tier, run_with_timeout
 from shapevm.runtime import bctrace, scheduler
-from shapevm.runtime.interpreter import Executable, Plan
+from shapevm.runtime.interpreter import Executable, Plan, RuntimeOpError
 
 if TYPE_CHECKING:  # the native tier is imported by the first compile, not with shapevm
     from shapevm.jit.backend import Compiler, Variant, tier3
@@ -315,6 +315,8 @@ class JitEngine:
             job = self._tier3_job(rec)
         try:
             return list(direct(*arrays) if dims is None else direct(dims, *arrays))
+        except RuntimeError as exc:  # a kernel failed on the data (an index out of range)
+            raise RuntimeOpError(f"@{self.name}: {exc}") from exc
         except self._mismatch:
             if job is not None:
                 rec.tier3_when_hot = True

@@ -74,6 +74,7 @@ reorder_kernel = _native.reorder_kernel
 pool_kernel = _native.pool_kernel
 global_pool_kernel = _native.global_pool_kernel
 attention_kernel = _native.attention_kernel
+take_kernel = _native.take_kernel
 
 ACTIVATIONS: Final = (
     "none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "hard_swish",
@@ -229,6 +230,7 @@ __all__ = [
     "set_isa",
     "set_num_threads",
     "softmax",
+    "take_kernel",
     "tile",
     "to_blocked",
     "vmath",

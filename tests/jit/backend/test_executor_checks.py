@@ -310,3 +310,48 @@ def test_an_external_instruction_needs_a_kernel_capsule() -> None:
     spec["objects"] = [object()]
     with pytest.raises(native.NativeKernelError, match="needs a kernel capsule"):
         native.Executor(spec)
+
+
+def _take_executor(result: tuple[Any, ...], idx_dtype: Any = np.int64) -> Any:
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    ts = [
+        Tensor(0, "input", np.dtype(idx_dtype), (A,), arg=0),
+        Tensor(1, "const", F32, (4, 3), array=table),
+        Tensor(2, "temp", F32, result),
+    ]
+    k = Kernel(N.OP_EXTERNAL, [1, 0], [2], obj=native.take_kernel(0))
+    return native.Executor(spec_of(ts, [k], [0], [2]))
+
+
+def test_take_checks_every_index_and_its_result() -> None:
+    """An embedding lookup reads the row each index names: an index out of range fails
+    the call naming it (negative ones count from the end), and a result that is not the
+    table's shape with the axis replaced by the indices' is refused before any copy."""
+    ex = _take_executor((A, 3))
+    (got,) = ex(np.array([3, -4, 0], np.int64))
+    np.testing.assert_array_equal(got, np.take(np.arange(12.0).reshape(4, 3), [3, -4, 0], 0))
+    for bad in (4, -5, 2**40, -(2**63)):
+        with pytest.raises(RuntimeError, match=f"take: index {bad} is out of bounds for axis 0 "
+                           "with size 4"):  # fmt: skip
+            ex(np.array([0, bad], np.int64))
+    (got,) = _take_executor((A, 3), np.int32)(np.array([1], np.int32))
+    np.testing.assert_array_equal(got, [[3.0, 4.0, 5.0]])
+    with pytest.raises(RuntimeError, match="take: a result that is not x's shape"):
+        _take_executor((A, 2))(np.array([0], np.int64))
+    with pytest.raises(RuntimeError, match="take: a result that is not x's shape"):
+        _take_executor((A, 3), np.float32)(np.array([0.0], np.float32))
+    with pytest.raises(native.NativeKernelError, match="an axis out of range"):
+        native.take_kernel(-1)
+
+
+def test_an_attention_mask_that_does_not_span_the_keys_fails_the_instruction() -> None:
+    """The kernel reads whole mask rows of s_k floats: a mask of another key extent would
+    be read past its end."""
+    q = Tensor(0, "input", F32, (A, 4), arg=0)
+    mask = Tensor(1, "input", F32, (A, 3), arg=1)
+    ts = [q, mask, Tensor(2, "temp", F32, (A, 4))]
+    k = Kernel(N.OP_EXTERNAL, [0, 0, 0, 1], [2], obj=native.attention_kernel(0.5))
+    ex = native.Executor(spec_of(ts, [k], [0, 1], [2]))
+    ok = np.ones((5, 4), np.float32)
+    with pytest.raises(RuntimeError, match="attention: a mask that does not broadcast"):
+        ex(ok, np.zeros((5, 3), np.float32))

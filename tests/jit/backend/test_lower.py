@@ -625,3 +625,32 @@ def test_int_ids_are_read_natively_where_float32_lanes_are_exact() -> None:
             for got, want in zip(jitted(ids, x), exp.call(ids, x), strict=True):
                 np.testing.assert_array_equal(got, want)
     assert jitted.jit_stats()["compiled_calls"] > 0
+
+
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+def test_take_with_indices_of_the_call_runs_native_and_checks_them(idx_dtype: Any) -> None:
+    """``table[ids]`` (an embedding lookup) and ``x[:, ids]`` take rows the call names: the
+    executor's take kernel, so the whole function is one native call; an index out of
+    range fails the call as the interpreter's does (`RuntimeOpError`, naming it)."""
+    b, s = sv.symbolic_shape("b, s")
+    table = RNG.standard_normal((9, 4)).astype(np.float32)
+
+    def f(ids: Any, x: Any) -> Any:
+        return snp.asarray(table)[ids] * 2.0, snp.take(x, ids[0], axis=1)
+
+    exp = sv.export(sv.jit(f))(
+        sv.ShapeDtypeStruct((b, s), idx_dtype), sv.ShapeDtypeStruct((b, 9), np.float32)
+    )
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for n, m in [(1, 3), (2, 5), (3, 1), (2, 5)]:
+        ids = RNG.integers(-9, 9, (n, m)).astype(idx_dtype)
+        x = RNG.standard_normal((n, 9)).astype(np.float32)
+        for got, want in zip(jitted(ids, x), exp.call(ids, x), strict=True):
+            np.testing.assert_array_equal(got, want)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    assert rec.variant.function.whole, rec.variant.describe()
+    bad = np.array([[0, 9]], idx_dtype)
+    with pytest.raises(sv.RuntimeOpError, match="index 9 is out of bounds for axis 0 with size 9"):
+        exp.call(bad, np.zeros((1, 9), np.float32))
+    with pytest.raises(sv.RuntimeOpError, match="index 9 is out of bounds for axis 0 with size 9"):
+        jitted(bad, np.zeros((1, 9), np.float32))

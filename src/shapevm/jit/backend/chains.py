@@ -112,9 +112,7 @@ def _int_tensors(low: Any, lits: Sequence[tuple[str, Any]]) -> list[int]:
     return [
         i
         for i, (kind, v) in enumerate(lits)
-        if kind == "v"
-        and low.graph.value(v).dtype in _INTS
-        and _scalar(low, kind, v) is None
+        if kind == "v" and low.graph.value(v).dtype in _INTS and _scalar(low, kind, v) is None
     ]
 
 

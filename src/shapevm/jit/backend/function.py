@@ -90,6 +90,8 @@ class NativeRegion:
             raise RuntimeOpError(
                 f"native region {self.region.name} ({self.region.span}) refused its operands: {exc}"
             ) from exc
+        except RuntimeError as exc:  # a kernel failed on the data (an index out of range)
+            raise RuntimeOpError(f"{self.region.name} ({self.region.span}): {exc}") from exc
         for s, o in zip(self.out_slots, outs, strict=True):
             regs[s] = o
         for s, array in self.const_outs:

@@ -40,7 +40,7 @@ from shapevm.jit.backend import affine, probe
 from shapevm.jit.backend import nodes as N
 from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
 from shapevm.jit.graph import Op, RegionGraph
-from shapevm.native import ACTIVATIONS, Activation, pack_dense
+from shapevm.native import ACTIVATIONS, Activation, pack_dense, take_kernel
 from shapevm.ops import DType, OpFlag
 from shapevm.ops.shape_rules import transpose_perm
 from shapevm.runtime.scheduler import native_enabled
@@ -469,10 +469,12 @@ def lower_layout(low: RegionLowering, op: Op) -> bool:
 
 
 def lower_take(low: RegionLowering, op: Op) -> bool:
-    """``take(x, i, axis)`` with one constant index and a constant extent along ``axis``
+    """``take(x, i, axis)``. With one constant index and a constant extent along ``axis``
     (ONNX's ``Gather`` splitting a fused q/k/v projection): a view, a slice of width 1 that
-    then loses the axis when ``i`` is a scalar. The index is checked here, once: a view has
-    no run-time bounds check."""
+    then loses the axis when ``i`` is a scalar; the index is checked here, once (a view has
+    no run-time bounds check). With int32/int64 indices computed or passed in (an
+    embedding lookup, ``table[ids]``): the executor's take kernel, which checks each index
+    at the call and fails it naming the first out of range, as the interpreter does."""
     if not _view_enabled(low, op, "take"):
         return False
     src, idx = op.ins
@@ -480,8 +482,10 @@ def lower_take(low: RegionLowering, op: Op) -> bool:
     axis = op.attrs["axis"]
     base = low.tensor(src)
     shape = low.tensors[base].shape
-    if index is None or index.size != 1 or index.ndim > 1 or not -len(shape) <= axis < len(shape):
+    if not -len(shape) <= axis < len(shape):
         return False
+    if index is None or index.size != 1 or index.ndim > 1:
+        return _lower_gather(low, op, base, axis % len(shape))
     axis %= len(shape)
     extent, i = shape[axis], int(index.reshape(()))
     if not isinstance(extent, int) or not -extent <= i < extent:
@@ -498,6 +502,20 @@ def lower_take(low: RegionLowering, op: Op) -> bool:
         keep = tuple(d for d in range(len(shape)) if d != axis)
         low.bind_view(op.outs[0], part, N.V_SELECT, False, params=keep)
     low.claim(op.pos)
+    return True
+
+
+def _lower_gather(low: RegionLowering, op: Op, base: int, axis: int) -> bool:
+    src, idx = op.ins
+    x, i, y = low.graph.value(src), low.graph.value(idx), low.graph.value(op.outs[0])
+    if i.dtype not in (np.int32, np.int64) or y.dtype != x.dtype or len(y.shape) > 8:
+        return False
+    indices = low.tensor(idx)
+    out = low.result(op.outs[0])
+    kernel = take_kernel(axis)
+    low.emit(Kernel(N.OP_EXTERNAL, [base, indices], [out], obj=kernel, pcs=(op.pc,), label="take"))
+    low.claim(op.pos)
+    low.patterns.append("take")
     return True
 
 

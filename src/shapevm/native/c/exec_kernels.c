@@ -624,6 +624,99 @@ static PyObject *py_global_pool_kernel(PyObject *self, PyObject *args) {
     return make_capsule(run_pool, p);
 }
 
+/* -- take: rows picked by a tensor of indices (an embedding lookup) ------------------------ */
+typedef struct {
+    int axis;
+} take_self;
+
+/* y = numpy.take(x, idx, axis): y's shape is x's with the axis replaced by idx's shape.
+ * An index below -n or from n on (n: x's extent along the axis) fails the call, naming
+ * it; a negative one counts from the end, as in NumPy and ONNX. */
+static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                    int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    int axis = ((const take_self *)vself)->axis;
+    if (nin != 2 || nout != 1) {
+        *err = "take: takes x and the indices and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *ix = &ins[1], *y = &outs[0];
+    int inner = x->ndim - axis - 1;
+    bool fits = axis >= 0 && axis < x->ndim && (ix->dtype == SVX_I32 || ix->dtype == SVX_I64) &&
+                y->dtype == x->dtype && y->ndim == x->ndim - 1 + ix->ndim;
+    for (int d = 0; fits && d < axis; d++) fits = y->shape[d] == x->shape[d];
+    for (int d = 0; fits && d < ix->ndim; d++) fits = y->shape[axis + d] == ix->shape[d];
+    for (int d = 0; fits && d < inner; d++)
+        fits = y->shape[axis + ix->ndim + d] == x->shape[axis + 1 + d];
+    if (!fits) {
+        *err = "take: a result that is not x's shape with the axis replaced by the indices'";
+        return -1;
+    }
+    int64_t n = x->shape[axis], nouter = 1, nidx = 1;
+    for (int d = 0; d < axis; d++) nouter *= x->shape[d];
+    for (int d = 0; d < ix->ndim; d++) nidx *= ix->shape[d];
+    size_t isz = (size_t)svx_itemsize[x->dtype];
+    svx_tensor src = {.ndim = inner, .dtype = x->dtype}, dst = {.ndim = inner, .dtype = y->dtype};
+    for (int d = 0; d < inner; d++) {
+        src.shape[d] = dst.shape[d] = x->shape[axis + 1 + d];
+        src.strides[d] = x->strides[axis + 1 + d];
+        dst.strides[d] = y->strides[axis + ix->ndim + d];
+    }
+    for (int64_t o = 0; o < nouter; o++) {
+        int64_t xo = 0, yo = 0, rest = o;
+        for (int d = axis - 1; d >= 0; d--) {
+            int64_t i = rest % x->shape[d];
+            rest /= x->shape[d];
+            xo += i * x->strides[d];
+            yo += i * y->strides[d];
+        }
+        for (int64_t j = 0; j < nidx; j++) {
+            int64_t io = 0, yj = yo;
+            rest = j;
+            for (int d = ix->ndim - 1; d >= 0; d--) {
+                int64_t i = rest % ix->shape[d];
+                rest /= ix->shape[d];
+                io += i * ix->strides[d];
+                yj += i * y->strides[axis + d];
+            }
+            int64_t v = ix->dtype == SVX_I64 ? ((const int64_t *)ix->data)[io]
+                                              : ((const int32_t *)ix->data)[io];
+            if (v < -n || v >= n) {
+                static _Thread_local char msg[160];
+                snprintf(msg, sizeof msg,
+                         "take: index %lld is out of bounds for axis %d with size %lld "
+                         "(expected %lld <= index < %lld)",
+                         (long long)v, axis, (long long)n, (long long)-n, (long long)n);
+                *err = msg;
+                return -1;
+            }
+            if (v < 0) v += n;
+            src.data = x->data + (int64_t)isz * (xo + v * x->strides[axis]);
+            dst.data = y->data + (int64_t)isz * yj;
+            svx_copy(&src, &dst);
+        }
+    }
+    return 0;
+}
+
+/* take_kernel(axis) -> kernel */
+static PyObject *py_take_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    int axis;
+    if (!PyArg_ParseTuple(args, "i", &axis)) return NULL;
+    if (axis < 0 || axis >= SVX_MAXDIM) {
+        char found[32];
+        snprintf(found, sizeof found, "axis %d", axis);
+        return sv_raise("take_kernel", "an axis out of range", "0 <= axis < 8 (normalized)",
+                        found, "pass the axis counted from the front");
+    }
+    take_self *t = PyMem_Malloc(sizeof *t);
+    if (!t) return PyErr_NoMemory();
+    t->axis = axis;
+    return make_capsule(run_take, t);
+}
+
 PyMethodDef sv_exec_kernel_methods[] = {
     {"conv_kernel", py_conv_kernel, METH_VARARGS,
      "conv_kernel(packed, activation, blocked) -> an executor kernel"},
@@ -637,6 +730,8 @@ PyMethodDef sv_exec_kernel_methods[] = {
      "chain_kernel(programs) -> an executor kernel running one tile program per result"},
     {"rowop_kernel", (PyCFunction)(void (*)(void))py_rowop_kernel, METH_VARARGS | METH_KEYWORDS,
      "rowop_kernel(kind, eps=0.0, scale=1.0, gamma=None, beta=None) -> an executor kernel"},
+    {"take_kernel", py_take_kernel, METH_VARARGS,
+     "take_kernel(axis) -> an executor kernel: numpy.take(x, indices, axis) with bounds checks"},
     {"attention_kernel", (PyCFunction)(void (*)(void))py_attention_kernel,
      METH_VARARGS | METH_KEYWORDS, "attention_kernel(scale, causal=False) -> an executor kernel"},
     {NULL, NULL, 0, NULL}};
