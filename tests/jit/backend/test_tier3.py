@@ -342,3 +342,48 @@ def test_the_compiler_runs_at_the_lowest_priority(
     finally:
         monkeypatch.undo()
         toolchain.reset()
+
+
+@needs_cc
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="no process groups here")
+def test_a_compile_running_at_exit_is_killed_and_leaves_nothing(tmp_path: Path) -> None:
+    """A background compile must not outlive its process: the compiler and what it
+    started are killed at exit, and its temporary files are removed (they were written
+    into the cache, or a temporary folder, after the process had gone)."""
+    import subprocess
+    import sys
+    import time
+
+    found = toolchain.compiler()
+    assert found is not None
+    pidfile = tmp_path / "pid"
+    fake = tmp_path / "cc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in *.so*) echo $$ > {pidfile}; sleep 60;; esac\n'
+        f'exec {" ".join(found[0])} "$@"\n'
+    )
+    fake.chmod(0o755)
+    child = (
+        "import threading, time, sys\n"
+        "from pathlib import Path\n"
+        "from shapevm.jit.backend import toolchain\n"
+        "from tests.jit.backend.test_tier3 import _chain_source\n"
+        "threading.Thread(target=toolchain.build, args=(*_chain_source(), 'generic'),\n"
+        "                 daemon=True).start()\n"
+        f"while not Path({str(pidfile)!r}).exists(): time.sleep(0.01)\n"
+        "sys.exit(0)\n"
+    )
+    env = dict(os.environ, CC=str(fake), SHAPEVM_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-c", child], env=env, check=True, timeout=60)
+    pid = int(pidfile.read_text())
+    for _ in range(100):  # the group was killed at exit; give the kernel a moment
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail(f"the compiler (pid {pid}) outlived the process that started it")
+    left = [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert left == [], left

@@ -18,12 +18,14 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
 import os
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -257,26 +259,83 @@ def build(symbol: str, source: str, isa: str, timeout_s: float = 60.0) -> Built:
         with os.fdopen(fd, "w") as f:
             f.write(source)
         cmd = [*found[0], *flags(isa), f"-I{HEADERS}", tmp_c, "-o", tmp_so, "-lm"]
-        try:
-            out = subprocess.run(
-                [*_nice(), *cmd], capture_output=True, text=True, timeout=timeout_s
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise BuildError(f"the compiler took over {timeout_s} s") from exc
-        if out.returncode != 0:
-            raise BuildError(f"{' '.join(cmd[:2])} failed:\n{out.stderr[-2000:]}")
-        data = Path(tmp_so).read_bytes()
         tmp_meta = tmp_c[:-2] + ".json"
+        returncode, stderr = _compile(cmd, timeout_s, (tmp_c, tmp_so, tmp_meta))
+        if returncode != 0:
+            raise BuildError(f"{' '.join(cmd[:2])} failed:\n{stderr[-2000:]}")
+        data = Path(tmp_so).read_bytes()
         Path(tmp_meta).write_text(json.dumps({"sha256": _digest(data), "symbol": symbol}))
         os.replace(tmp_so, so)
         os.replace(tmp_meta, meta)
     finally:
-        for p in (tmp_c, tmp_so):
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
+        _remove(tmp_c, tmp_so)
     return Built(so, symbol, key, (time.perf_counter() - t0) * 1e3, False)
+
+
+_running: dict[int, tuple[subprocess.Popen[str], tuple[str, ...]]] = {}
+_running_lock = threading.Lock()
+_exiting = False
+
+
+def _compile(cmd: list[str], timeout_s: float, leftovers: tuple[str, ...]) -> tuple[int, str]:
+    """Run the compiler (lowest priority, in a process group of its own): its return code
+    and its diagnostics. A compile still running when this process exits is killed with
+    the processes it started (cc1, as) and its files are removed (`_stop_compiles`): a
+    background compile must not outlive the process nor write into its cache after it."""
+    with _running_lock:
+        if _exiting:
+            raise BuildError("the process is exiting")
+        proc = subprocess.Popen(
+            [*_nice(), *cmd],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        _running[proc.pid] = (proc, leftovers)
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        _kill(proc)
+        proc.communicate()
+        raise BuildError(f"the compiler took over {timeout_s} s") from exc
+    finally:
+        with _running_lock:
+            _running.pop(proc.pid, None)
+    return proc.returncode, stderr
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - no process groups
+            proc.kill()
+    except OSError:
+        pass  # already gone
+
+
+def _remove(*paths: str) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+@atexit.register
+def _stop_compiles() -> None:
+    global _exiting
+    with _running_lock:
+        _exiting = True
+        running = list(_running.values())
+    for proc, leftovers in running:
+        _kill(proc)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        _remove(*leftovers)
 
 
 def _valid(so: Path, meta: Path, symbol: str) -> bool:
