@@ -654,3 +654,46 @@ def test_take_with_indices_of_the_call_runs_native_and_checks_them(idx_dtype: An
         exp.call(bad, np.zeros((1, 9), np.float32))
     with pytest.raises(sv.RuntimeOpError, match="index 9 is out of bounds for axis 0 with size 9"):
         jitted(bad, np.zeros((1, 9), np.float32))
+
+
+ATT_W = {n: (RNG.standard_normal((16, 16)) * 0.3).astype(np.float32) for n in "qkv"}
+MASKS = {  # how the mask is written, its spec, its shape for (b, s)
+    "padding [b, s] as [b, 1, 1, s]": (
+        lambda a, m: a + m[:, None, None, :],
+        "b, s",
+        lambda b, s: (b, s),
+    ),
+    "a shared [s, s] (causal)": (lambda a, m: a + m, "s, s", lambda b, s: (s, s)),
+    "per batch [b, 1, s, s], added first": (
+        lambda a, m: m[:, None] + a,
+        "b, s, s",
+        lambda b, s: (b, s, s),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MASKS))
+def test_attention_with_an_additive_mask_is_one_kernel_and_agrees(name: str) -> None:
+    """``softmax(q @ k^T / sqrt(d) + mask) @ v`` with the mask broadcast from any rank:
+    one attention kernel, equal to the interpreter with -inf entries and whole rows
+    masked (NaN where NumPy gives NaN)."""
+    add, spec, shape_of = MASKS[name]
+
+    def f(x: Any, m: Any) -> Any:
+        b, s, _ = x.shape
+        q, k, v = ((x @ ATT_W[n]).reshape(b, s, 2, 8).transpose(0, 2, 1, 3) for n in "qkv")
+        a = add(q @ k.transpose(0, 1, 3, 2) / math.sqrt(8.0), m)
+        a = snp.exp(a - a.max(axis=-1, keepdims=True))
+        return (a / a.sum(axis=-1, keepdims=True) @ v).transpose(0, 2, 1, 3).reshape(b, s, 16)
+
+    examples = [np.zeros((2, 5, 16), np.float32), np.zeros(shape_of(2, 5), np.float32)]
+    exp = sv.export(sv.jit(f))(*sv.symbolic_args_specs(examples, ["b, s, 16", spec]))
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for b, s in [(2, 5), (1, 1), (3, 9)]:
+        x = RNG.standard_normal((b, s, 16)).astype(np.float32)
+        m = np.where(RNG.random(shape_of(b, s)) < 0.3, -np.inf, 0).astype(np.float32)
+        m[0, ...] = -np.inf if b > 1 else m[0, ...]  # a whole batch entry masked
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(jitted(x, m), exp.call(x, m), rtol=2e-5, atol=2e-5)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    assert [k.label for r in rec.variant.regions for k in r.lowered.kernels][-1] == "attention"
