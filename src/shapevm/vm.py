@@ -198,6 +198,93 @@ def jit_functions() -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+def profile_kernels(on: bool = True) -> bool:
+    """Time every instruction the native tier runs from now on (``False``: stop), for
+    `kernel_profile`; returns whether it was on. Each instruction then reads the clock
+    twice (tens of nanoseconds): leave it off when not looking."""
+    from shapevm import native
+
+    return native.set_profiling(on)
+
+
+def kernel_profile(fun: Any, *, reset: bool = False) -> list[dict[str, Any]]:
+    """Where a jitted function's native code spends its time, measured while
+    `profile_kernels` was on: one dict per instruction of its native regions, the most
+    costly first: ``region`` (its span of the program), ``kernel`` (what runs: ``dense+
+    bias+gelu_erf``, ``attention``, ``chain[3]``...), ``ops`` (the program's instructions
+    it covers, as in `variant_code`), ``runs``, ``total_ms``, ``mean_us`` and ``share``
+    of the total. ``reset=True`` zeroes the counts after reading them.
+
+    >>> import numpy as np, shapevm as sv, shapevm.vm as vm
+    >>> @sv.jit(shapes="b, 8", hot_threshold=1, background=False, tier3=False)
+    ... def layer(x):
+    ...     return sv.numpy.tanh(x @ np.eye(8, dtype=np.float32) + 1.0)
+    >>> was = vm.profile_kernels()
+    >>> for _ in range(3):
+    ...     _ = layer(np.ones((4, 8), np.float32))
+    >>> _ = vm.profile_kernels(was)
+    >>> [(r["kernel"], r["runs"]) for r in vm.kernel_profile(layer)]
+    [('dense+bias+tanh', 3)]
+    """
+    engines = getattr(fun, "engines", None)
+    if engines is None:
+        raise TypeError(
+            format_message(
+                "kernel_profile takes a jitted function",
+                expected="a function made by shapevm.jit or Exported.jit",
+                found=type(fun).__name__,
+                fix="pass the jitted function itself",
+            )
+        )
+    seen: set[int] = set()
+    rows: list[dict[str, Any]] = []
+    for engine in engines:
+        for rec in engine.records():
+            nf = None if rec.variant is None else rec.variant.function
+            if nf is None or id(nf) in seen:
+                continue
+            seen.add(id(nf))
+            for region in nf.regions:
+                executors = [region.executor]
+                if nf.direct is not None:  # the whole function's own executor: same code
+                    executors.append(nf.direct)
+                counts = [ex.profile(reset) for ex in executors]
+                for i, kernel in enumerate(region.lowered.kernels):
+                    runs = sum(c[i][0] for c in counts)
+                    if runs:
+                        total = sum(c[i][1] for c in counts)
+                        rows.append(
+                            {
+                                "region": f"{region.region.name} {region.region.span}",
+                                "kernel": kernel.label,
+                                "ops": ", ".join(f"#{pc}" for pc in kernel.pcs),
+                                "runs": runs,
+                                "total_ms": total * 1e3,
+                                "mean_us": total * 1e6 / runs,
+                            }
+                        )
+    whole = sum(r["total_ms"] for r in rows) or 1.0
+    for r in rows:
+        r["share"] = r["total_ms"] / whole
+    return sorted(rows, key=lambda r: -r["total_ms"])
+
+
+def print_kernel_profile(fun: Any, file: TextIO | None = None) -> None:
+    """`kernel_profile` as a table."""
+    out = file or sys.stdout
+    rows = kernel_profile(fun)
+    if not rows:
+        print("no native instruction ran while profile_kernels() was on", file=out)
+        return
+    print(f"{'share':>6} {'total ms':>9} {'mean us':>9} {'runs':>6}  kernel  [ops]", file=out)
+    for r in rows:
+        print(
+            f"{r['share']:6.1%} {r['total_ms']:9.3f} {r['mean_us']:9.1f} {r['runs']:6d}  "
+            f"{r['kernel']}  [{r['ops']}]",
+            file=out,
+        )
+
+
 def memory_pools() -> list[dict[str, Any]]:
     """The memory the JIT's compiled code runs in: one dict per pool (one arena per thread
     that ran native regions) with ``pool``, ``capacity_bytes``, ``used_bytes`` (the most
@@ -329,9 +416,12 @@ __all__ = [
     "jit_functions",
     "jit_info",
     "jit_stats",
+    "kernel_profile",
     "load_capability_patch",
     "memory_pools",
+    "print_kernel_profile",
     "print_scd_analysis",
+    "profile_kernels",
     "region_analysis",
     "reset_capability_db",
     "reset_jit_stats",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import io
+from typing import Any
 
 import numpy as np
 import pytest
@@ -94,3 +96,41 @@ def test_bc_trace_to_csv_needs_a_trace(tmp_path, monkeypatch):
     monkeypatch.setattr(bctrace, "_LAST", [None])
     with pytest.raises(RuntimeError, match=r"call shapevm.vm.enable_bc_trace\(True\) first"):
         vm.bc_trace_to_csv(tmp_path / "none.csv")
+
+
+def test_kernel_profile_times_each_native_instruction_only_while_on() -> None:
+    """`vm.kernel_profile` says where a jitted function's native time goes, per kernel
+    with the program instructions it covers; nothing is counted while profiling is off,
+    and ``reset`` starts the counts again."""
+    import shapevm.numpy as snp
+
+    w = np.ones((16, 16), np.float32)
+
+    @sv.jit(shapes="b, 16", hot_threshold=1, background=False, tier3=False)
+    def mlp(x: Any) -> Any:
+        h = snp.maximum(x @ w + 1.0, 0.0)
+        return snp.exp(h - h.max(axis=-1, keepdims=True))
+
+    x = np.ones((8, 16), np.float32)
+    mlp(x)
+    was = vm.profile_kernels(False)
+    try:
+        mlp(x)
+        assert vm.kernel_profile(mlp) == []  # off: not counted
+        vm.profile_kernels(True)
+        for _ in range(4):
+            mlp(x)
+        rows = vm.kernel_profile(mlp, reset=True)
+        assert {r["kernel"] for r in rows} >= {"dense+bias+relu"}, rows
+        assert all(r["runs"] == 4 and r["total_ms"] > 0 for r in rows), rows
+        assert abs(sum(r["share"] for r in rows) - 1.0) < 1e-9
+        assert rows == sorted(rows, key=lambda r: -r["total_ms"])
+        assert vm.kernel_profile(mlp) == []  # reset
+        mlp(x)
+        out = io.StringIO()
+        vm.print_kernel_profile(mlp, out)
+        assert "dense+bias+relu" in out.getvalue() and "[#" in out.getvalue()
+    finally:
+        vm.profile_kernels(was)
+    with pytest.raises(TypeError, match="kernel_profile takes a jitted function"):
+        vm.kernel_profile(lambda x: x)

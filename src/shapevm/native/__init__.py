@@ -75,6 +75,7 @@ pool_kernel = _native.pool_kernel
 global_pool_kernel = _native.global_pool_kernel
 attention_kernel = _native.attention_kernel
 take_kernel = _native.take_kernel
+set_profiling = _native.set_profiling
 
 ACTIVATIONS: Final = (
     "none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "hard_swish",
@@ -229,6 +230,7 @@ __all__ = [
     "rowops",
     "set_isa",
     "set_num_threads",
+    "set_profiling",
     "softmax",
     "take_kernel",
     "tile",

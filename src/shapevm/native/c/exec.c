@@ -100,9 +100,13 @@ static PyObject *py_arena_pools(PyObject *self, PyObject *unused) {
     return out;
 }
 
+static PyObject *py_set_profiling(PyObject *self, PyObject *arg);
+
 PyMethodDef sv_exec_methods[] = {
     {"arena_pools", py_arena_pools, METH_NOARGS,
      "arena_pools() -> the executor's per-thread arenas: thread, capacity, use, grows"},
+    {"set_profiling", py_set_profiling, METH_O,
+     "set_profiling(on) -> whether it was on: executors time each instruction"},
     {NULL, NULL, 0, NULL}};
 
 /* -- the type ---------------------------------------------------------------------------- */
@@ -117,10 +121,43 @@ static void exec_dealloc(Executor *self) {
     PyMem_Free(self->input_slot);
     PyMem_Free(self->dimcells);
     PyMem_Free(self->instrs);
+    PyMem_Free((void *)self->prof);
     PyMem_Free(self->const_data);
     Py_XDECREF(self->consts);
     Py_XDECREF(self->keep);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+_Atomic int svx_profiling = 0;
+
+/* set_profiling(on) -> whether it was on: calls that start afterwards time each
+ * instruction (two clock reads per instruction) into their executor's profile. */
+static PyObject *py_set_profiling(PyObject *self, PyObject *arg) {
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    return PyBool_FromLong(atomic_exchange(&svx_profiling, on));
+}
+
+/* profile(reset=False) -> [(runs, seconds)] per instruction, since the last reset. */
+static PyObject *exec_profile(Executor *e, PyObject *args, PyObject *kw) {
+    static char *names[] = {"reset", NULL};
+    int reset = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", names, &reset)) return NULL;
+    PyObject *out = PyList_New(e->ninstrs);
+    if (!out) return NULL;
+    for (int i = 0; i < e->ninstrs; i++) {
+        int64_t ns = reset ? atomic_exchange(&e->prof[2 * i], 0) : atomic_load(&e->prof[2 * i]);
+        int64_t n = reset ? atomic_exchange(&e->prof[2 * i + 1], 0)
+                          : atomic_load(&e->prof[2 * i + 1]);
+        PyObject *row = Py_BuildValue("(Ld)", (long long)n, (double)ns * 1e-9);
+        if (!row) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, row);
+    }
+    return out;
 }
 
 static PyObject *exec_stats(Executor *e, PyObject *unused) {
@@ -187,6 +224,8 @@ static PyMethodDef exec_methods[] = {
     {"patch", (PyCFunction)exec_patch, METH_VARARGS, "patch(index, kernel) -> slot"},
     {"unpatch", (PyCFunction)exec_unpatch, METH_VARARGS, "unpatch(index, slot)"},
     {"stats", (PyCFunction)exec_stats, METH_NOARGS, "stats() -> {'calls', 'mismatches'}"},
+    {"profile", (PyCFunction)(void (*)(void))exec_profile, METH_VARARGS | METH_KEYWORDS,
+     "profile(reset=False) -> [(runs, seconds)] of each instruction while profiling was on"},
     {"heap", (PyCFunction)sv_exec_heap, METH_VARARGS, "heap(*arrays) -> the bound heap"},
     {NULL, NULL, 0, NULL}};
 

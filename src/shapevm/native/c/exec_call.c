@@ -9,6 +9,7 @@
 #include "exec_internal.h"
 #include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 
 /* ExecMismatch with fmt's two %lld filled in (use 0 where the message has fewer). */
 static PyObject *mismatch(Executor *e, const char *fmt, long long a, long long b) {
@@ -286,10 +287,20 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
     {
         const char *err = NULL;
         int failed = -1;
+        int prof = atomic_load_explicit(&svx_profiling, memory_order_relaxed);
         Py_BEGIN_ALLOW_THREADS for (int i = 0; i < e->ninstrs; i++) {
+            struct timespec t0, t1;
+            if (prof) clock_gettime(CLOCK_MONOTONIC, &t0);
             if (run_instr(e, &e->instrs[i], t, &err) < 0) {
                 failed = i;
                 break;
+            }
+            if (prof) {
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +
+                             (t1.tv_nsec - t0.tv_nsec);
+                atomic_fetch_add_explicit(&e->prof[2 * i], ns, memory_order_relaxed);
+                atomic_fetch_add_explicit(&e->prof[2 * i + 1], 1, memory_order_relaxed);
             }
         }
         Py_END_ALLOW_THREADS if (failed >= 0) {

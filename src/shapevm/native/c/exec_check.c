@@ -381,10 +381,11 @@ PyObject *sv_exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     e->slots = PyMem_Calloc((size_t)e->nslots + 1, sizeof(svx_slot));
     e->input_slot = PyMem_Malloc(sizeof(int32_t) * ((size_t)e->ninputs + 1));
     e->instrs = PyMem_Calloc((size_t)e->ninstrs + 1, sizeof(svx_instr));
+    e->prof = PyMem_Calloc(2 * (size_t)e->ninstrs + 2, sizeof(int64_t));
     e->consts = PyList_New(0);
     e->keep = PyList_New(0);
     if (!e->keep || !e->heap0 || !e->prog || !e->checks || !e->buffers || !e->outputs || !e->slots ||
-        !e->input_slot || !e->instrs || !e->consts) {
+        !e->input_slot || !e->instrs || !e->consts || !e->prof) {
         PyErr_NoMemory();
         goto fail;
     }

@@ -30,7 +30,11 @@ typedef struct {
     char **const_data;
     int threads;
     _Atomic int64_t calls, mismatches;
+    _Atomic int64_t *prof; /* per instruction: nanoseconds, runs (while profiling is on) */
 } Executor;
+
+/* Whether calls time each instruction into their executor's `prof` (set_profiling). */
+extern _Atomic int svx_profiling;
 
 /* ExecMismatch: the arrays of a call do not fit the region (made by sv_exec_types). */
 extern PyObject *sv_ExecMismatch;
