@@ -97,6 +97,22 @@ def test_attention_edge_sizes(isa: str) -> None:
     )  # d = 0: every score 0, a uniform average
 
 
+@pytest.mark.parametrize("masked", [256, 260, 299, 300])
+def test_keys_masked_to_minus_inf_across_a_whole_key_block(isa: str, masked: int) -> None:
+    """Left padding: the first ``masked`` of 300 keys at -inf, past the first block of 256.
+    A row's first block then has no key left; its weights are 0, not exp(-inf + inf), and
+    the keys after it decide the row. With every key masked the row is NaN, as NumPy's."""
+    q, k, v = _data(11, 2, 3, 8), _data(12, 2, 300, 8), _data(13, 2, 300, 5)
+    mask = np.zeros((2, 1, 300), np.float32)
+    mask[0, :, :masked] = -np.inf
+    got = native.attention(q, k, v, mask=mask)
+    with np.errstate(invalid="ignore"):
+        want = attention64(q, k, v, 1 / np.sqrt(8), mask.astype(np.float64), False)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), (np.isnan(got).sum(), masked)
+    ok = ~np.isnan(want)
+    assert rel_err(got[ok], want[ok]) < 1e-5
+
+
 _Q, _K, _V = (
     np.ones((2, 3, 4), np.float32),
     np.ones((2, 5, 4), np.float32),

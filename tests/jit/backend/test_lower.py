@@ -697,3 +697,17 @@ def test_attention_with_an_additive_mask_is_one_kernel_and_agrees(name: str) -> 
             np.testing.assert_allclose(jitted(x, m), exp.call(x, m), rtol=2e-5, atol=2e-5)
     rec = next(r for r in jitted.engines[0].records() if r.variant)
     assert [k.label for r in rec.variant.regions for k in r.lowered.kernels][-1] == "attention"
+
+
+def test_ids_compared_with_a_constant_that_adds_axes_keep_their_result_shape() -> None:
+    """A one-element constant becomes the comparison's literal only where it broadcasts
+    nothing: ``ids != zeros((1, 1, 1))`` has a result of rank 3, and stays interpreted."""
+    (b,) = sv.symbolic_shape("b")
+    zero = np.zeros((1, 1, 1), np.int64)
+    exp = sv.export(sv.jit(lambda ids: (ids != zero).astype(snp.float32) * 2.0))(
+        sv.ShapeDtypeStruct((b, 8), np.int64)
+    )
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for n in (1, 3, 3):
+        ids = RNG.integers(-2, 3, (n, 8)).astype(np.int64)
+        np.testing.assert_array_equal(jitted(ids), exp.call(ids))

@@ -387,3 +387,26 @@ def test_a_compile_running_at_exit_is_killed_and_leaves_nothing(tmp_path: Path) 
         pytest.fail(f"the compiler (pid {pid}) outlived the process that started it")
     left = [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()]
     assert left == [], left
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_leaves_its_parents_compiles_alone() -> None:
+    """A child made by fork while a compile runs inherits the table of running compiles;
+    its exit must not kill the parent's compiler nor remove the parent's files."""
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True, text=True)
+    with toolchain._running_lock:
+        toolchain._running[proc.pid] = (proc, ())
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exits through the normal path, atexit handlers included
+            toolchain._stop_compiles()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert proc.poll() is None, "the child killed its parent's compile"
+    finally:
+        with toolchain._running_lock:
+            toolchain._running.pop(proc.pid, None)
+        proc.kill()
+        proc.wait()

@@ -102,8 +102,17 @@ def ints_stay_exact(low: Any, op: Op) -> bool:
         return low.graph.value(op.outs[0]).dtype in (np.dtype(np.float32), np.dtype(np.bool_))
     if op.info.name not in _COMPARISONS or len(lits) != 2 or len(ints) != 1:
         return False
+    from shapevm.jit.backend.lower import _shape_equal
+
     c = _scalar(low, *lits[1 - ints[0]])
-    return c is not None and abs(c) < 2**24 and float(np.float32(c)) == c
+    ids = low.graph.value(lits[ints[0]][1])
+    return (
+        c is not None
+        and abs(c) < 2**24
+        and float(np.float32(c)) == c
+        # the scalar becomes a literal: it must not broadcast the comparison to more axes
+        and _shape_equal(low.graph.value(op.outs[0]).shape, ids.shape)
+    )
 
 
 def _int_tensors(low: Any, lits: Sequence[tuple[str, Any]]) -> list[int]:

@@ -300,6 +300,9 @@ def _compile(cmd: list[str], timeout_s: float, leftovers: tuple[str, ...]) -> tu
         proc.communicate()
         raise BuildError(f"the compiler took over {timeout_s} s") from exc
     finally:
+        if proc.returncode is None:  # interrupted (KeyboardInterrupt in a foreground compile)
+            _kill(proc)
+            proc.wait()
         with _running_lock:
             _running.pop(proc.pid, None)
     return proc.returncode, stderr
@@ -321,6 +324,17 @@ def _remove(*paths: str) -> None:
             os.unlink(p)
         except OSError:
             pass
+
+
+def _forget_compiles() -> None:
+    """In a child made by fork: the compiles are the parent's, not this process's to kill."""
+    global _running_lock
+    _running_lock = threading.Lock()
+    _running.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_compiles)
 
 
 @atexit.register

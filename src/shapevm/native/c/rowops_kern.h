@@ -154,7 +154,10 @@ static void SV_FN(attn_softmax)(float *s, int rows, int64_t ld, int64_t cols, fl
                          : ninf;
         const float *src = row;
         float mnew = (mx > m[i] || mx != mx) ? mx : m[i];
-        vf vm = vsplat(mnew), acc = vsplat(0.0f);
+        /* every key so far masked to -inf: this block's weights are 0, not exp(-inf + inf);
+         * a later block with a key left lifts m (and the row's l stays 0 if none does:
+         * 0 / 0, NaN, as NumPy's softmax of a row of -inf) */
+        vf vm = vsplat(mnew == ninf ? 0.0f : mnew), acc = vsplat(0.0f);
         for (int64_t j = 0; j < n; j += SV_VW) {
             int64_t left = n - j;
             vf e = vexp_le0(ld_n(src + j, left, ninf) - vm);
