@@ -199,3 +199,17 @@ def test_many_threads_call_one_executor() -> None:
         t.join()
     assert errors == []
     assert ex.stats()["calls"] == 800
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value"),
+    [(np.float32, -1.5), (np.float64, 2.25), (np.int64, -7.0), (np.int32, 9.0),
+     (np.int16, -3.0), (np.int8, 5.0), (np.uint8, 200.0), (np.bool_, 1.0)],
+)  # fmt: skip
+def test_fill_writes_every_dtype(dtype: Any, value: float) -> None:
+    """A fill of each item size (typed stores, 8 down to 1 byte), of a size past one row."""
+    ts = [Tensor(0, "input", F32, (A,), arg=0), Tensor(1, "temp", np.dtype(dtype), (A, B))]
+    ex = executor(ts, [Kernel(N.OP_FILL, [], [1], fattr=[value])], [0], [1])
+    (y,) = ex((3, 257), np.zeros(3, np.float32))
+    assert y.dtype == dtype and y.shape == (3, 257)
+    np.testing.assert_array_equal(y, np.full((3, 257), value).astype(dtype))

@@ -91,7 +91,29 @@ int svx_fill(const svx_tensor *dst, double value) {
         int64_t off = 0;
         for (int d = 0; d < nd - 1; d++) off += idx[d] * dst->strides[d];
         char *t = dst->data + off * (int64_t)isz;
-        for (int64_t i = 0; i < n; i++) memcpy(t + i * ds * (int64_t)isz, v.bytes, isz);
+        /* typed stores (a memcpy of a variable size per element ran at ~5 ns each) */
+        switch (isz) {
+        case 8: {
+            int64_t x;
+            memcpy(&x, v.bytes, 8);
+            for (int64_t i = 0; i < n; i++) ((int64_t *)t)[i * ds] = x;
+            break;
+        }
+        case 4: {
+            int32_t x;
+            memcpy(&x, v.bytes, 4);
+            for (int64_t i = 0; i < n; i++) ((int32_t *)t)[i * ds] = x;
+            break;
+        }
+        case 2: {
+            int16_t x;
+            memcpy(&x, v.bytes, 2);
+            for (int64_t i = 0; i < n; i++) ((int16_t *)t)[i * ds] = x;
+            break;
+        }
+        default:
+            for (int64_t i = 0; i < n; i++) t[i * ds] = v.bytes[0];
+        }
     } while (next_index(idx, dst->shape, nd - 1));
     return 0;
 }
