@@ -112,6 +112,11 @@ the capability db lists it for the op and dtype (`native_enabled`), so a patch t
 one takes effect at the next call of every function, compiled or not."""
 
 
+def native_names(info: OpInfo) -> list[str]:
+    """The native tier's kernels of ``info``'s op (names of `NATIVE_DOCS`), listed or not."""
+    return _native_names(info)
+
+
 def _native_names(info: OpInfo) -> list[str]:
     if info.name == "matmul":
         return ["native_dense", "native_matmul"]

@@ -615,7 +615,8 @@ def test_int_ids_are_read_natively_where_float32_lanes_are_exact() -> None:
     )
     ex = Executable(exp.program)
     nf = lower_function(ex, find_regions(ex.fn, ex.program))
-    assert [p.reason for p in nf.interpreted] == ["add has no native kernel"], nf.interpreted
+    reasons = [p.reason for p in nf.interpreted]
+    assert reasons == ["add has no native kernel for i64"], reasons
     jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
     edges = [0, 1, -1, 2**20 - 1, 2**20, 2**24 + 1, 2**40 + 3, -(2**63), 2**63 - 1]
     for n in (1, 2, 5):
@@ -711,3 +712,31 @@ def test_ids_compared_with_a_constant_that_adds_axes_keep_their_result_shape() -
     for n in (1, 3, 3):
         ids = RNG.integers(-2, 3, (n, 8)).astype(np.int64)
         np.testing.assert_array_equal(jitted(ids), exp.call(ids))
+
+
+def test_an_op_no_native_kernel_runs_is_cut_out_before_lowering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``iota`` (``arange``) and integer arithmetic have no native kernel: the function is
+    cut around them before anything is lowered, so each native piece is lowered once
+    (trying first and cutting at the failure lowered what came before a second time)."""
+    from shapevm.jit.backend import function as F
+
+    (b,) = sv.symbolic_shape("b")
+
+    def f(x: Any) -> Any:
+        rows = snp.arange(x.shape[0])  # iota: int64, interpreted
+        h = snp.tanh(x @ W.T + BIAS)
+        return h * 2.0 + (rows - 1).astype(snp.float32)[:, None]
+
+    exp = sv.export(sv.jit(f))(sv.ShapeDtypeStruct((b, 32), np.float32))
+    ex = Executable(exp.program)
+    calls = []
+    real = F.lower_region
+    monkeypatch.setattr(F, "lower_region", lambda *a, **k: calls.append(1) or real(*a, **k))
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    reasons = [p.reason for p in nf.interpreted]
+    assert reasons == ["iota has no native kernel for i64", "sub has no native kernel for i64"]
+    assert len(calls) == len(nf.regions) >= 2, (len(calls), nf.regions)
+    for n in (1, 4):
+        run_both(exp, ex, nf, n)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shapevm import native
+from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.program import (
     BindInputs,
     Instr,
@@ -167,37 +168,100 @@ def lower_function(
     out = NativeFunction([], [])
     for region in report.compilable:
         start = region.start
-        while start < region.stop:
-            if check is not None:
-                check()
-            piece = _piece(executable, region, start, region.stop)
-            if piece is None:
-                break
-            lowered = _lower_piece(
-                executable, piece, types, variables, lowerings, mem_optimize, check
-            )
-            if isinstance(lowered, NativeRegion):
-                out.regions.append(lowered)
-                break
-            why, pc = lowered
-            if pc is None:
-                out.interpreted.append(Piece(piece, why))
-                break
-            out.interpreted.append(Piece(replace(piece, start=pc, stop=pc + 1, n_ops=1), why))
-            before = _piece(executable, region, piece.start, pc)
+        # An op no native kernel can run for its dtype is cut out before lowering: trying
+        # the piece first would fail at it and lower the part before it a second time
+        # (a decoder's `iota` and integer `sub`s made eight lowerings of four pieces).
+        for pc, why in _surely_interpreted(executable, region, types):
+            before = _piece(executable, region, start, pc)
             if before is not None:
-                again = _lower_piece(
-                    executable, before, types, variables, lowerings, mem_optimize, check
+                lowered = _lower_around(
+                    executable, before, types, variables, lowerings, mem_optimize, check, out
                 )
-                if isinstance(again, NativeRegion):
-                    out.regions.append(again)
-                else:
-                    out.interpreted.append(Piece(before, again[0]))
+                out.regions.extend(lowered)
+            out.interpreted.append(Piece(replace(region, start=pc, stop=pc + 1, n_ops=1), why))
             start = pc + 1
+        rest = _piece(executable, region, start, region.stop)
+        if rest is not None:
+            lowered = _lower_around(
+                executable, rest, types, variables, lowerings, mem_optimize, check, out
+            )
+            out.regions.extend(lowered)
     out.lower_ms = (time.perf_counter() - t0) * 1e3
     if len(out.regions) == 1 and not out.interpreted and _covers_body(executable, out.regions[0]):
         out.direct, out.direct_needs_dims = _direct_executor(executable, out.regions[0])
     return out
+
+
+def _surely_interpreted(
+    executable: Executable, region: Region, types: Any
+) -> list[tuple[int, str]]:
+    """The ops of ``region`` that no lowering can take, with the reason: the capability
+    table lists no native kernel of theirs for their dtype (``iota``, integer arithmetic),
+    and no lowering takes an op it does not list (`scheduler.native_enabled`)."""
+    from shapevm.ops import DType, get_op
+    from shapevm.runtime.scheduler import kernel_dtype, native_enabled, native_names
+
+    out = []
+    for pc, _, instr in executable.fn.instructions():
+        if not region.start <= pc < region.stop or not isinstance(instr, OpCall):
+            continue
+        info = get_op(instr.op)
+        if info is None:
+            continue
+        operands: list[DType | None] = [
+            types[x].dtype if isinstance(x, Reg) and x in types else None for x in instr.ins
+        ]
+        results = [types[r].dtype for r in instr.outs if r in types]
+        try:
+            dtype = kernel_dtype(operands, results)
+        except ValueError:
+            continue
+        if not any(native_enabled(instr.op, name, dtype) for name in native_names(info)):
+            out.append((pc, f"{instr.op} has no native kernel for {dtype}"))
+    return out
+
+
+def _lower_around(
+    executable: Executable,
+    piece: Region,
+    types: Any,
+    variables: Sequence[str],
+    lowerings: Sequence[Lowering],
+    mem_optimize: bool,
+    check: Any,
+    out: NativeFunction,
+) -> list[NativeRegion]:
+    """Lower ``piece``; where an op fails, what comes before it and after it, the op itself
+    added to ``out.interpreted`` (the loop of `lower_function` for one piece)."""
+    interpreted = out.interpreted
+    regions: list[NativeRegion] = []
+    start = piece.start
+    while start < piece.stop:
+        if check is not None:
+            check()
+        part = _piece(executable, piece, start, piece.stop)
+        if part is None:
+            break
+        lowered = _lower_piece(executable, part, types, variables, lowerings, mem_optimize, check)
+        if isinstance(lowered, NativeRegion):
+            regions.append(lowered)
+            break
+        why, pc = lowered
+        if pc is None:
+            interpreted.append(Piece(part, why))
+            break
+        interpreted.append(Piece(replace(part, start=pc, stop=pc + 1, n_ops=1), why))
+        before = _piece(executable, piece, part.start, pc)
+        if before is not None:
+            again = _lower_piece(
+                executable, before, types, variables, lowerings, mem_optimize, check
+            )
+            if isinstance(again, NativeRegion):
+                regions.append(again)
+            else:
+                interpreted.append(Piece(before, again[0]))
+        start = pc + 1
+    return regions
 
 
 def _piece(executable: Executable, region: Region, start: int, stop: int) -> Region | None:
