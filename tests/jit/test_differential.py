@@ -215,3 +215,60 @@ def test_layout_ops_are_views_and_agree_with_the_interpreter() -> None:
     # the slices and transposes are views: what runs are the copies into the results
     # (results are fresh arrays), the chains and the reshape of a transposed view
     assert "matmul" not in kernels and 1 <= len(kernels) <= 6, kernels
+
+
+# -- integer inputs: masks and casts of ids, read exactly by the native tier ----------------
+INT_EDGES = [0, 1, -1, 7, 2**24 - 1, 2**24, 2**24 + 1, -(2**24) - 1, 2**31 - 1, -(2**31)]
+COMPARE = {
+    "eq": snp.equal,
+    "ne": snp.not_equal,
+    "lt": snp.less,
+    "le": snp.less_equal,
+    "gt": snp.greater,
+    "ge": snp.greater_equal,
+}
+int_step = st.one_of(
+    st.tuples(
+        st.just("compare"),
+        st.sampled_from(sorted(COMPARE)),
+        # constants float32 holds below 2^24 (fused) and others (left to the interpreter)
+        st.sampled_from([0, 1, -3, 7, 2**24 - 1, -(2**24) + 1, 0.5, -2.5, 2**24, 1e9, 0.1]),
+        st.booleans(),  # the ids on the left or on the right
+    ),
+    st.tuples(st.just("cast"), st.sampled_from(["f32", "bool"])),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(int_step, min_size=1, max_size=4),
+    dtype=st.sampled_from([np.int32, np.int64]),
+    seed=st.integers(0, 2**16),
+)
+def test_int_inputs_agree_with_the_interpreter(steps: Any, dtype: Any, seed: int) -> None:
+    """Masks and casts of integer ids combined with a float tensor, the ids drawn around
+    2^24 and 2^31: the native tier gives the interpreter's bits."""
+
+    def f(ids: Any, x: Any) -> Any:
+        acc = x
+        for i, s in enumerate(steps):
+            if s[0] == "compare":
+                _, name, c, left = s
+                m = COMPARE[name](ids, c) if left else COMPARE[name](c, ids)
+                acc = snp.where(m, acc, acc * 0.5 + float(i))
+            else:
+                v = ids.astype(snp.float32 if s[1] == "f32" else snp.bool_)
+                acc = acc + (v if s[1] == "f32" else v.astype(snp.float32)) * 1e-3
+        return acc
+
+    b, n = sv.symbolic_shape("b, n")
+    exp = sv.export(sv.jit(f))(
+        sv.ShapeDtypeStruct((b, n), dtype), sv.ShapeDtypeStruct((b, n), np.float32)
+    )
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    rng = np.random.default_rng(seed)
+    edges = np.array([v for v in INT_EDGES if np.iinfo(dtype).min <= v <= np.iinfo(dtype).max])
+    for shape in [(2, 5), (1, 33), (3, 1), (2, 5)]:
+        ids = rng.choice(edges, shape).astype(dtype)
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(jitted(ids, x), exp.call(ids, x))
