@@ -159,6 +159,10 @@ def tile_ops() -> tuple[tuple[tuple[str, int], ...], tuple[str, ...], tuple[str,
 
 class ExecMismatch(ValueError): ...
 
+class ExecFailure(RuntimeError):
+    instruction: int
+    reason: str
+
 class Executor:
     def __init__(self, spec: dict[str, Any]) -> None: ...
     def __call__(self, *arrays: Any) -> tuple[_Array, ...]: ...

@@ -316,7 +316,10 @@ class JitEngine:
         try:
             return list(direct(*arrays) if dims is None else direct(dims, *arrays))
         except RuntimeError as exc:  # a kernel failed on the data (an index out of range)
-            raise RuntimeOpError(f"@{self.name}: {exc}") from exc
+            variant = rec.variant
+            if variant is None or not variant.function.regions:
+                raise RuntimeOpError(f"@{self.name}: {exc}") from exc
+            raise variant.function.regions[0].failure(exc) from exc
         except self._mismatch:
             if job is not None:
                 rec.tier3_when_hot = True

@@ -66,6 +66,7 @@ NativeKernelError = _native.NativeKernelError
 PackedDense = _native.PackedDense
 Executor = _native.Executor
 ExecMismatch = _native.ExecMismatch
+ExecFailure = _native.ExecFailure
 _load_kernel = _native.load_kernel  # internal: tier 3 loads its own built code only
 arena_pools = _native.arena_pools
 rowop_kernel = _native.rowop_kernel
@@ -198,6 +199,7 @@ __all__ = [
     "BLOCK",
     "VMATH_FUNCTIONS",
     "Activation",
+    "ExecFailure",
     "ExecMismatch",
     "Executor",
     "NativeKernelError",

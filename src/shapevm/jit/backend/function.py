@@ -36,7 +36,7 @@ from shapevm.jit.backend.nodes import Lowered
 from shapevm.jit.backend.plan import MemoryPlan, build_spec, plan_memory
 from shapevm.jit.graph import RegionGraph, build_graph
 from shapevm.jit.regions import Region, RegionReport
-from shapevm.runtime.interpreter import Executable, RuntimeOpError, ShapeView
+from shapevm.runtime.interpreter import Executable, RuntimeOpError, ShapeView, step_error
 from shapevm.shapes import DimExpr
 
 ExecMismatch = native.ExecMismatch
@@ -92,13 +92,26 @@ class NativeRegion:
                 f"native region {self.region.name} ({self.region.span}) refused its operands: {exc}"
             ) from exc
         except RuntimeError as exc:  # a kernel failed on the data (an index out of range)
-            raise RuntimeOpError(f"{self.region.name} ({self.region.span}): {exc}") from exc
+            raise self.failure(exc) from exc
         for s, o in zip(self.out_slots, outs, strict=True):
             regs[s] = o
         for s, array in self.const_outs:
             regs[s] = array
         for instr, slot in self.shape_replay:
             regs[slot] = _shape_value(instr, self.graph, env, regs)
+
+    def failure(self, exc: RuntimeError) -> RuntimeOpError:
+        """The error of a call this region's executor failed (`native.ExecFailure`: an
+        instruction failed on the call's data), naming the program's instruction the kernel
+        runs, as the interpreter's error does."""
+        index = getattr(exc, "instruction", None)
+        kernels = self.lowered.kernels
+        if isinstance(index, int) and 0 <= index < len(kernels) and kernels[index].pcs:
+            pc = kernels[index].pcs[0]
+            for at, _, instr in self.graph.function.instructions():
+                if at == pc:
+                    return step_error(instr, RuntimeError(getattr(exc, "reason", str(exc))))
+        return RuntimeOpError(f"native region {self.region.name} ({self.region.span}): {exc}")
 
     def bytes(self, env: Mapping[str, int]) -> tuple[int, int]:
         return self.memory.bytes(self.lowered, self.graph, env)

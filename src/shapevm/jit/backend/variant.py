@@ -15,7 +15,7 @@ from typing import Any
 from shapevm.bytecode.program import Instr
 from shapevm.jit.backend.function import NativeFunction, NativeRegion
 from shapevm.runtime.bctrace import NamedStep
-from shapevm.runtime.interpreter import Executable, Plan, RuntimeOpError, Step, splice_calls
+from shapevm.runtime.interpreter import Executable, Plan, Step, splice_calls
 
 _PLANS_PER_VARIANT = 256
 
@@ -97,7 +97,7 @@ class Variant:
             try:
                 return list(fn.direct(dims, *arrays))
             except RuntimeError as exc:  # a kernel failed on the data (an index out of range)
-                raise RuntimeOpError(f"@{self.executable.fn.name}: {exc}") from exc
+                raise fn.regions[0].failure(exc) from exc
         return self.plan_for(env).run(arrays)
 
     def _splice(self, base: Plan, calls: Sequence[tuple[frozenset[int], Step]]) -> Plan:

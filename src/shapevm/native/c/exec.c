@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 
 PyObject *sv_ExecMismatch;
+PyObject *sv_ExecFailure;
 
 const int svx_npy_of[SVX_NDTYPES] = {NPY_FLOAT32, NPY_FLOAT64, NPY_INT32, NPY_INT64,
                                      NPY_BOOL,    NPY_UINT8,   NPY_INT8,  NPY_INT16,
@@ -269,6 +270,14 @@ int sv_exec_types(PyObject *module) {
         PyExc_ValueError, NULL);
     if (!sv_ExecMismatch ||
         PyModule_AddObject(module, "ExecMismatch", Py_NewRef(sv_ExecMismatch)) < 0)
+        return -1;
+    sv_ExecFailure = PyErr_NewExceptionWithDoc(
+        "shapevm.native.ExecFailure",
+        "An instruction of a region failed on the call's data (an index out of range); "
+        "`instruction` is its index in the region, `reason` what it said.",
+        PyExc_RuntimeError, NULL);
+    if (!sv_ExecFailure ||
+        PyModule_AddObject(module, "ExecFailure", Py_NewRef(sv_ExecFailure)) < 0)
         return -1;
     return 0;
 }

@@ -305,8 +305,19 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
         }
         Py_END_ALLOW_THREADS if (failed >= 0) {
             Py_CLEAR(result);
-            PyErr_Format(PyExc_RuntimeError, "native region: instruction %d failed: %s", failed,
-                         err ? err : "error");
+            const char *why = err ? err : "error";
+            PyObject *exc = PyObject_CallFunction(
+                sv_ExecFailure, "N",
+                PyUnicode_FromFormat("native region: instruction %d failed: %s", failed, why));
+            if (exc) {
+                PyObject *index = PyLong_FromLong(failed), *reason = PyUnicode_FromString(why);
+                if (index && reason && PyObject_SetAttrString(exc, "instruction", index) == 0 &&
+                    PyObject_SetAttrString(exc, "reason", reason) == 0)
+                    PyErr_SetObject(sv_ExecFailure, exc);
+                Py_XDECREF(index);
+                Py_XDECREF(reason);
+                Py_DECREF(exc);
+            }
         }
     }
     atomic_fetch_add_explicit(&((Executor *)e)->calls, 1, memory_order_relaxed);

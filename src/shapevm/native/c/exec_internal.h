@@ -38,6 +38,9 @@ extern _Atomic int svx_profiling;
 
 /* ExecMismatch: the arrays of a call do not fit the region (made by sv_exec_types). */
 extern PyObject *sv_ExecMismatch;
+/* ExecFailure (a RuntimeError): an instruction failed on the call's data; the exception's
+ * `instruction` is its index in the region and `reason` what it said. */
+extern PyObject *sv_ExecFailure;
 /* The NumPy type number of each svx_dtype. */
 extern const int svx_npy_of[SVX_NDTYPES];
 extern const void *const svx_gen_env; /* the `self` generated kernels get (exec.c) */
