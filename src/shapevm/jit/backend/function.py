@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -179,6 +179,10 @@ def lower_function(
     types = report.types
     variables = executable.binder.variables
     out = NativeFunction([], [])
+
+    def lower(piece: Region) -> NativeRegion | tuple[str, int | None]:
+        return _lower_piece(executable, piece, types, variables, lowerings, mem_optimize, check)
+
     for region in report.compilable:
         start = region.start
         # An op no native kernel can run for its dtype is cut out before lowering: trying
@@ -187,18 +191,12 @@ def lower_function(
         for pc, why in _surely_interpreted(executable, region, types):
             before = _piece(executable, region, start, pc)
             if before is not None:
-                lowered = _lower_around(
-                    executable, before, types, variables, lowerings, mem_optimize, check, out
-                )
-                out.regions.extend(lowered)
+                out.regions.extend(_lower_around(executable, before, lower, check, out))
             out.interpreted.append(Piece(replace(region, start=pc, stop=pc + 1, n_ops=1), why))
             start = pc + 1
         rest = _piece(executable, region, start, region.stop)
         if rest is not None:
-            lowered = _lower_around(
-                executable, rest, types, variables, lowerings, mem_optimize, check, out
-            )
-            out.regions.extend(lowered)
+            out.regions.extend(_lower_around(executable, rest, lower, check, out))
     out.lower_ms = (time.perf_counter() - t0) * 1e3
     if len(out.regions) == 1 and not out.interpreted and _covers_body(executable, out.regions[0]):
         out.direct, out.direct_needs_dims = _direct_executor(executable, out.regions[0])
@@ -237,10 +235,7 @@ def _surely_interpreted(
 def _lower_around(
     executable: Executable,
     piece: Region,
-    types: Any,
-    variables: Sequence[str],
-    lowerings: Sequence[Lowering],
-    mem_optimize: bool,
+    lower: Callable[[Region], NativeRegion | tuple[str, int | None]],
     check: Any,
     out: NativeFunction,
 ) -> list[NativeRegion]:
@@ -255,7 +250,7 @@ def _lower_around(
         part = _piece(executable, piece, start, piece.stop)
         if part is None:
             break
-        lowered = _lower_piece(executable, part, types, variables, lowerings, mem_optimize, check)
+        lowered = lower(part)
         if isinstance(lowered, NativeRegion):
             regions.append(lowered)
             break
@@ -266,9 +261,7 @@ def _lower_around(
         interpreted.append(Piece(replace(part, start=pc, stop=pc + 1, n_ops=1), why))
         before = _piece(executable, piece, part.start, pc)
         if before is not None:
-            again = _lower_piece(
-                executable, before, types, variables, lowerings, mem_optimize, check
-            )
+            again = lower(before)
             if isinstance(again, NativeRegion):
                 regions.append(again)
             else:

@@ -256,6 +256,16 @@ static PyTypeObject ExecutorType = {
     .tp_getset = exec_getset,
 };
 
+/* shapevm.native.<name>, a new exception class deriving from `base`, added to `module`. */
+static PyObject *add_exception(PyObject *module, const char *name, PyObject *base,
+                               const char *doc) {
+    char full[64];
+    snprintf(full, sizeof full, "shapevm.native.%s", name);
+    PyObject *type = PyErr_NewExceptionWithDoc(full, doc, base, NULL);
+    if (!type || PyModule_AddObject(module, name, Py_NewRef(type)) < 0) return NULL;
+    return type;
+}
+
 int sv_exec_types(PyObject *module) {
     if (PyType_Ready(&ExecutorType) < 0) return -1;
     Py_INCREF(&ExecutorType);
@@ -263,21 +273,13 @@ int sv_exec_types(PyObject *module) {
         Py_DECREF(&ExecutorType);
         return -1;
     }
-    sv_ExecMismatch = PyErr_NewExceptionWithDoc(
-        "shapevm.native.ExecMismatch",
+    sv_ExecMismatch = add_exception(
+        module, "ExecMismatch", PyExc_ValueError,
         "The arrays of a call do not fit the lowered region (dtype, rank, a dimension or a "
-        "constraint); the caller's binder says how.",
-        PyExc_ValueError, NULL);
-    if (!sv_ExecMismatch ||
-        PyModule_AddObject(module, "ExecMismatch", Py_NewRef(sv_ExecMismatch)) < 0)
-        return -1;
-    sv_ExecFailure = PyErr_NewExceptionWithDoc(
-        "shapevm.native.ExecFailure",
+        "constraint); the caller's binder says how.");
+    sv_ExecFailure = add_exception(
+        module, "ExecFailure", PyExc_RuntimeError,
         "An instruction of a region failed on the call's data (an index out of range); "
-        "`instruction` is its index in the region, `reason` what it said.",
-        PyExc_RuntimeError, NULL);
-    if (!sv_ExecFailure ||
-        PyModule_AddObject(module, "ExecFailure", Py_NewRef(sv_ExecFailure)) < 0)
-        return -1;
-    return 0;
+        "`instruction` is its index in the region, `reason` what it said.");
+    return sv_ExecMismatch && sv_ExecFailure ? 0 : -1;
 }
