@@ -148,6 +148,14 @@ def native_enabled(op: str, name: str, dtype: DType = DType.F32, device: str = "
     return dtype in _db.get(device, {}).get(op, {}).get(name, frozenset())
 
 
+def native_registered(op: str, name: str, dtype: DType = DType.F32, device: str = "cpu") -> bool:
+    """Whether the native kernel ``name`` of ``op`` exists for ``dtype`` as registered,
+    whatever a capability patch has removed since (`native_enabled` says what is listed
+    now)."""
+    _sync_op(op)
+    return dtype in _defaults.get(device, {}).get(op, {}).get(name, frozenset())
+
+
 def kernel_dtype(operands: Sequence[DType | None], results: Sequence[DType] = ()) -> DType:
     """The dtype that keys a kernel choice (see the module doc)."""
     typed = [d for d in operands if d is not None]

@@ -742,3 +742,23 @@ def test_an_op_no_native_kernel_runs_is_cut_out_before_lowering(
     assert len(calls) == len(nf.regions) >= 2, (len(calls), nf.regions)
     for n in (1, 4):
         run_both(exp, ex, nf, n)
+
+
+def test_a_capability_patch_does_not_cut_an_op_a_pattern_takes() -> None:
+    """Ops are cut out before lowering only when no native kernel of theirs exists for
+    their dtype, not when a patch removed one: a softmax row op still takes its ``exp``
+    with ``exp``'s chain kernel patched out (as it did before ops were cut early)."""
+    from shapevm import vm
+
+    def softmax(x: Any) -> Any:
+        e = snp.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    vm.load_capability_patch({"cpu": {"exp": {"native_chain": None}}})
+    try:
+        exp, ex, nf = lowered(softmax, 16)
+        assert labels(nf) == ["softmax"] and not nf.interpreted, (labels(nf), nf.interpreted)
+        for n in (1, 5):
+            run_both(exp, ex, nf, n, width=16)
+    finally:
+        vm.reset_capability_db()
