@@ -22,7 +22,6 @@ from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.program import Block, BranchIf, Jump, TensorPhi
 from shapevm.bytecode.shape_expr import ShapeBin, ShapeCmp, ShapeExpr
 from shapevm.frontend import numpy_api as snp
-from shapevm.frontend.errors import TracingError
 from shapevm.frontend.trace import _as_result
 from shapevm.frontend.tracer import (
     DimPredicate,
@@ -30,6 +29,7 @@ from shapevm.frontend.tracer import (
     Tracer,
     current_trace,
     ttype,
+    user_error,
     user_location,
 )
 from shapevm.ops import DYNAMIC, DType, SymDim
@@ -100,12 +100,11 @@ def cond(
         cond_value: Reg | ShapeCmp | Tracer = _predicate(ctx, pred)
     else:
         if pred.shape != ():
-            raise TracingError(
+            raise user_error(
                 "the predicate of cond must be a scalar",
                 expected="a bool[] array",
                 found=repr(pred),
                 fix="reduce it first, e.g. snp.sum(mask) > 0",
-                loc=user_location() or "",
             )
         cond_value = pred if pred.dt is DType.BOOL else snp.not_equal(pred, 0)
     cond_arg = cond_value.reg if isinstance(cond_value, Tracer) else cond_value
@@ -116,22 +115,20 @@ def cond(
     outs_f, tree_f, end_f = _branch(ctx, false_fun, operands, l_merge)
     ctx.label = l_merge
     if tree_t != tree_f:
-        raise TracingError(
+        raise user_error(
             "the branches of cond return different structures",
             expected=f"the true branch's {tree_t}",
             found=f"the false branch's {tree_f}",
             fix="return the same tuple/list/dict of arrays from both branches",
-            loc=user_location() or "",
         )
     merged = []
     for i, (a, b) in enumerate(zip(outs_t, outs_f, strict=True)):
         if a.dt is not b.dt or a.ndim != b.ndim:
-            raise TracingError(
+            raise user_error(
                 f"result {i} of cond has different types in the two branches",
                 expected=f"{a.dt}[rank {a.ndim}] in both",
                 found=f"{a.dt}{list(a.shape)} and {b.dt}{list(b.shape)}",
                 fix="cast or reshape one branch's result",
-                loc=user_location() or "",
             )
         shape = _join_dims(a.shape, b.shape)
         reg = ctx.new_tensor()
@@ -180,22 +177,20 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
     new = body_fun(i_t, _pytree.unflatten(tree, carry))
     new_leaves, new_tree = _pytree.flatten(new)
     if new_tree != tree:
-        raise TracingError(
+        raise user_error(
             "fori_loop's body returns a different structure than init_val",
             expected=str(tree),
             found=str(new_tree),
             fix="return the carried values in the same structure",
-            loc=user_location() or "",
         )
     new_t = [_as_result(ctx, x, i) for i, x in enumerate(new_leaves)]
     for k, (a, b) in enumerate(zip(carry, new_t, strict=True)):
         if a.dt is not b.dt or tuple(map(str, a.shape)) != tuple(map(str, b.shape)):
-            raise TracingError(
+            raise user_error(
                 f"carried value {k} of fori_loop changes type in the body",
                 expected=f"{a.dt}{list(a.shape)}",
                 found=f"{b.dt}{list(b.shape)}",
                 fix="keep the dtype and shape of every carried value (cast or reshape)",
-                loc=user_location() or "",
             )
     i_next = snp.add(i_t, 1)
     end = ctx.label

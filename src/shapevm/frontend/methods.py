@@ -17,8 +17,8 @@ import numpy as np
 
 from shapevm.bytecode.errors import format_message
 from shapevm.frontend import numpy_api as snp
-from shapevm.frontend.errors import ConcreteValueError, TracingError
-from shapevm.frontend.tracer import Tracer, bind_op, user_location
+from shapevm.frontend.errors import ConcreteValueError
+from shapevm.frontend.tracer import Tracer, bind_op, user_error, user_location
 from shapevm.ops import DType, Dynamic
 from shapevm.shapes import InconclusiveDimensionOperation
 
@@ -26,20 +26,18 @@ from shapevm.shapes import InconclusiveDimensionOperation
 def _norm_slice(s: slice, d: Any) -> tuple[Any, Any, int]:
     step = 1 if s.step is None else int(s.step)
     if step == 0:
-        raise TracingError(
+        raise user_error(
             "a slice step cannot be 0",
             expected="a nonzero step",
             found=f"{s}",
             fix="use ::1 (every element) or ::-1 (reversed)",
-            loc=user_location() or "",
         )
     if step < 0:
-        raise TracingError(
+        raise user_error(
             "slices with a step <= 0 and bounds are not supported on traced arrays",
             expected="a positive step, or a negative one over the whole axis (x[::-1])",
             found=f"step={step} with start={s.start!r}, stop={s.stop!r}",
             fix="slice first, then reverse the whole axis: x[a:b][::-1] (or snp.flip)",
-            loc=user_location() or "",
         )
     start: Any = 0 if s.start is None else s.start
     stop: Any = d if s.stop is None else s.stop
@@ -178,25 +176,23 @@ def _take(x: Tracer, idx: tuple[Any, ...], arrays: list[int]) -> Any:
         if k not in arrays
     )
     if len(arrays) != 1 or not whole:
-        raise TracingError(
+        raise user_error(
             "this integer-array index is not supported",
             expected="one integer array with whole axes (:) around it, e.g. table[ids] or "
             "x[:, ids]; ints, slices, None, ... or one boolean mask otherwise",
             found=f"{len(arrays)} array index(es) among {len(idx)} items",
             fix="index one axis per step (x[ids][:, 2:]), or use snp.take, snp.where, "
             "sort/argsort or top_k",
-            loc=user_location() or "",
         )
     (axis,) = arrays
     index = idx[axis]
     if _is_mask(index):
-        raise TracingError(
+        raise user_error(
             "a boolean mask is supported only as the only index",
             expected="x[mask] with mask of x's shape; or integer indices on one axis",
             found=f"a boolean index on axis {axis} among {len(idx)} items",
             fix="select the rows with x[mask] (a mask of x's whole shape), or turn the mask "
             "into indices first",
-            loc=user_location() or "",
         )
     return snp.take(x, index, axis=axis)
 
@@ -278,12 +274,11 @@ _UFUNCS: dict[str, Callable[..., Any]] = {
 def _array_ufunc(self: Tracer, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     fn = _UFUNCS.get(ufunc.__name__)
     if method != "__call__" or fn is None or kwargs:
-        raise TracingError(
+        raise user_error(
             f"NumPy's {ufunc.__name__}.{method} cannot run on a traced array",
             expected="a shapevm.numpy function",
             found=f"np.{ufunc.__name__} applied to {self!r}",
             fix=f"use shapevm.numpy.{ufunc.__name__} (import shapevm.numpy as snp)",
-            loc=user_location() or "",
         )
     return fn(*inputs)
 

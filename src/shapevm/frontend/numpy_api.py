@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from shapevm.frontend.errors import TracingError
 from shapevm.frontend.promote import float_of, result_dtype
-from shapevm.frontend.tracer import Tracer, bind_op, current_trace, fmt_shape, user_location
+from shapevm.frontend.tracer import Tracer, bind_op, current_trace, fmt_shape, user_error
 from shapevm.ops import DType, Dynamic
 from shapevm.shapes import DimExpr, InconclusiveDimensionOperation
 
@@ -279,12 +278,11 @@ def isfinite(x: Any) -> Any:
 def round(x: Any, decimals: int = 0) -> Any:
     """``np.round``: to the nearest integer, halves to even (``decimals=0`` only)."""
     if decimals != 0:
-        raise TracingError(
+        raise user_error(
             "round with decimals is not supported",
             expected="decimals=0",
             found=f"decimals={decimals!r}",
             fix="scale first: snp.round(x * 10**d) / 10**d",
-            loc=user_location() or "",
         )
     return bind_op("round", [_as_tensor(x)])
 
@@ -398,12 +396,11 @@ def dot(x: Any, y: Any) -> Any:
         return multiply(x, y)
     if ndim(y) <= 2:
         return matmul(x, y)
-    raise TracingError(
+    raise user_error(
         "dot of operands of rank > 2 is not supported",
         expected="a right operand of rank <= 2",
         found=f"shapes {fmt_shape(shape(x))} and {fmt_shape(shape(y))}",
         fix="use matmul (batched) or einsum with an explicit equation",
-        loc=user_location() or "",
     )
 
 
@@ -449,12 +446,11 @@ def _is_zero(r: Any) -> bool:
 
 def _resolve_reshape(old: Sequence[Any], new: Sequence[Any]) -> tuple[Any, ...]:
     if builtins.any(isinstance(d, Dynamic) for d in old) and -1 in new:
-        raise TracingError(
+        raise user_error(
             "reshape with -1 of an array with a data-dependent dimension",
             expected="a target shape without -1",
             found=f"shape {fmt_shape(old)} -> {fmt_shape(new)}",
             fix="spell every dimension of the target shape",
-            loc=user_location() or "",
         )
     dims = [d.item() if isinstance(d, np.integer) else d for d in new]
     holes = [i for i, d in enumerate(dims) if isinstance(d, int) and d == -1]
@@ -653,12 +649,11 @@ def _axis(axis: Any, n: int) -> int:
     is an error, as NumPy's ``AxisError`` (it used to wrap around silently)."""
     a = operator.index(axis)
     if n and not -n <= a < n:
-        raise TracingError(
+        raise user_error(
             f"axis {a} is out of range for an array of rank {n}",
             expected=f"-{n} <= axis < {n}",
             found=f"axis={a}",
             fix="count axes from 0, or from -1 for the last one",
-            loc=user_location() or "",
         )
     return a % n if n else a
 
@@ -759,12 +754,11 @@ def take(a: Any, indices: Any, axis: int | None = None) -> Any:
     idx = _as_tensor(indices)
     dt = _dtype_of(idx)
     if dt is None or not dt.is_int:
-        raise TracingError(
+        raise user_error(
             "take needs integer indices",
             expected="an integer array (or Python ints)",
             found=f"indices of dtype {dt.value if dt else 'unknown'}",
             fix="convert them with .astype(snp.int32)",
-            loc=user_location() or "",
         )
     if axis is None:
         a, axis = ravel(a), 0
@@ -862,12 +856,11 @@ def repeat(x: Any, repeats: int, axis: int | None = None) -> Any:
     """``np.repeat`` with one int count: each element of ``axis`` (of ``x`` flattened for
     ``None``) ``repeats`` times in a row."""
     if not isinstance(repeats, (int, np.integer)) or repeats < 0:
-        raise TracingError(
+        raise user_error(
             "repeat takes one non-negative int count",
             expected="repeats: an int >= 0 (the same count for every element)",
             found=f"repeats={repeats!r}",
             fix="for counts per element, build the indices and use snp.take",
-            loc=user_location() or "",
         )
     if axis is None:
         x, axis = ravel(x), 0

@@ -74,6 +74,11 @@ def user_location() -> str | None:
     return None
 
 
+def user_error(what: str, *, expected: str = "", found: str = "", fix: str = "") -> TracingError:
+    """A `TracingError` located at the user's line being traced (`user_location`)."""
+    return TracingError(what, expected=expected, found=found, fix=fix, loc=user_location() or "")
+
+
 def ttype(dt: DType, shape: Sequence[Any]) -> TensorType:
     """A bytecode type for a dtype and symbolic dimensions (kept as canonical text)."""
     return TensorType(dt, tuple(d if isinstance(d, (int, Dynamic)) else str(d) for d in shape))
@@ -182,12 +187,11 @@ class TraceContext:
         try:
             dtype = DType.from_numpy(arr.dtype)
         except ValueError:
-            raise TracingError(
+            raise user_error(
                 f"cannot use an array of dtype {arr.dtype} as a constant",
                 expected="bool, signed or unsigned integers, f16, f32 or f64",
                 found=f"a closed-over array of dtype {arr.dtype} and shape {arr.shape}",
                 fix="convert it with .astype() before tracing",
-                loc=user_location() or "",
             ) from None
         index = len(self.constants)
         self.constants.append(arr)
