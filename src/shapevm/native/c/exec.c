@@ -169,8 +169,7 @@ static PyObject *exec_stats(Executor *e, PyObject *unused) {
 
 /* The helpers generated code calls back (its `self`). */
 static void env_parallel(int64_t n, sv_task_fn fn, void *ctx) { sv_parallel(n, fn, ctx); }
-static svg_env_t gen_env = {env_parallel, 1};
-const void *const svx_gen_env = &gen_env; /* the `self` of every generated kernel */
+svg_env_t svx_gen_env = {env_parallel, 1, SVG_ENV_MAGIC}; /* every generated kernel's `self` */
 
 /* patch(index, capsule) -> slot: install a generated kernel in front of instruction
  * `index`'s own; calls that start after this see it. */
@@ -193,7 +192,7 @@ static PyObject *exec_patch(Executor *e, PyObject *args) {
     svx_instr *in = &e->instrs[index];
     /* generated kernels of other executors may be reading it right now, without the GIL:
      * an atomic store (they load it atomically too), not a plain one */
-    __atomic_store_n(&gen_env.threads, sv_pool_threads(), __ATOMIC_RELAXED);
+    __atomic_store_n(&svx_gen_env.threads, sv_pool_threads(), __ATOMIC_RELAXED);
     /* kept once each before it is installed: a failure leaves nothing installed (the
      * library itself is never unloaded, so an unpatched kernel's code stays valid for calls
      * that started with it) */

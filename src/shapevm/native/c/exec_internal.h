@@ -9,6 +9,7 @@
 #define SV_EXEC_INTERNAL_H
 #include "pyutil.h"
 #include "exec.h"
+#include "svgen_env.h"
 #include <stdatomic.h>
 
 typedef struct {
@@ -43,7 +44,7 @@ extern PyObject *sv_ExecMismatch;
 extern PyObject *sv_ExecFailure;
 /* The NumPy type number of each svx_dtype. */
 extern const int svx_npy_of[SVX_NDTYPES];
-extern const void *const svx_gen_env; /* the `self` generated kernels get (exec.c) */
+extern svg_env_t svx_gen_env; /* generated kernels get its address as `self` (exec.c) */
 
 /* exec.c: this thread's grow-only arena of at least `bytes`, or NULL out of memory. */
 char *svx_arena_get(size_t bytes);

@@ -207,6 +207,11 @@ static void svg_rows(void *vctx, int64_t task) {
             *err = "generated chain: wrong operand count";                                 \
             return -1;                                                                     \
         }                                                                                  \
+        const svg_env *env = self;                                                         \
+        if (!env || env->magic != SVG_ENV_MAGIC) {                                         \
+            *err = "generated chain: not given the executor's environment as self";        \
+            return -1;                                                                     \
+        }                                                                                  \
         svg_ctx c;                                                                         \
         c.ins = ins;                                                                       \
         c.outs = outs;                                                                     \
@@ -252,9 +257,8 @@ static void svg_rows(void *vctx, int64_t task) {
         if (INNER_CONST >= 0 && c.n != INNER_CONST)                                        \
             return 1; /* not this specialization's shape: the executor runs tier 2 */      \
         int64_t total = c.rows * c.n;                                                      \
-        const svg_env *env = self;                                                         \
         int64_t tasks = 1; /* the pool's size is stored atomically (Executor.patch) */     \
-        if (env && env->parallel && total >= (1 << 16))                                    \
+        if (env->parallel && total >= (1 << 16))                                           \
             tasks = 4 * __atomic_load_n(&env->threads, __ATOMIC_RELAXED);                  \
         if (tasks > c.rows) tasks = c.rows;                                                \
         if (tasks < 1) tasks = 1;                                                          \
