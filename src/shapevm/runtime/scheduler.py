@@ -114,10 +114,6 @@ one takes effect at the next call of every function, compiled or not."""
 
 def native_names(info: OpInfo) -> list[str]:
     """The native tier's kernels of ``info``'s op (names of `NATIVE_DOCS`), listed or not."""
-    return _native_names(info)
-
-
-def _native_names(info: OpInfo) -> list[str]:
     if info.name == "matmul":
         return ["native_dense", "native_matmul"]
     if info.name == "conv2d":
@@ -242,9 +238,10 @@ def _add(db: Db, variants: Sequence[KernelVariant], devices: Sequence[str]) -> D
 
 
 _REFERENCE_DOC = "the op table's NumPy kernel"
-_INT_READING_OPS = frozenset(
-    ("cast", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
+INT_COMPARISONS = frozenset(
+    ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
 )
+_INT_READING_OPS = INT_COMPARISONS | {"cast"}
 """Ops a fused chain runs on int32/int64 operands too: the tile interpreter reads those as
 float32 lanes, exact for a cast and for comparisons with a scalar below 2**24 (the chain
 lowering takes no other use)."""
@@ -266,7 +263,7 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
         _referenced.add(ref.op)
         info = get_op(ref.op)
         assert info is not None
-        for name in _native_names(info):
+        for name in native_names(info):
             dtypes = (
                 ref.dtypes
                 if name == "native_view"

@@ -244,6 +244,7 @@ def _mask_of(low: Any, op: Op, s: int) -> int | None:
     """The mask ``op`` adds to the scores ``s`` (``s + m`` or ``m + s``): a float32 value
     other than ``s`` that broadcasts to them and spans their key axis, the sum keeping their
     shape; else None."""
+    from shapevm.jit.backend.chains import _broadcasts
     from shapevm.jit.backend.lower import _equal, _shape_equal
 
     if op.info is None or op.info.name != "add" or len(op.ins) != 2 or op.ins.count(s) != 1:
@@ -260,9 +261,7 @@ def _mask_of(low: Any, op: Op, s: int) -> int | None:
         or not _shape_equal(graph.value(op.outs[0]).shape, big)
         or not 2 <= len(shape) <= len(big)
         or not _equal(shape[-1], big[-1])
-        or not all(
-            _equal(a, 1) or _equal(a, b) for a, b in zip(shape[::-1], big[::-1], strict=False)
-        )
+        or not _broadcasts(shape, big)
     ):
         return None
     return m
