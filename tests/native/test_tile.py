@@ -24,9 +24,11 @@ SETTINGS = settings(
 )
 
 # Ops whose float32 results are exactly NumPy's (correctly rounded, or the same libm
-# algorithm); the rest are vectorized approximations held to an ulp bound below.
+# algorithm); the rest are vectorized approximations held to an ulp bound below. Not pow:
+# the tile calls libm's powf (correctly rounded in glibc), and NumPy 2.4's float32 power
+# is a vectorized approximation up to 1 ulp away; both are held to float64 below.
 EXACT_F32 = ("neg", "abs", "floor", "ceil", "sign", "sqrt", "add", "sub", "mul", "div",
-             "maximum", "minimum", "pow", "floordiv", "mod")  # fmt: skip
+             "maximum", "minimum", "floordiv", "mod")  # fmt: skip
 SMOOTH_F32 = ("neg", "abs", "add", "sub", "mul", "maximum", "minimum", "exp", "tanh",
               "sigmoid", "erf", "sin", "cos")  # fmt: skip
 BOOL_SAME = ("abs", "add", "mul", "maximum", "minimum")
@@ -74,7 +76,19 @@ def _binary(name: str, dtype: str = "f32") -> tile.TileProgram:
 @pytest.mark.parametrize("name", [n for n in tile.OPS if tile.ARITY[n] == 2 and n not in LOGICAL])
 def test_binary_ops_equal_numpys(isa: str, name: str) -> None:
     a, b = _grid()
-    np.testing.assert_array_equal(tile.run(_binary(name), a, b), reference(name, a, b))
+    y, want = tile.run(_binary(name), a, b), reference(name, a, b)
+    if name != "pow":
+        np.testing.assert_array_equal(y, want)
+        return
+    # pow: NaN and infinity wherever NumPy has them; elsewhere within 1 ulp of the float64
+    # power and of NumPy's float32 result.
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(y[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    with np.errstate(all="ignore"):
+        exact = np.power(a[finite].astype(np.float64), b[finite].astype(np.float64))
+    assert ulp_err(y[finite], exact).max() <= 1.0
+    assert ulp_err(y[finite], want[finite].astype(np.float64)).max() <= 1.0
 
 
 def test_pow_by_a_constant_two_is_numpys(isa: str) -> None:
