@@ -246,6 +246,17 @@ static void prefetch_some(out_prefetch *pf) {
     }
 }
 
+/* Blocks of output channels the micro-kernel takes at once from block b: 2 where the level
+ * has the kernel and both read the same input blocks (every convolution but a grouped
+ * one), else 1. */
+static int conv_blocks_at_once(const conv_job *j, int64_t b) {
+    const sv_packed_conv *p = j->p;
+    return j->k->ukr2 && !p->depthwise && b + 1 < p->cbout && p->blk0[b + 1] == p->blk0[b] &&
+                   p->nblk[b + 1] == p->nblk[b]
+               ? 2
+               : 1;
+}
+
 static void conv_task(void *vctx, int64_t task) {
     conv_job *j = vctx;
     const sv_packed_conv *p = j->p;
@@ -280,29 +291,37 @@ static void conv_task(void *vctx, int64_t task) {
     }
     int64_t plane = j->oh * j->ow, taps = s->kh * s->kw;
     out_prefetch pf = output_rows(j, img, oy0 * j->ow, npix);
-    for (int64_t b = 0; b < p->cbout; b++) {
-        int nc = (int)min64(SV_CB, s->cout - SV_CB * b);
-        sv_epilogue ep = {
-            .bias = p->bias + SV_CB * b, .act = j->act, .alpha = 1.0f, .slope = j->slope};
-        float *c;
-        if (j->out_blocked) {
-            int64_t off = ((img * p->cbout + b) * plane + oy0 * j->ow) * SV_CB;
-            c = j->y + off;
-            if (j->res) ep.residual = j->res + off, ep.ldr = SV_CB;
-        } else {
-            c = oslab + b * npix * SV_CB;
+    for (int64_t b = 0; b < p->cbout;) {
+        int nb = conv_blocks_at_once(j, b);
+        sv_epilogue ep[2];
+        for (int u = 0; u < nb; u++) {
+            ep[u] = (sv_epilogue){.bias = p->bias + SV_CB * (b + u), .act = j->act,
+                                  .alpha = 1.0f, .slope = j->slope};
+            if (j->out_blocked && j->res) {
+                ep[u].residual = j->res + ((img * p->cbout + b + u) * plane + oy0 * j->ow) * SV_CB;
+                ep[u].ldr = SV_CB;
+            }
         }
+        float *c = j->out_blocked ? j->y + ((img * p->cbout + b) * plane + oy0 * j->ow) * SV_CB
+                                  : oslab + b * npix * SV_CB;
+        int64_t cstride = j->out_blocked ? plane * SV_CB : npix * SV_CB;
+        int nc = (int)min64(SV_CB, s->cout - SV_CB * (b + nb - 1));
         const float *wb = p->w + p->woff[b];
+        int64_t bstride = nb > 1 ? p->woff[b + 1] - p->woff[b] : 0;
         const int64_t *so = j->segoff + p->blk0[b] * j->segs;
         int64_t nseg = p->nblk[b] * j->segs;
         for (int64_t q = 0; q < npix; q += j->mr) {
             int m = (int)min64(j->mr, npix - q);
+            float *cq = c + q * SV_CB;
             if (p->depthwise)
-                j->k->dw(m, taps, pix + q, so, wb, c + q * SV_CB, SV_CB, &ep, q, nc);
+                j->k->dw(m, taps, pix + q, so, wb, cq, SV_CB, ep, q, nc);
+            else if (nb == 2)
+                j->k->ukr2(m, nseg, j->kc, pix + q, so, wb, bstride, cq, cstride, ep, q, nc);
             else
-                j->k->ukr(m, nseg, j->kc, pix + q, so, wb, c + q * SV_CB, SV_CB, &ep, q, nc);
-            prefetch_some(&pf);
+                j->k->ukr(m, nseg, j->kc, pix + q, so, wb, cq, SV_CB, ep, q, nc);
+            for (int u = 0; u < nb; u++) prefetch_some(&pf);
         }
+        b += nb;
     }
     if (!j->out_blocked) store_nchw(j, img, oy0 * j->ow, npix, oslab);
 }

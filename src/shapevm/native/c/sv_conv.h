@@ -126,6 +126,13 @@ typedef struct sv_conv_kern {
     void (*ukr)(int mr, int64_t nseg, int64_t kc, const float *const *pix,
                 const int64_t *segoff, const float *bp, float *c, int64_t ldc,
                 const sv_epilogue *ep, int64_t row0, int nc);
+    /* Two consecutive blocks of output channels reading the same input blocks, on levels
+     * where that is faster (else NULL): block u's packed weights at bp + u bstride, its
+     * output at c + u cstride (rows SV_NR apart), its epilogue ep[u]; the first block is
+     * full, the second has nc_last channels. */
+    void (*ukr2)(int mr, int64_t nseg, int64_t kc, const float *const *pix,
+                 const int64_t *segoff, const float *bp, int64_t bstride, float *c,
+                 int64_t cstride, const sv_epilogue ep[2], int64_t row0, int nc_last);
     /* Depthwise: C[i][j] = sum over taps t of (pix[i] + tapoff[t])[j] * wt[16 t + j],
      * then the same epilogue. */
     void (*dw)(int mr, int64_t ntaps, const float *const *pix, const int64_t *tapoff,
