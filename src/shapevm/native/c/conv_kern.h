@@ -116,15 +116,22 @@ SV_INLINE void conv_rows2(const int MR, int64_t nseg, int64_t kc, const float *c
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++) a[i] = pix[i] + segoff[s];
         const float *b1p = bp + bstride;
-        for (int64_t k = 0; k < kc; k++) {
-            vf b0 = vload(bp + SV_NR * k), b1 = vload(b1p + SV_NR * k);
+#define SV_CONV2_K(k)                                                                      \
+    {                                                                                      \
+        vf b0 = vload(bp + SV_NR * (k)), b1 = vload(b1p + SV_NR * (k));                    \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                            \
+            vf av = vsplat(a[i][k]);                                                       \
+            acc0[i][0] = vfma(av, b0, acc0[i][0]);                                         \
+            acc1[i][0] = vfma(av, b1, acc1[i][0]);                                         \
+        }                                                                                  \
+    }
+        if (kc == SV_CB) { /* a whole block of input channels: offsets become constants */
 #pragma GCC unroll 16
-            for (int i = 0; i < MR; i++) {
-                vf av = vsplat(a[i][k]);
-                acc0[i][0] = vfma(av, b0, acc0[i][0]);
-                acc1[i][0] = vfma(av, b1, acc1[i][0]);
-            }
+            for (int k = 0; k < SV_CB; k++) SV_CONV2_K(k)
+        } else {
+            for (int64_t k = 0; k < kc; k++) SV_CONV2_K(k)
         }
+#undef SV_CONV2_K
         bp += kc * SV_NR;
     }
     conv_finish(MR, acc0, c, SV_NR, &ep[0], row0, SV_NR);
