@@ -215,6 +215,42 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int P, const bool PF, int n
     }
 }
 
+#if SV_NV == 1
+/* Two panels of MR >= 8 rows where a panel row is one vector (AVX-512): each broadcast of
+ * A feeds both panels' multiply-adds, so that the loads (MR broadcasts and a row of each
+ * panel per k) no longer outnumber them, as they did at one panel (13 loads per 12).
+ * Two arrays of accumulators, not one of 2 MR: GCC kept the single array of 24 in memory.
+ * The chains over k are those of ukr_rows, element by element. */
+SV_INLINE void ukr_rows2(const int MR, int nc, int64_t kc, const float *a, int64_t lda,
+                         const float *bp, int64_t pstride, float *c, int64_t ldc,
+                         bool accumulate, bool last, const sv_epilogue *ep, int64_t row0,
+                         int64_t col0) {
+    vf acc0[SV_MR], acc1[SV_MR];
+    const int nc1 = nc - SV_NR; /* columns of the second panel, 1..16 */
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) {
+        acc0[i] = accumulate ? vload(c + i * ldc) : vsplat(0.0f);
+        acc1[i] = accumulate ? ld_cols(c + i * ldc + SV_NR, nc1) : vsplat(0.0f);
+    }
+    const float *ak = a, *bk = bp;
+    for (int64_t n = kc; n > 0; n--, ak++, bk += SV_NR) {
+        vf b0 = vload(bk), b1 = vload(bk + pstride);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; i++) {
+            vf av = vsplat(ak[i * lda]);
+            acc0[i] = vfma(av, b0, acc0[i]);
+            acc1[i] = vfma(av, b1, acc1[i]);
+        }
+    }
+    tile_finish(acc0, MR, SV_NR, c, ldc, last, ep, row0, col0);
+    tile_finish(acc1, MR, nc1, c + SV_NR, ldc, last, ep, row0, col0 + SV_NR);
+}
+#define SV_ROWS2(R, P) (SV_NV == 1 && (P) == 2 && (R) >= 8)
+#else
+#define SV_ROWS2(R, P) 0
+#define ukr_rows2(...) ((void)0)
+#endif
+
 /* One function per row count (and panel count), each with exactly the accumulators it uses:
  * compiled together in one function, the register allocator spilled those of the larger
  * tiles.  ukr_rowsR takes any number of panels: SV_WP(R) at a time, the rest one by one. */
@@ -223,6 +259,11 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int P, const bool PF, int n
         int nc, int64_t kc, const float *a, int64_t lda, const float *bp, int64_t pstride, \
         float *c, int64_t ldc, bool accumulate, bool last, const sv_epilogue *ep,          \
         int64_t row0, int64_t col0) {                                                      \
+        if (SV_ROWS2(R, P)) {                                                              \
+            ukr_rows2(R, nc, kc, a, lda, bp, pstride, c, ldc, accumulate, last, ep, row0,  \
+                      col0);                                                               \
+            return;                                                                        \
+        }                                                                                  \
         vf acc[(P) * (R) * SV_NV];                                                         \
         ukr_rows(acc, R, P, (R) <= 3, nc, kc, a, lda, bp, pstride, c, ldc, accumulate,     \
                  last, ep, row0, col0);                                                    \

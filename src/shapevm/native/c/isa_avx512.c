@@ -1,5 +1,5 @@
-/* AVX-512 (F, DQ, BW, VL): 16-float vectors, 12 x 16 tiles (12 accumulators of 32
- * registers). */
+/* AVX-512 (F, DQ, BW, VL): 16-float vectors, tiles of 12 rows by two 16-column panels (24
+ * accumulators of 32 registers; ukr_rows2, conv_rows2). */
 #include "sv_internal.h"
 #ifdef SV_HAVE_X86
 SV_TARGET_PUSH("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,bmi2")
