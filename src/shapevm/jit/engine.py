@@ -14,7 +14,9 @@ How a call flows (`JitEngine.__call__`):
 3. **variant or interpreter**: under one lock, a ready variant for the key is taken (its
    hits and last use updated); otherwise the key's call count goes up, and when it reaches
    ``hot_threshold`` (and the function's SCD reaches ``scd_threshold``, and the budget has
-   room, evicting the least recently used variant if needed) a record is queued;
+   room, evicting the least recently used variant if needed) the key gets its variant:
+   in this call when a ready variant is shape-generic (`_share_now`: its code, no
+   compile), else a record is queued;
 4. the call runs: in the variant if there was one, else in the interpreter (in adaptive
    mode, a key waiting for its own variant uses its power-of-two bucket's variant). A key
    whose variant is not ready yet (not yet hot, or compiling) *borrows* the most recently
@@ -420,6 +422,10 @@ class JitEngine:
             job = None
             if rec is None:
                 job = self._count(key, values)
+                if isinstance(job, _Job) and not job.first:
+                    shared = self._share_now(job.record)
+                    if shared is not None:
+                        return self._hit(shared, now), self._tier3_job(shared), None, True
             elif rec.status == FAILED and not self.options.fallback:
                 return None, None, rec, False
             if isinstance(self.policy, AdaptivePolicy) and key[0] == "exact":
@@ -453,12 +459,43 @@ class JitEngine:
         self._install(rec, variant, self.ahead_ms + (time.perf_counter() - t0) * 1e3)
         return rec
 
+    def _share_now(self, rec: VariantRecord) -> VariantRecord | None:
+        """A key just hot gets its variant in this call (under the lock) when a ready variant
+        of the function is shape-generic: it is that variant's code with the key's
+        reference values, well under a millisecond, as `_ready_now`. Made by the worker, it
+        took the GIL from the calls beside it (0.1-0.3 ms on the next call). Its generated
+        C, if it has chains, is a background job as for `_ready_now`. None: the worker
+        compiles it (no generic lender, or making it failed)."""
+        lender = self._lender()
+        if lender is None or lender.variant is None:
+            return None
+        t0 = time.perf_counter()
+        template = lender.variant
+        ref = self.policy.reference_values(rec.key, rec.values)
+        try:
+            variant = native_tier().Variant(
+                self.executable,
+                rec.key,
+                template.function,
+                dict(zip(self.variables, ref, strict=True)),
+                shares_code_with=template.shares_code_with or template.key,
+            )
+        except Exception:  # the worker compiles it and records why
+            return None
+        rec.status = COMPILING
+        rec.tier3_when_hot = True
+        self._install(rec, variant, (time.perf_counter() - t0) * 1e3)
+        return rec
+
     def _tier3_job(self, rec: VariantRecord) -> _Tier3Job | None:
-        """Tier 3 of a variant made from code lowered ahead, once its key is hot (called
-        under the lock)."""
+        """Tier 3 of a variant made in a call (from code lowered ahead, or shared), once its
+        key is hot (called under the lock); none for a variant without chains."""
         if not rec.tier3_when_hot or rec.hits < self.options.hot_threshold:
             return None
         rec.tier3_when_hot = False
+        variant = rec.variant
+        if variant is None or not variant.has_chains:
+            return None
         return _Tier3Job(self, rec)
 
     def _capabilities_changed(self) -> None:
@@ -646,7 +683,7 @@ class JitEngine:
 
     def _tier3(self, rec: VariantRecord, variant: Variant, ref_env: Mapping[str, int]) -> None:
         """Generated C for the key's chains (tier 3), patched in when built."""
-        if not any(k.chain is not None for r in variant.regions for k in r.lowered.kernels):
+        if not variant.has_chains:
             return
         if not self.options.tier3:
             rec.tier3 = "off (tier3=False)"

@@ -69,6 +69,11 @@ class Variant:
         self._plans: dict[tuple[int, ...], Plan] = {}
 
     @property
+    def has_chains(self) -> bool:
+        """Whether a kernel of its regions is a fused chain, what tier 3 generates C for."""
+        return any(k.chain is not None for r in self.regions for k in r.lowered.kernels)
+
+    @property
     def patterns(self) -> tuple[str, ...]:
         return tuple(sorted({p for r in self.regions for p in r.patterns}))
 
