@@ -69,7 +69,8 @@ if TYPE_CHECKING:  # the native tier is imported by the first compile, not with 
 
 
 class _NoExecutorYet(Exception):
-    """Stands for the executor's `ExecMismatch` until a variant exists (never raised)."""
+    """Stands for the executor's `ExecMismatch` and `ExecFailure` until a variant exists
+    (never raised)."""
 
 
 QUEUED, COMPILING, READY, FAILED, EVICTED = "queued", "compiling", "ready", "failed", "evicted"
@@ -207,6 +208,7 @@ class JitEngine:
         if self.options.enabled and not self.options.ahead:
             prefetch_native_tier()  # (lowering ahead imports it at once, below)
         self._mismatch: type[Exception] = _NoExecutorYet  # the executor's, once compiled
+        self._failure: type[Exception] = _NoExecutorYet
         self.name = name or executable.fn.name
         self.variables = executable.binder.variables
         self.policy = make_policy(
@@ -317,7 +319,7 @@ class JitEngine:
             job = self._tier3_job(rec)
         try:
             return list(direct(*arrays) if dims is None else direct(dims, *arrays))
-        except RuntimeError as exc:  # a kernel failed on the data (an index out of range)
+        except self._failure as exc:  # a kernel failed on the data (an index out of range)
             variant = rec.variant
             if variant is None or not variant.function.regions:
                 raise RuntimeOpError(f"@{self.name}: {exc}") from exc
@@ -673,7 +675,7 @@ class JitEngine:
         rec.status = READY  # hot-patch: the next call of the key takes the variant
         rec.stage = ""
         fn = variant.function
-        self._mismatch = _exec_mismatch()
+        self._mismatch, self._failure = _exec_errors()
         if fn.direct is not None and not fn.direct_needs_dims and self._bind is None:
             self._bind = fn.direct.bind
         self.counters.compiles += 1
@@ -768,6 +770,8 @@ class JitEngine:
 __all__ = ["COMPILING", "EVICTED", "FAILED", "QUEUED", "READY", "JitEngine", "VariantRecord"]
 
 
-def _exec_mismatch() -> type[Exception]:
-    mismatch: type[Exception] = native_tier().function.ExecMismatch
-    return mismatch
+def _exec_errors() -> tuple[type[Exception], type[Exception]]:
+    """The executor's exceptions: a call it refuses (its operands), one that failed on the
+    data (an index out of range)."""
+    function = native_tier().function
+    return function.ExecMismatch, function.ExecFailure

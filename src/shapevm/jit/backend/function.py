@@ -40,6 +40,7 @@ from shapevm.runtime.interpreter import Executable, RuntimeOpError, ShapeView, s
 from shapevm.shapes import DimExpr
 
 ExecMismatch = native.ExecMismatch
+ExecFailure = native.ExecFailure
 
 
 @dataclass
@@ -91,7 +92,7 @@ class NativeRegion:
             raise RuntimeOpError(
                 f"native region {self.region.name} ({self.region.span}) refused its operands: {exc}"
             ) from exc
-        except RuntimeError as exc:  # a kernel failed on the data (an index out of range)
+        except ExecFailure as exc:  # a kernel failed on the data (an index out of range)
             raise self.failure(exc) from exc
         for s, o in zip(self.out_slots, outs, strict=True):
             regs[s] = o
@@ -100,7 +101,7 @@ class NativeRegion:
         for instr, slot in self.shape_replay:
             regs[slot] = _shape_value(instr, self.graph, env, regs)
 
-    def failure(self, exc: RuntimeError) -> RuntimeOpError:
+    def failure(self, exc: Exception) -> RuntimeOpError:
         """The error of a call this region's executor failed (`native.ExecFailure`: an
         instruction failed on the call's data), naming the program's instruction the kernel
         runs, as the interpreter's error does."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shapevm.bytecode.program import Instr
-from shapevm.jit.backend.function import NativeFunction, NativeRegion
+from shapevm.jit.backend.function import ExecFailure, NativeFunction, NativeRegion
 from shapevm.runtime.bctrace import NamedStep
 from shapevm.runtime.interpreter import Executable, Plan, Step, splice_calls
 
@@ -101,7 +101,7 @@ class Variant:
             dims = tuple(env[v] for v in self.variables)
             try:
                 return list(fn.direct(dims, *arrays))
-            except RuntimeError as exc:  # a kernel failed on the data (an index out of range)
+            except ExecFailure as exc:  # a kernel failed on the data (an index out of range)
                 raise fn.regions[0].failure(exc) from exc
         return self.plan_for(env).run(arrays)
 
