@@ -10,10 +10,13 @@ modes:
 * ``stream``: build, then the calls of the stream one after another, each timed; the total
   runs from the start of the build to the end of the last call.
 
-Inputs are made before any clock starts, one per distinct shape. A workload may also be an
-ONNX file (``spec["onnx"]``), which the system runs with its ``build_onnx``. Imports of the system's
-library (``System.imports``) are made before any clock starts; the parent times them in a
-bare interpreter, and they are in neither (a) nor (d).
+Inputs are made before any clock starts, one per distinct shape, and so is what a user has
+before loading a model (``System.prepare``: the workload's ONNX file on disk, for the
+systems that load one; building it with ``onnx.helper`` is not their build). A workload
+may also be an ONNX file (``spec["onnx"]``), which the system runs with its
+``build_onnx``. Imports of the system's library (``System.imports_for``) are made before
+any clock starts; the parent times them in a bare interpreter, and they are in neither (a)
+nor (d).
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def _peak_rss_mib() -> tuple[float, float]:
 def _import_all(system: System, spec: dict[str, Any]) -> None:
     """Import the system's libraries (and onnx, to read an ONNX file) before any clock
     starts; the parent times these imports in a bare interpreter (``runner.time_imports``)."""
-    for module in (*system.imports, *(("onnx",) if "onnx" in spec else ())):
+    for module in system.imports_for("onnx" in spec):
         __import__(module)
 
 
@@ -85,6 +88,8 @@ class Task:
         if path is None:
             weights = wl.make_weights(wid)
             self.inputs = _inputs(wid, shapes)
+            if system.prepare is not None:  # before any clock: the model file a user has
+                system.prepare(wid, weights)
             self.build: Callable[[], Compiled] = lambda: system.build(wid, weights)
             self.reference: Callable[[], Any] = lambda: wl.reference_f64(wid, weights)
             return

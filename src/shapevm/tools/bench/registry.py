@@ -80,6 +80,18 @@ class System:
     description: str = ""
     build_onnx: Callable[[str], Compiled] | None = None
     """How the system runs an ONNX file (``--onnx``); ``None`` if it cannot."""
+    prepare: Callable[[str, Weights], Any] | None = None
+    """What the measuring process does before the clock starts, for what a user has before
+    loading a model (the workload's ONNX file on disk); ``None``: nothing."""
+
+    def imports_for(self, onnx_file: bool) -> tuple[str, ...]:
+        """What the measuring process imports before the clock: ``imports``, and for a
+        workload read from an ONNX file, `onnx` (and `shapevm.onnx` for shapevm's systems,
+        as a program that reads ONNX files imports it)."""
+        if not onnx_file:
+            return self.imports
+        extra = ("onnx", "shapevm.onnx") if "shapevm" in self.imports else ("onnx",)
+        return tuple(dict.fromkeys((*self.imports, *extra)))
 
     def is_available(self) -> tuple[bool, str]:
         """``(True, "")`` or ``(False, reason)``; an exception counts as unavailable."""
@@ -108,6 +120,7 @@ def register_system(
     description: str = "",
     replace: bool = False,
     build_onnx: Callable[[str], Compiled] | None = None,
+    prepare: Callable[[str, Weights], Any] | None = None,
 ) -> System:
     """Make ``name`` measurable; ``ValueError`` if the name is taken (unless ``replace``)."""
     load_systems()  # the peers come first in every listing, whoever registers first
@@ -116,7 +129,15 @@ def register_system(
     if not name or any(c.isspace() or c == "," for c in name):
         raise ValueError(f"system name {name!r}: use a non-empty name without spaces or commas")
     system = System(
-        name, available, build, setup_env, version, tuple(imports), description, build_onnx
+        name,
+        available,
+        build,
+        setup_env,
+        version,
+        tuple(imports),
+        description,
+        build_onnx,
+        prepare,
     )
     _SYSTEMS[name] = system
     return system

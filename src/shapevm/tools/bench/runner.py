@@ -187,7 +187,7 @@ def run_all(
         env = child_env(systems[name], config.threads)
         result = run_child(spec, env, cpus, config.timeout_s)
         if result.get("ok") and mode == "shapes":
-            imports = (*systems[name].imports, *(("onnx",) if "onnx" in spec else ()))
+            imports = systems[name].imports_for("onnx" in spec)
             result.update(time_imports(imports, env, cpus, config.timeout_s))
         status = f"{result['wall_s']:.1f} s" if result.get("ok") else f"FAILED: {result['error']}"
         progress(f"{tag} ... {status}")
