@@ -32,14 +32,22 @@ from shapevm.shapes import (
 # ``shapevm.jit`` to the package; the public ``shapevm.jit`` is the function.
 from shapevm.frontend.jit import Jitted, jit
 
+# isort: split
+try:
+    import shapevm.jit.backend  # noqa: F401  (the native tier: see above)
+except ImportError:  # a broken build of the C library: the first compile reports it
+    pass
+
 if TYPE_CHECKING:
     from shapevm import vm
 
-# The JIT core (the interpreter, its scheduler, the engine) loads with the package: every
-# exported or jitted function needs it, and deferring it only moved about 20 ms from the
-# import into the first `export`/`jit`, where a model's build and first call pay it.
-# What a program may never use loads at first use (see `shapevm._lazy`): `shapevm.vm`,
-# the text parser, the binary forms, the native tier, the tools.
+# The JIT core (the interpreter, its scheduler, the engine) and the native tier (the C
+# library and the lowerings) load with the package: every jitted function needs both when
+# it is wrapped (it is lowered ahead), and deferring them only moved the time from the
+# import into the first `jit`, where a model's build pays it (the native tier: about 10 ms
+# of W1's 24 ms build, with the import 12 ms longer). What a program may never use loads at
+# first use (see `shapevm._lazy`): `shapevm.vm`, the text parser, the binary forms, the
+# tools.
 __getattr__, __dir__ = lazy_names(__name__, {"vm": "shapevm.vm"})
 
 __version__ = "0.1.0"

@@ -1,7 +1,7 @@
 """Names of a package that load from their submodule on first use (PEP 562).
 
 ``import shapevm`` loads what tracing, exporting and the JIT's core need; the text parser,
-the binary reader and writer, the native tier and `shapevm.vm` load when a program first
+the binary reader and writer and `shapevm.vm` load when a program first
 uses them. A package
 lists those names in one table and gets its module ``__getattr__`` and ``__dir__`` here;
 it keeps ``if TYPE_CHECKING:`` imports of the same names so type checkers see them.

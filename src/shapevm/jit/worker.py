@@ -69,13 +69,12 @@ _imported = threading.Event()  # the prefetch has imported the native tier (or f
 
 
 def prefetch_native_tier() -> None:
-    """Import the native tier (the C library, the lowerings, the C toolchain) and find
-    NumPy's BLAS libraries (see `blas`) in a daemon thread, once per process: ``import
-    shapevm`` leaves them out, and a function being made jittable is the sign that a
-    compile will need them soon."""
+    """Find NumPy's BLAS libraries (see `blas`) in a daemon thread, once per process, and
+    import the native tier if ``import shapevm`` could not (it loads with the package): a
+    function being made jittable is the sign that its calls will need them soon."""
     global _prefetch
     with _prefetch_lock:
-        if _prefetch is not None or "shapevm.jit.backend" in sys.modules:
+        if _prefetch is not None:
             return
         _prefetch = threading.Thread(
             target=_import_native_tier, name="shapevm-jit-prefetch", daemon=True
