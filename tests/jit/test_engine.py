@@ -437,3 +437,24 @@ def test_import_shapevm_loads_the_native_tier_but_not_the_c_toolchain() -> None:
     first, second = out.stdout.splitlines()
     assert first == "['shapevm.jit.backend', 'shapevm.native']"
     assert second == "['shapevm.jit.backend', 'shapevm.native'] ready"
+
+
+def test_blas_libraries_are_looked_for_only_beside_interpreted_steps() -> None:
+    """NumPy's BLAS libraries are found (a background scan holding the GIL for 2-25 ms)
+    only for a function whose calls run interpreted steps beside native ones: a function
+    that is one native call never needs them, and the scan slowed its build."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, shapevm as sv, shapevm.numpy as snp\n"
+        "wk = sys.modules['shapevm.jit.worker']\n"
+        "f = sv.jit(lambda x: x * 2.0, shapes=['b'])\n"
+        "f(np.ones(3, np.float32))\n"
+        "print(wk._prefetch is None)\n"
+        "g = sv.jit(lambda x: snp.sort(x) * 2.0, shapes=['b'])\n"
+        "g(np.ones(3, np.float32))\n"
+        "print(wk._prefetch is None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]

@@ -31,7 +31,7 @@ from shapevm import _pytree
 from shapevm.frontend.trace import Traced, trace
 from shapevm.jit.engine import JitEngine
 from shapevm.jit.options import JitOptions
-from shapevm.jit.worker import WORKER, prefetch_native_tier
+from shapevm.jit.worker import WORKER
 from shapevm.runtime.interpreter import Executable
 from shapevm.shapes import DimExpr, ShapeDtypeStruct, SymbolicScope, symbolic_args_specs
 
@@ -109,8 +109,6 @@ class Jitted:
                 **options,
             )
         )
-        if self.options.enabled:
-            prefetch_native_tier()  # compiles will need it; load it while the program sets up
         self.fun = fun
         self.shapes = shapes
         self.constraints = tuple(constraints)

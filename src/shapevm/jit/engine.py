@@ -206,7 +206,7 @@ class JitEngine:
         self.options = options or JitOptions()
         self._compiler = compiler
         if self.options.enabled and not self.options.ahead:
-            prefetch_native_tier()  # (lowering ahead imports it at once, below)
+            prefetch_native_tier()  # its first calls are interpreted (see _lower_ahead)
         self._mismatch: type[Exception] = _NoExecutorYet  # the executor's, once compiled
         self._failure: type[Exception] = _NoExecutorYet
         self.name = name or executable.fn.name
@@ -258,8 +258,16 @@ class JitEngine:
         try:
             self._ahead = self.compiler.native_function(self.executable, report, check)
         except Exception:  # met again, and recorded with its reason, by the compile when hot
-            return
-        self.ahead_ms = (time.perf_counter() - t0) * 1e3
+            self._ahead = None
+        finally:
+            if self._ahead is None or not self._ahead.whole:
+                # Interpreted steps will run beside native ones (`blas.one_blas_thread`):
+                # find NumPy's BLAS libraries in the background. A function that is one
+                # native call never needs them; scanning beside its build took 5 of W3's
+                # 16 ms (the scan holds the GIL).
+                prefetch_native_tier()
+        if self._ahead is not None:
+            self.ahead_ms = (time.perf_counter() - t0) * 1e3
 
     @property
     def compiler(self) -> Compiler:

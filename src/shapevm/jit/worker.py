@@ -70,8 +70,9 @@ _imported = threading.Event()  # the prefetch has imported the native tier (or f
 
 def prefetch_native_tier() -> None:
     """Find NumPy's BLAS libraries (see `blas`) in a daemon thread, once per process, and
-    import the native tier if ``import shapevm`` could not (it loads with the package): a
-    function being made jittable is the sign that its calls will need them soon."""
+    import the native tier if ``import shapevm`` could not (it loads with the package):
+    called for a function whose calls will run interpreted steps beside native ones (it
+    was not lowered whole, or not ahead)."""
     global _prefetch
     with _prefetch_lock:
         if _prefetch is not None:
