@@ -683,3 +683,21 @@ func @f(t0: f32[b]) -> f32[b]
         "  expected: t1: f32[b, 2]",
         "  found:    t0: f32[b] from L0",
     ]
+
+
+def test_infer_types_reuses_what_a_clean_check_inferred() -> None:
+    """The region finder asks for the types right after `export` verified the program: the
+    verifier's inference is reused for those very objects, and only for them."""
+    from shapevm.bytecode.verify import infer_types
+
+    program = programs()[sorted(programs())[0]]
+    fn = program.functions[0]
+    assert check(program) == []
+    first = infer_types(fn, program)
+    assert infer_types(fn, program) is first
+    again = dataclasses.replace(program)  # an equal program, another object: inferred anew
+    other = infer_types(fn, again)
+    assert other is not first
+    assert {r: str(t) for r, t in other.types.items()} == {
+        r: str(t) for r, t in first.types.items()
+    }

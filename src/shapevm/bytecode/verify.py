@@ -19,6 +19,8 @@ each reported with instruction index, opcode, expected vs found, a fix and a win
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 from shapevm.bytecode.errors import Diagnostic, Reporter, VerifyError, describe
@@ -94,10 +96,33 @@ def _check_function(fn: Function, program: Program, rep: Reporter) -> None:
     check_allocations(fn, cfg, rep, created)
     _check_creates(fn, rep)
     _check_dim_vars(fn, inference, inputs, rep)
+    if not rep.diagnostics:
+        _remember(fn, program, inference)
+
+
+# The types of functions that verified clean, for `infer_types` (the JIT's region finder
+# asks for them right after `export` verified the program: inferring them again took a
+# fifth of W3's wrap). Functions and programs are immutable; an entry is used only for the
+# very objects it was made from, and the table keeps the most recent few.
+_INFERRED: OrderedDict[int, tuple[Function, Program, Inference]] = OrderedDict()
+_INFERRED_LOCK = threading.Lock()
+_INFERRED_MAX = 32
+
+
+def _remember(fn: Function, program: Program, inference: Inference) -> None:
+    with _INFERRED_LOCK:
+        _INFERRED[id(fn)] = (fn, program, inference)
+        _INFERRED.move_to_end(id(fn))
+        while len(_INFERRED) > _INFERRED_MAX:
+            _INFERRED.popitem(last=False)
 
 
 def infer_types(fn: Function, program: Program) -> Inference:
     """Type every register of ``fn`` as the verifier does, ignoring problems (for tools)."""
+    with _INFERRED_LOCK:
+        hit = _INFERRED.get(id(fn))
+    if hit is not None and hit[0] is fn and hit[1] is program:
+        return hit[2]
     try:
         scope = fn.make_scope()
     except Exception:
