@@ -62,7 +62,7 @@ def _values(low: Any, operand: tuple[str, Any], n: int, per_channel: ChannelShap
 def _float32(values: Any) -> Any:
     """``values`` rounded to float32 (out of range: infinite, without a warning)."""
     with np.errstate(over="ignore"):
-        return np.asarray(values).astype(np.float32)
+        return np.asarray(values).astype(np.float32, copy=False)
 
 
 def _finite32(*arrays: Any) -> bool:
@@ -135,7 +135,10 @@ def fold(
         shape = [1] * weights.ndim
         shape[axis] = n
         new_weights = _float32(weights * scale.reshape(shape))
-    if not _finite32(new_weights) or (new_bias is not None and not _finite32(new_bias)):
+    scaled = new_weights is not weights  # the program's own weights are its own business
+    if (scaled and not _finite32(new_weights)) or (
+        new_bias is not None and not _finite32(new_bias)
+    ):
         return Folded(start, [], weights, bias)  # the program's overflow stays its own
     return Folded(h, positions, new_weights, new_bias)
 
