@@ -80,6 +80,13 @@ def _build_jit(mode: str, form: str = "user") -> Callable[[str, Weights], Compil
     return build
 
 
+def _prepare_library_form(workload_id: str, weights: Weights) -> None:
+    """The library form's weights in its ``[in, out]`` layout, as its user stores them."""
+    from shapevm.models import traced
+
+    traced.prepare_library_form(workload_id, weights)
+
+
 def _build_from_onnx(workload_id: str, weights: Weights) -> Compiled:
     from shapevm.onnx import load
     from shapevm.tools.bench.onnx_models import model_file
@@ -130,6 +137,7 @@ register_system(
     version=_version,
     imports=("shapevm",),
     description="shapevm JIT with default options, library form (nn.gelu, nn.layer_norm...)",
+    prepare=_prepare_library_form,
 )
 for _mode in ("bucket", "adaptive"):
     register_system(
