@@ -103,7 +103,8 @@ def _check_function(fn: Function, program: Program, rep: Reporter) -> None:
 # The types of functions that verified clean, for `infer_types` (the JIT's region finder
 # asks for them right after `export` verified the program: inferring them again took a
 # fifth of W3's wrap). Functions and programs are immutable; an entry is used only for the
-# very objects it was made from, and the table keeps the most recent few.
+# very function it was made from, in a program of the very same functions, and the table
+# keeps the most recent few.
 _INFERRED: OrderedDict[int, tuple[Function, Program, Inference]] = OrderedDict()
 _INFERRED_LOCK = threading.Lock()
 _INFERRED_MAX = 32
@@ -117,11 +118,21 @@ def _remember(fn: Function, program: Program, inference: Inference) -> None:
             _INFERRED.popitem(last=False)
 
 
+def _same_functions(a: Program, b: Program) -> bool:
+    """Whether two programs hold the very same functions (an inference reads a program only
+    for the signatures of the functions it calls): `export` verifies a program and then
+    wraps the same functions in another."""
+    return a is b or (
+        len(a.functions) == len(b.functions)
+        and all(f is g for f, g in zip(a.functions, b.functions, strict=True))
+    )
+
+
 def infer_types(fn: Function, program: Program) -> Inference:
     """Type every register of ``fn`` as the verifier does, ignoring problems (for tools)."""
     with _INFERRED_LOCK:
         hit = _INFERRED.get(id(fn))
-    if hit is not None and hit[0] is fn and hit[1] is program:
+    if hit is not None and hit[0] is fn and _same_functions(hit[1], program):
         return hit[2]
     try:
         scope = fn.make_scope()
