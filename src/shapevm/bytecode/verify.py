@@ -103,11 +103,12 @@ def _check_function(fn: Function, program: Program, rep: Reporter) -> None:
 # The types of functions that verified clean, for `infer_types` (the JIT's region finder
 # asks for them right after `export` verified the program: inferring them again took a
 # fifth of W3's wrap). Functions and programs are immutable; an entry is used only for the
-# very function it was made from, in a program of the very same functions, and the table
-# keeps the most recent few.
+# very function it was made from, in a program of the very same functions. The table keeps
+# the last few only: an entry keeps its program (and the program's constants, a model's
+# weights) alive.
 _INFERRED: OrderedDict[int, tuple[Function, Program, Inference]] = OrderedDict()
 _INFERRED_LOCK = threading.Lock()
-_INFERRED_MAX = 32
+_INFERRED_MAX = 4
 
 
 def _remember(fn: Function, program: Program, inference: Inference) -> None:

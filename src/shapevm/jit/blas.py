@@ -13,7 +13,7 @@ So `JitEngine` runs a call's interpreted steps inside `one_blas_thread` once the
 has something compiled or compiling; a function that is never compiled keeps NumPy's
 threads. The BLAS libraries are found with `threadpoolctl` (once per process, 2-25 ms by how many
 libraries are loaded, in a background thread started for the first function that will need
-them, see `worker.prefetch_native_tier`; a function that is one native call never does);
+them, see `worker.prefetch_blas_libraries`; a function that is one native call never does);
 setting and restoring the count costs about 5 us per interpreted call. The count is
 process-wide: a NumPy product that another thread runs at the same moment also runs on one
 thread.

@@ -60,11 +60,11 @@ from shapevm.jit.errors import CompileCancelled, JitCompileError, format_key
 from shapevm.jit.options import JitOptions
 from shapevm.jit.policy import AdaptivePolicy, Key, make_policy, pow2
 from shapevm.jit.regions import RegionReport, find_regions
-from shapevm.jit.worker import WORKER, native_tier, prefetch_native_tier, run_with_timeout
+from shapevm.jit.worker import WORKER, native_tier, prefetch_blas_libraries, run_with_timeout
 from shapevm.runtime import bctrace, scheduler
 from shapevm.runtime.interpreter import Executable, Plan, RuntimeOpError
 
-if TYPE_CHECKING:  # the native tier is imported by the first compile, not with shapevm
+if TYPE_CHECKING:  # the native tier loads with the package, after this module
     from shapevm.jit.backend import Compiler, Variant, tier3
 
 
@@ -206,7 +206,7 @@ class JitEngine:
         self.options = options or JitOptions()
         self._compiler = compiler
         if self.options.enabled and not self.options.ahead:
-            prefetch_native_tier()  # its first calls are interpreted (see _lower_ahead)
+            prefetch_blas_libraries()  # its first calls are interpreted (see _lower_ahead)
         self._mismatch: type[Exception] = _NoExecutorYet  # the executor's, once compiled
         self._failure: type[Exception] = _NoExecutorYet
         self.name = name or executable.fn.name
@@ -265,14 +265,13 @@ class JitEngine:
                 # find NumPy's BLAS libraries in the background. A function that is one
                 # native call never needs them; scanning beside its build took 5 of W3's
                 # 16 ms (the scan holds the GIL).
-                prefetch_native_tier()
+                prefetch_blas_libraries()
         if self._ahead is not None:
             self.ahead_ms = (time.perf_counter() - t0) * 1e3
 
     @property
     def compiler(self) -> Compiler:
-        """The native tier's compiler, made (and the native tier imported) when first
-        needed, so that ``import shapevm`` does not load the C library and its lowerings."""
+        """The native tier's compiler, made when first needed."""
         if self._compiler is None:
             compiler = native_tier().Compiler
             self._compiler = compiler(self.options.lowerings, self.options.mem_optimize)
@@ -480,15 +479,14 @@ class JitEngine:
         if lender is None or lender.variant is None:
             return None
         t0 = time.perf_counter()
-        template = lender.variant
         ref = self.policy.reference_values(rec.key, rec.values)
-        try:
-            variant = native_tier().Variant(
+        try:  # a lender is this engine's, so of its executable: `compile` shares its code
+            variant = self.compiler.compile(
                 self.executable,
+                self.report,
                 rec.key,
-                template.function,
                 dict(zip(self.variables, ref, strict=True)),
-                shares_code_with=template.shares_code_with or template.key,
+                template=lender.variant,
             )
         except Exception:  # the worker compiles it and records why
             return None

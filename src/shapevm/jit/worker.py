@@ -65,47 +65,35 @@ def background_work() -> Iterator[None]:
 
 _prefetch_lock = threading.Lock()
 _prefetch: threading.Thread | None = None
-_imported = threading.Event()  # the prefetch has imported the native tier (or failed to)
 
 
-def prefetch_native_tier() -> None:
-    """Find NumPy's BLAS libraries (see `blas`) in a daemon thread, once per process, and
-    import the native tier if ``import shapevm`` could not (it loads with the package):
-    called for a function whose calls will run interpreted steps beside native ones (it
-    was not lowered whole, or not ahead)."""
+def prefetch_blas_libraries() -> None:
+    """Find NumPy's BLAS libraries (see `blas`) in a daemon thread, once per process: called
+    for a function whose calls will run interpreted steps beside native ones (it was not
+    lowered whole, or not ahead), so that no call pays the scan (2-25 ms)."""
     global _prefetch
     with _prefetch_lock:
         if _prefetch is not None:
             return
-        _prefetch = threading.Thread(
-            target=_import_native_tier, name="shapevm-jit-prefetch", daemon=True
-        )
+        _prefetch = threading.Thread(target=_find_blas, name="shapevm-jit-prefetch", daemon=True)
         _prefetch.start()
 
 
 def native_tier() -> ModuleType:
-    """The native tier's package, imported. A compile calls this before it imports any of
-    its modules: it waits for a prefetch under way, because two threads importing one
-    package and its submodules at once can see it half made (``KeyError`` from importlib)."""
-    thread = _prefetch
-    if thread is not None and thread is not threading.current_thread():
-        _imported.wait()  # not the BLAS scan that follows
+    """The native tier's package (it loads with ``import shapevm``; imported here again
+    where that failed, so that the compile that needs it reports why)."""
     return importlib.import_module("shapevm.jit.backend")  # (shapevm.jit is the function)
 
 
-def _import_native_tier() -> None:
-    # Not under `background_work`: at a switch interval of 0.2 ms this import and the
-    # caller's tracing (both Python) handed the GIL back and forth so often that W3's
-    # export and wrap took 90-110 ms against 60-75 ms at the default interval.
+def _find_blas() -> None:
+    # Not under `background_work`: at a switch interval of 0.2 ms a Python thread beside
+    # the caller's tracing handed the GIL back and forth so often that W3's export and
+    # wrap took 90-110 ms against 60-75 ms at the default interval.
     try:
-        try:
-            importlib.import_module("shapevm.jit.backend")
-        finally:
-            _imported.set()
         from shapevm.jit.blas import find_blas_libraries
 
-        find_blas_libraries()  # ~20 ms of scanning the loaded libraries, not in a call
-    except Exception:  # the compile that needs it imports it again and reports why
+        find_blas_libraries()
+    except Exception:  # the call that needs them finds them again (or runs without)
         pass
 
 
