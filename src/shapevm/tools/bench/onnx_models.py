@@ -9,6 +9,8 @@ form (opset 17 has no ``Gelu``; ONNX Runtime fuses the pattern), layer norm is
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import math
 import os
 import tempfile
@@ -145,7 +147,13 @@ def model_file(workload_id: str, weights: Weights) -> str:
         with os.fdopen(fd, "wb") as f:
             f.write(build_onnx(workload_id, weights).SerializeToString())
         _FILES[key] = path
+        atexit.register(_remove, path)  # also when not in a measuring process's own folder
     return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
 
 
 def build_onnx(workload_id: str, weights: Weights) -> onnx.ModelProto:

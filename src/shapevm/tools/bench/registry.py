@@ -82,7 +82,8 @@ class System:
     """How the system runs an ONNX file (``--onnx``); ``None`` if it cannot."""
     prepare: Callable[[str, Weights], Any] | None = None
     """What the measuring process does before the clock starts, for what a user has before
-    loading a model (the workload's ONNX file on disk); ``None``: nothing."""
+    loading a model (the workload's ONNX file on disk, weights in the layout the model
+    reads); ``None``: nothing."""
 
     def imports_for(self, onnx_file: bool) -> tuple[str, ...]:
         """What the measuring process imports before the clock: ``imports``, and for a
