@@ -762,3 +762,32 @@ def test_a_capability_patch_does_not_cut_an_op_a_pattern_takes() -> None:
             run_both(exp, ex, nf, n, width=16)
     finally:
         vm.reset_capability_db()
+
+
+def test_a_lowering_of_ones_own_is_asked_for_ops_without_a_native_kernel() -> None:
+    """Ops no built-in lowering can take (no native kernel for their dtype: `iota`) are cut
+    before lowering, but only with the built-in lowerings: one's own lowering
+    (`lowerings_named([("mine", fn), ...])`) may take any op, so it is asked for them."""
+    import shapevm as sv
+    import shapevm.numpy as snp
+    from shapevm.jit.backend.function import lower_function
+    from shapevm.jit.backend.registry import LOWERINGS
+    from shapevm.jit.regions import find_regions
+    from shapevm.runtime.interpreter import Executable
+
+    def fn(x: Any) -> Any:
+        return x * 2.0 + snp.arange(x.shape[0]).astype(snp.float32)
+
+    exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct(sv.symbolic_shape("n"), np.float32))
+    ex = Executable(exp.program)
+    asked: list[str] = []
+
+    def mine(low: Any, op: Any) -> bool:
+        asked.append(getattr(op.instr, "op", ""))
+        return False
+
+    built_in = [f for _, f in LOWERINGS]
+    report = find_regions(ex.fn, ex.program)
+    lower_function(ex, report, lowerings=built_in)  # the default set: iota is cut early
+    lower_function(ex, report, lowerings=[mine, *built_in])
+    assert "iota" in asked

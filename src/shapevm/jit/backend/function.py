@@ -172,11 +172,15 @@ def lower_function(
     and stays interpreted (its reason kept in `NativeFunction.interpreted`), and lowering
     resumes after it. ``check()`` is called between pieces (it raises to abandon).
     """
-    from shapevm.jit.backend.registry import lowerings_named
+    from shapevm.jit.backend.registry import LOWERINGS, lowerings_named
 
     t0 = time.perf_counter()
     if lowerings is None:
         lowerings = lowerings_named(None)
+    built_in = {id(fn) for _, fn in LOWERINGS}
+    # Only the built-in lowerings are known to need a native kernel of the op's dtype; a
+    # lowering of one's own (`lowerings_named`) may take any op, so it is asked for every op.
+    cut_early = all(id(fn) in built_in for fn in lowerings)
     types = report.types
     variables = executable.binder.variables
     out = NativeFunction([], [])
@@ -189,7 +193,7 @@ def lower_function(
         # An op no native kernel can run for its dtype is cut out before lowering: trying
         # the piece first would fail at it and lower the part before it a second time
         # (a decoder's `iota` and integer `sub`s made eight lowerings of four pieces).
-        for pc, why in _surely_interpreted(executable, region, types):
+        for pc, why in _surely_interpreted(executable, region, types) if cut_early else ():
             before = _piece(executable, region, start, pc)
             if before is not None:
                 out.regions.extend(_lower_around(executable, before, lower, check, out))
