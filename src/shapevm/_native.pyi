@@ -162,6 +162,7 @@ class ExecMismatch(ValueError): ...
 class ExecFailure(RuntimeError):
     instruction: int
     reason: str
+    data: bool
 
 class Executor:
     def __init__(self, spec: dict[str, Any]) -> None: ...

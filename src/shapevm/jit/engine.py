@@ -326,11 +326,11 @@ class JitEngine:
             job = self._tier3_job(rec)
         try:
             return list(direct(*arrays) if dims is None else direct(dims, *arrays))
-        except self._failure as exc:  # a kernel failed on the data (an index out of range)
+        except self._failure as exc:  # an instruction failed (an index out of range)
             variant = rec.variant
-            if variant is None or not variant.function.regions:
+            if variant is None:
                 raise RuntimeOpError(f"@{self.name}: {exc}") from exc
-            raise variant.function.regions[0].failure(exc) from exc
+            raise variant.function.failure(exc) from exc
         except self._mismatch:
             if job is not None:
                 rec.tier3_when_hot = True

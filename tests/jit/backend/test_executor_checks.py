@@ -335,10 +335,12 @@ def test_take_checks_every_index_and_its_result() -> None:
                            "axis 0 with size 4") as info:  # fmt: skip
             ex(np.array([0, bad], np.int64))
         assert info.value.instruction == 0 and info.value.reason.startswith("take: index")
+        assert info.value.data  # the call's data, not the lowering
     (got,) = _take_executor((A, 3), np.int32)(np.array([1], np.int32))
     np.testing.assert_array_equal(got, [[3.0, 4.0, 5.0]])
-    with pytest.raises(RuntimeError, match="take: a result that is not x's shape"):
+    with pytest.raises(native.ExecFailure, match="take: a result that is not x's shape") as bad:
         _take_executor((A, 2))(np.array([0], np.int64))
+    assert not bad.value.data  # operands the kernel cannot run: a fault of the lowering
     with pytest.raises(RuntimeError, match="take: a result that is not x's shape"):
         _take_executor((A, 3), np.float32)(np.array([0.0], np.float32))
     with pytest.raises(native.NativeKernelError, match="an axis out of range"):

@@ -13,6 +13,7 @@ import pytest
 
 import shapevm as sv
 import shapevm.numpy as snp
+from shapevm import native
 from shapevm.frontend.numpy_api import _as_tensor
 from shapevm.frontend.tracer import bind_op
 from shapevm.jit.backend.function import lower_function
@@ -657,6 +658,13 @@ def test_take_with_indices_of_the_call_runs_native_and_checks_them(idx_dtype: An
     named = r"OP_CALL take\(.* failed .*index 9 is out of bounds for axis 0 with size 9"
     with pytest.raises(sv.RuntimeOpError, match=named):
         jitted(bad, np.zeros((1, 9), np.float32))
+    # a failure that is not the data's (operands a kernel cannot run) is not said to be the
+    # user's instruction failing on its operands, but a fault of the native tier
+    fault = native.ExecFailure("native region: instruction 0 failed: take: a misfit")
+    fault.instruction, fault.reason, fault.data = 0, "take: a misfit", False
+    err = rec.variant.function.failure(fault)
+    assert "fault of shapevm's native tier" in str(err) and "take: a misfit" in str(err)
+    assert "OP_CALL take(" in str(err) and "failed on" not in str(err)
 
 
 ATT_W = {n: (RNG.standard_normal((16, 16)) * 0.3).astype(np.float32) for n in "qkv"}

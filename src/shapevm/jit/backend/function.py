@@ -21,7 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shapevm import native
+from shapevm.bytecode.errors import format_message
 from shapevm.bytecode.isa import Reg
+from shapevm.bytecode.printer import format_instr
 from shapevm.bytecode.program import (
     BindInputs,
     Instr,
@@ -92,7 +94,7 @@ class NativeRegion:
             raise RuntimeOpError(
                 f"native region {self.region.name} ({self.region.span}) refused its operands: {exc}"
             ) from exc
-        except ExecFailure as exc:  # a kernel failed on the data (an index out of range)
+        except ExecFailure as exc:  # an instruction failed (an index out of range)
             raise self.failure(exc) from exc
         for s, o in zip(self.out_slots, outs, strict=True):
             regs[s] = o
@@ -102,17 +104,29 @@ class NativeRegion:
             regs[slot] = _shape_value(instr, self.graph, env, regs)
 
     def failure(self, exc: Exception) -> RuntimeOpError:
-        """The error of a call this region's executor failed (`native.ExecFailure`: an
-        instruction failed on the call's data), naming the program's instruction the kernel
-        runs, as the interpreter's error does."""
+        """The error of a call this region's executor failed (`native.ExecFailure`). One the
+        call's data caused (``exc.data``: an index out of range) names the program's
+        instruction the kernel runs, as the interpreter's error does; any other is a fault
+        of the native tier (operands a kernel cannot run), said as such."""
         index = getattr(exc, "instruction", None)
         kernels = self.lowered.kernels
+        instr = None
         if isinstance(index, int) and 0 <= index < len(kernels) and kernels[index].pcs:
             pc = kernels[index].pcs[0]
-            for at, _, instr in self.graph.function.instructions():
-                if at == pc:
-                    return step_error(instr, RuntimeError(getattr(exc, "reason", str(exc))))
-        return RuntimeOpError(f"native region {self.region.name} ({self.region.span}): {exc}")
+            instr = next((i for at, _, i in self.graph.function.instructions() if at == pc), None)
+        reason = getattr(exc, "reason", str(exc))
+        if instr is not None and getattr(exc, "data", False):
+            return step_error(instr, RuntimeError(reason))
+        where = f"native region {self.region.name} ({self.region.span})"
+        return RuntimeOpError(
+            format_message(
+                f"{where} could not run its instruction {index}: {reason}",
+                expected="operands the lowered kernel runs (the lowering guarantees them)",
+                found=reason if instr is None else f"{reason}, in {format_instr(instr).strip()}",
+                fix="this is a fault of shapevm's native tier, not of the call's data: run "
+                "the function with shapevm.jit(..., enabled=False) meanwhile, and report it",
+            )
+        )
 
     def bytes(self, env: Mapping[str, int]) -> tuple[int, int]:
         return self.memory.bytes(self.lowered, self.graph, env)
@@ -156,6 +170,13 @@ class NativeFunction:
     @property
     def whole(self) -> bool:
         return self.direct is not None
+
+    def failure(self, exc: Exception) -> RuntimeOpError:
+        """The error of a call of `direct` that its executor failed (see
+        `NativeRegion.failure`)."""
+        if not self.regions:
+            return RuntimeOpError(str(exc))
+        return self.regions[0].failure(exc)
 
 
 def lower_function(

@@ -101,8 +101,8 @@ class Variant:
             dims = tuple(env[v] for v in self.variables)
             try:
                 return list(fn.direct(dims, *arrays))
-            except ExecFailure as exc:  # a kernel failed on the data (an index out of range)
-                raise fn.regions[0].failure(exc) from exc
+            except ExecFailure as exc:  # an instruction failed (an index out of range)
+                raise fn.failure(exc) from exc
         return self.plan_for(env).run(arrays)
 
     def _splice(self, base: Plan, calls: Sequence[tuple[frozenset[int], Step]]) -> Plan:

@@ -261,7 +261,12 @@ static PyObject *add_exception(PyObject *module, const char *name, PyObject *bas
     char full[64];
     snprintf(full, sizeof full, "shapevm.native.%s", name);
     PyObject *type = PyErr_NewExceptionWithDoc(full, doc, base, NULL);
-    if (!type || PyModule_AddObject(module, name, Py_NewRef(type)) < 0) return NULL;
+    if (!type) return NULL;
+    if (PyModule_AddObject(module, name, Py_NewRef(type)) < 0) {
+        Py_DECREF(type); /* the reference AddObject did not take */
+        Py_DECREF(type);
+        return NULL;
+    }
     return type;
 }
 
@@ -276,9 +281,11 @@ int sv_exec_types(PyObject *module) {
         module, "ExecMismatch", PyExc_ValueError,
         "The arrays of a call do not fit the lowered region (dtype, rank, a dimension or a "
         "constraint); the caller's binder says how.");
+    if (!sv_ExecMismatch) return -1;
     sv_ExecFailure = add_exception(
         module, "ExecFailure", PyExc_RuntimeError,
-        "An instruction of a region failed on the call's data (an index out of range); "
-        "`instruction` is its index in the region, `reason` what it said.");
-    return sv_ExecMismatch && sv_ExecFailure ? 0 : -1;
+        "An instruction of a region failed: `instruction` is its index in the region, "
+        "`reason` what it said, `data` whether the call's data caused it (an index out of "
+        "range) rather than operands the instruction cannot run (a fault of the lowering).");
+    return sv_ExecFailure ? 0 : -1;
 }

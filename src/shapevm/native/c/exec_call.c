@@ -286,12 +286,12 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
     }
     {
         const char *err = NULL;
-        int failed = -1;
+        int failed = -1, rc = 0;
         int prof = atomic_load_explicit(&svx_profiling, memory_order_relaxed);
         Py_BEGIN_ALLOW_THREADS for (int i = 0; i < e->ninstrs; i++) {
             struct timespec t0, t1;
             if (prof) clock_gettime(CLOCK_MONOTONIC, &t0);
-            if (run_instr(e, &e->instrs[i], t, &err) < 0) {
+            if ((rc = run_instr(e, &e->instrs[i], t, &err)) < 0) {
                 failed = i;
                 break;
             }
@@ -312,7 +312,9 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
             if (exc) {
                 PyObject *index = PyLong_FromLong(failed), *reason = PyUnicode_FromString(why);
                 if (index && reason && PyObject_SetAttrString(exc, "instruction", index) == 0 &&
-                    PyObject_SetAttrString(exc, "reason", reason) == 0)
+                    PyObject_SetAttrString(exc, "reason", reason) == 0 &&
+                    PyObject_SetAttrString(exc, "data",
+                                           rc == SVX_DATA_ERROR ? Py_True : Py_False) == 0)
                     PyErr_SetObject(sv_ExecFailure, exc);
                 Py_XDECREF(index);
                 Py_XDECREF(reason);

@@ -689,7 +689,7 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
                          "(expected %lld <= index < %lld)",
                          (long long)v, axis, (long long)n, (long long)-n, (long long)n);
                 *err = msg;
-                return -1;
+                return SVX_DATA_ERROR;
             }
             if (v < 0) v += n;
             src.data = x->data + (int64_t)isz * (xo + v * x->strides[axis]);

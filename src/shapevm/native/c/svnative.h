@@ -62,8 +62,11 @@ typedef struct svx_tensor {
 } svx_tensor;
 
 /* An instruction's kernel (a family of the library, or generated code): runs over the
- * call's tensors with the GIL released; returns 0, or -1 with a static message in *err.
- * `self` is the kernel's static data (packed weights, a tile program...). */
+ * call's tensors with the GIL released; returns 0, or with a static message in *err -1
+ * (operands it cannot run: a fault of the lowering) or SVX_DATA_ERROR (the call's data:
+ * an index out of range). `self` is the kernel's static data (packed weights, a tile
+ * program...). */
+#define SVX_DATA_ERROR (-2)
 typedef int (*svx_kernel_fn)(const void *self, const svx_tensor *ins, int nin,
                              const svx_tensor *outs, int nout, const int32_t *iattr,
                              const float *fattr, const char **err);
