@@ -130,6 +130,7 @@ def reset() -> None:
     global _compiler
     with _lock:
         _compiler = False
+        _nice.cache_clear()
 
 
 def why_no_compiler() -> str:
@@ -263,10 +264,13 @@ def build(symbol: str, source: str, isa: str, timeout_s: float = 60.0) -> Built:
         returncode, stderr = _compile(cmd, timeout_s, (tmp_c, tmp_so, tmp_meta))
         if returncode != 0:
             raise BuildError(f"{' '.join(cmd[:2])} failed:\n{stderr[-2000:]}")
-        data = Path(tmp_so).read_bytes()
-        Path(tmp_meta).write_text(json.dumps({"sha256": _digest(data), "symbol": symbol}))
-        os.replace(tmp_so, so)
-        os.replace(tmp_meta, meta)
+        try:  # the files go when the process exits during the compile (`_stop_compiles`)
+            data = Path(tmp_so).read_bytes()
+            Path(tmp_meta).write_text(json.dumps({"sha256": _digest(data), "symbol": symbol}))
+            os.replace(tmp_so, so)
+            os.replace(tmp_meta, meta)
+        except OSError as exc:
+            raise BuildError(f"the built library could not go into the cache: {exc}") from exc
     finally:
         _remove(tmp_c, tmp_so)
     return Built(so, symbol, key, (time.perf_counter() - t0) * 1e3, False)
@@ -309,6 +313,8 @@ def _compile(cmd: list[str], timeout_s: float, leftovers: tuple[str, ...]) -> tu
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
+    if proc.returncode is not None:  # reaped: its pid (and group) may be another's by now
+        return
     try:
         if hasattr(os, "killpg"):
             os.killpg(proc.pid, signal.SIGKILL)
