@@ -238,13 +238,16 @@ def _add(db: Db, variants: Sequence[KernelVariant], devices: Sequence[str]) -> D
 
 
 _REFERENCE_DOC = "the op table's NumPy kernel"
-INT_COMPARISONS = frozenset(
-    ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
-)
-_INT_READING_OPS = INT_COMPARISONS | {"cast"}
-"""Ops a fused chain runs on int32/int64 operands too: the tile interpreter reads those as
-float32 lanes, exact for a cast and for comparisons with a scalar below 2**24 (the chain
-lowering takes no other use)."""
+
+
+def int_comparison(info: OpInfo) -> bool:
+    """A comparison of two operands (the op table's ``COMPARISON`` and ``BINARY`` flags):
+    with `cast`, what a fused chain runs on int32/int64 operands too, since the tile
+    interpreter reads those as float32 lanes, exact for a cast and for comparisons with a
+    scalar below 2**24 (the chain lowering takes no other use)."""
+    return OpFlag.COMPARISON in info.flags and OpFlag.BINARY in info.flags
+
+
 _INT_READERS = frozenset((DType.F32, DType.BOOL, DType.I32, DType.I64))
 _referenced: set[str] = set()  # ops that have their reference variant
 
@@ -268,7 +271,7 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
                 ref.dtypes
                 if name == "native_view"
                 else ref.dtypes & _INT_READERS
-                if name == "native_chain" and ref.op in _INT_READING_OPS
+                if name == "native_chain" and (ref.op == "cast" or int_comparison(info))
                 else ref.dtypes & {DType.F32, DType.BOOL}
             )
             variant = KernelVariant(ref.op, name, ref.fn, dtypes, _never, doc=NATIVE_DOCS[name])

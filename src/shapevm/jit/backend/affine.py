@@ -130,16 +130,15 @@ def fold(
     if not positions:
         return Folded(h, positions, weights, bias)
     new_bias = folded_bias(bias, scale, shift)
-    new_weights = weights
+    new_weights = weights  # the program's own weights are its own business: not checked
     if np.any(scale != 1.0):
         shape = [1] * weights.ndim
         shape[axis] = n
         new_weights = _float32(weights * scale.reshape(shape))
-    scaled = new_weights is not weights  # the program's own weights are its own business
-    if (scaled and not _finite32(new_weights)) or (
-        new_bias is not None and not _finite32(new_bias)
-    ):
-        return Folded(start, [], weights, bias)  # the program's overflow stays its own
+        if not _finite32(new_weights):
+            return Folded(start, [], weights, bias)  # the program's overflow stays its own
+    if new_bias is not None and not _finite32(new_bias):
+        return Folded(start, [], weights, bias)
     return Folded(h, positions, new_weights, new_bias)
 
 

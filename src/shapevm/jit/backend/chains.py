@@ -25,7 +25,7 @@ import numpy as np
 from shapevm.jit.backend.nodes import Kernel
 from shapevm.jit.graph import Op
 from shapevm.ops import DType
-from shapevm.runtime.scheduler import INT_COMPARISONS, kernel_dtype, native_enabled
+from shapevm.runtime.scheduler import int_comparison, kernel_dtype, native_enabled
 
 Ref = tuple[str, Any]  # ("in", i) | ("lit", value) | ("node", j)
 REDUCTIONS = ("sum", "max", "min", "prod", "mean")
@@ -99,7 +99,7 @@ def ints_stay_exact(low: Any, op: Op) -> bool:
     assert op.info is not None
     if op.info.name == "cast":
         return low.graph.value(op.outs[0]).dtype in (np.dtype(np.float32), np.dtype(np.bool_))
-    if op.info.name not in INT_COMPARISONS or len(lits) != 2 or len(ints) != 1:
+    if not int_comparison(op.info) or len(lits) != 2 or len(ints) != 1:
         return False
     from shapevm.jit.backend.lower import _shape_equal
 
