@@ -103,7 +103,7 @@ def ints_stay_exact(low: Any, op: Op) -> bool:
         return False
     from shapevm.jit.backend.lower import _shape_equal
 
-    c = _scalar(low, *lits[1 - ints[0]])
+    c = low.scalar(*lits[1 - ints[0]])
     ids = low.graph.value(lits[ints[0]][1])
     return (
         c is not None
@@ -120,19 +120,8 @@ def _int_tensors(low: Any, lits: Sequence[tuple[str, Any]]) -> list[int]:
     return [
         i
         for i, (kind, v) in enumerate(lits)
-        if kind == "v" and low.graph.value(v).dtype in _INTS and _scalar(low, kind, v) is None
+        if kind == "v" and low.graph.value(v).dtype in _INTS and low.scalar(kind, v) is None
     ]
-
-
-def _scalar(low: Any, kind: str, val: Any) -> float | None:
-    """The number an operand is: a literal, or a one-element integer or float constant."""
-    if kind == "c":
-        ok = isinstance(val, (int, float, np.integer, np.floating)) and not isinstance(val, bool)
-        return float(val) if ok else None
-    array = low.const_array(val)
-    if array is None or array.size != 1 or array.dtype.kind not in "iuf":
-        return None
-    return float(array.reshape(())[()])
 
 
 def _kernel_dtype(low: Any, op: Op) -> DType:
@@ -285,7 +274,7 @@ def _build(
             elif ints and i not in ints:
                 # the scalar an integer is compared with: a constant of the program (the
                 # tile interpreter compares integers with constants only)
-                args.append(("lit", _scalar(low, kind, val)))
+                args.append(("lit", low.scalar(kind, val)))
             elif val in node_of:
                 args.append(("node", node_of[val]))
             else:

@@ -308,6 +308,17 @@ class RegionLowering:
             out.append(("v", next(vids)) if isinstance(x, Reg) else ("c", x))
         return out
 
+    def scalar(self, kind: str, val: Any) -> float | None:
+        """The number an operand of `literals` is: a numeric literal, or a constant of one
+        integer or float element; else None."""
+        if kind == "c":
+            number = isinstance(val, (int, float, np.integer, np.floating))
+            return float(val) if number and not isinstance(val, bool) else None
+        array = self.const_array(val)
+        if array is None or array.size != 1 or array.dtype.kind not in "iuf":
+            return None
+        return float(array.reshape(())[()])
+
     def claim(self, *positions: int) -> None:
         self.claimed.update(positions)
 

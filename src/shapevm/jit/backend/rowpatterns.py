@@ -121,12 +121,9 @@ def _scalars(low: Any, chosen: set[int]) -> list[float]:
     out: list[float] = []
     for pos in chosen:
         for kind, val in low.literals(low.graph.ops[pos]):
-            if kind == "c" and isinstance(val, (int, float)) and not isinstance(val, bool):
-                out.append(float(val))
-            elif kind == "v":
-                array = low.const_array(val)
-                if array is not None and array.size == 1:
-                    out.append(float(array.reshape(())))
+            c = low.scalar(kind, val)
+            if c is not None:
+                out.append(c)
     return out
 
 
