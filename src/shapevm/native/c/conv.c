@@ -247,8 +247,8 @@ static void prefetch_some(out_prefetch *pf) {
 }
 
 /* Blocks of output channels the micro-kernel takes at once from block b: 2 where the level
- * has the kernel and both read the same input blocks (every convolution but a grouped
- * one), else 1. */
+ * has the kernel and both read the same input blocks (every convolution without groups,
+ * and grouped ones where two blocks fall in one group), else 1. */
 static int conv_blocks_at_once(const conv_job *j, int64_t b) {
     const sv_packed_conv *p = j->p;
     return j->k->ukr2 && !p->depthwise && b + 1 < p->cbout && p->blk0[b + 1] == p->blk0[b] &&

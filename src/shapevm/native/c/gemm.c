@@ -13,7 +13,10 @@
 #include <string.h>
 
 #ifndef KC
-#define KC 256 /* k chunk: 256 x 16 floats of a panel (16 KiB) stay in L1 across row tiles */
+/* k chunk: 256 x 16 floats of a panel (16 KiB) stay in L1 across row tiles; on AVX-512 a
+ * call reads two panels (32 KiB, with 12 KiB of A), measured on a 48 KiB L1 only (a 32 KiB
+ * one, Skylake-SP's, may want 128) */
+#define KC 256
 #endif
 #ifndef MC
 #define MC 96 /* rows of A per block: MC x KC floats (96 KiB) stay in L2 across panels */
@@ -81,7 +84,7 @@ typedef struct dense_job {
     int64_t tiles_per_block; /* row tiles per row block (about MC rows) */
     int64_t row_blocks, panel_groups, panels_per_group;
     bool panel_major; /* loop order: panels outside k chunks (few rows) */
-    int64_t panels_per_call; /* panels per micro-kernel call: several for few rows */
+    int64_t panels_per_call; /* panels per micro-kernel call (SV_UKR_PANELS) */
     int post_act;     /* a long activation applied per finished block of C, or 0 */
     float post_slope; /* its slope (leaky_relu) */
 } dense_job;

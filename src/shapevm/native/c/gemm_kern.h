@@ -3,8 +3,9 @@
  * A tile is MR rows x 16 columns of C held in MR * 16/SV_VW vector accumulators for the whole
  * k loop: each step loads 16 floats of the packed panel and broadcasts MR scalars of A (rows
  * lda apart).  Few rows (one row: matrix-vector) take several panels at once instead, so that
- * the loop is not bound by the latency of one chain of FMAs.  The epilogue runs on the
- * accumulators before the store.
+ * the loop is not bound by the latency of one chain of FMAs; and where a panel row is one
+ * vector (AVX-512), 8-12 rows take two panels (ukr_rows2), so that each broadcast of A feeds
+ * two FMAs.  The epilogue runs on the accumulators before the store.
  *
  * Every element of C is one chain of FMAs over k in order, started from 0 (or from what C
  * holds, for the k chunks after the first), whatever the tile's row count, the number of
@@ -14,7 +15,7 @@
 #include "vmath.h"
 
 #define SV_NV (SV_NR / SV_VW)
-/* Panels per step for a tile of R rows: enough for 8 independent chains of FMAs. */
+/* Panels per step for a tile of R rows (see SV_UKR_PANELS). */
 #define SV_WP(R) SV_UKR_PANELS(R, SV_NV)
 #define SV_ACC(u, i, j) acc[((u) * MR + (i)) * SV_NV + (j)]
 #ifndef SV_PF_K

@@ -16,7 +16,8 @@ const char *const sv_tile_red_names[SV_RED_COUNT] = {SV_TILE_REDUCTIONS(SV_RNAME
 #undef SV_RNAME_
 const char *const sv_tile_dtype_names[SV_DT_COUNT] = {"f32", "bool", "i32", "i64"};
 
-/* Typing classes of the opcodes (the op table's dtype rules, restricted to f32 / bool). */
+/* Typing classes of the opcodes (the op table's dtype rules, restricted to f32 / bool
+ * registers; int32/int64 inputs only as `result_dtype` allows them). */
 enum { T_F32, T_SAME, T_LOGIC, T_CMP, T_WHERE, T_CAST };
 
 static int op_class(int op) {
@@ -88,7 +89,8 @@ static int check_counts(const sv_tile_prog *p, sv_tile_error *e) {
             snprintf(found, sizeof found, "dtype code %d for %s %d", dt,
                      i < p->n_inputs ? "input" : "constant", i);
             return fail(e, "0 (f32), 1 (bool), or for inputs 2 (i32) and 3 (i64)",
-                        "run programs over other dtypes elsewhere", "unknown dtype", found);
+                        "give constants as f32 or bool; run other dtypes elsewhere",
+                        dt >= SV_DT_COUNT ? "unknown dtype" : "an integer constant", found);
         }
     }
     return 0;
