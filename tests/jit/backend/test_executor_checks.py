@@ -358,3 +358,20 @@ def test_an_attention_mask_that_does_not_span_the_keys_fails_the_instruction() -
     ok = np.ones((5, 4), np.float32)
     with pytest.raises(RuntimeError, match="attention: a mask that does not broadcast"):
         ex(ok, np.zeros((5, 3), np.float32))
+
+
+def test_take_copies_rows_whole_or_element_by_element_as_their_strides_allow() -> None:
+    """Rows contiguous in the table and the result are copied whole; a transposed table's
+    rows (strided) element by element: both give NumPy's take."""
+    ts = [
+        Tensor(0, "input", np.dtype(np.int64), (A,), arg=0),
+        Tensor(1, "input", F32, (4, 3), arg=1),
+        Tensor(2, "temp", F32, (A, 3)),
+    ]
+    k = Kernel(N.OP_EXTERNAL, [1, 0], [2], obj=native.take_kernel(0))
+    ex = native.Executor(spec_of(ts, [k], [0, 1], [2]))
+    ids = np.array([2, 0, -1, 2], np.int64)
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for x in (table, np.ascontiguousarray(table.T).T):  # rows contiguous, then strided
+        (got,) = ex(ids, x)
+        np.testing.assert_array_equal(got, np.take(table, ids, 0))

@@ -663,6 +663,15 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
         src.strides[d] = x->strides[axis + 1 + d];
         dst.strides[d] = y->strides[axis + ix->ndim + d];
     }
+    /* the rows taken (the axes after `axis`): one block of memory in x and in y (an
+     * embedding table's rows), copied whole; otherwise element by element (svx_copy) */
+    int64_t row = 1;
+    bool whole_rows = true;
+    for (int d = inner - 1; d >= 0; d--) {
+        if (src.shape[d] != 1 && (src.strides[d] != row || dst.strides[d] != row))
+            whole_rows = false;
+        row *= src.shape[d];
+    }
     for (int64_t o = 0; o < nouter; o++) {
         int64_t xo = 0, yo = 0, rest = o;
         for (int d = axis - 1; d >= 0; d--) {
@@ -694,7 +703,10 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
             if (v < 0) v += n;
             src.data = x->data + (int64_t)isz * (xo + v * x->strides[axis]);
             dst.data = y->data + (int64_t)isz * yj;
-            svx_copy(&src, &dst);
+            if (whole_rows)
+                memmove(dst.data, src.data, (size_t)row * isz);
+            else
+                svx_copy(&src, &dst);
         }
     }
     return 0;
