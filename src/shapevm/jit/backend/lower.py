@@ -771,7 +771,9 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
 def _scale_of(low: RegionLowering, op: Op, h: int) -> float | None:
     """The factor ``op`` scales ``h`` by (``h * c``, ``c * h``, ``h / c``), for ``c`` a
     literal or a one-element float constant (ONNX's ``Div(scores, sqrt_d)`` initializer) that
-    changes neither the shape nor the dtype of ``h``; else None."""
+    changes neither the shape nor the dtype of ``h``; else None. ``h / c`` becomes the factor
+    ``1 / c``: exact for a power of two, otherwise about an ulp from the interpreter's
+    quotient (float32 rounding of a product instead of a division)."""
     if op.info is None or op.info.name not in ("mul", "div"):
         return None
     lits = low.literals(op)
