@@ -144,3 +144,36 @@ def test_setting_the_thread_count_tries_the_pool_again(pool_of_two: None) -> Non
     _native._pool_probe(8, 50, 0)
     assert _pool()["parallel_calls"] == before["parallel_calls"] + 1
     assert _pool()["backed_off_calls"] == before["backed_off_calls"]
+
+
+def _ran_as_dealt(ran: list[int], lo: int, hi: int, ntasks: int) -> bool:
+    """A thread whose range is [lo, hi) runs a prefix of it in order, then tasks of the
+    other ranges from their backs (descending within each)."""
+    k = 0
+    while k < len(ran) and ran[k] == lo + k and ran[k] < hi:
+        k += 1
+    stolen = ran[k:]
+    return all(not lo <= t < hi for t in stolen) and all(
+        a > b for a, b in zip(stolen, stolen[1:]) if (a < lo) == (b < lo)
+    )
+
+
+@pytest.mark.parametrize("ntasks", [2, 7, 16, 33])
+def test_each_thread_runs_its_own_range_first(pool_of_two: None, ntasks: int) -> None:
+    """Tasks are dealt in contiguous ranges, the caller's first: a thread gets the same
+    tasks of a kernel call after call (a dense layer's panels of weights stay in its
+    core's cache), and takes the others' from their backs only when its own are done."""
+    _native._pool_probe(8, 50, 0)  # the worker exists and spins
+    half = ntasks // 2
+    for task_us in (0, 200):
+        mine, theirs = _native._pool_trace(ntasks, task_us)
+        assert sorted(mine + theirs) == list(range(ntasks))
+        assert _ran_as_dealt(mine, 0, half, ntasks), mine
+        assert _ran_as_dealt(theirs, half, ntasks, ntasks), theirs
+
+
+def test_a_sleeping_worker_leaves_its_range_to_the_caller(pool_of_two: None) -> None:
+    time.sleep(0.3)  # past the workers' spin: they sleep
+    mine, theirs = _native._pool_trace(8, 0)
+    assert sorted(mine + theirs) == list(range(8))
+    assert _ran_as_dealt(mine, 0, 4, 8) and _ran_as_dealt(theirs, 4, 8, 8)

@@ -1,10 +1,17 @@
 /* The library's thread pool: persistent workers, no OpenMP runtime.
  *
- * A job is ntasks calls of fn(ctx, task).  The caller publishes it and works on it too;
- * tasks are claimed one at a time from a counter, so a worker that the operating system
- * has not scheduled yet (a busy core, NumPy's BLAS threads spinning) costs nothing: the
- * caller takes its share.  The counter word holds the job's generation next to the next
- * task index, so a late worker can never claim a task of a newer job.  Workers spin for
+ * A job is ntasks calls of fn(ctx, task).  The caller publishes it and works on it too.
+ * The tasks are dealt out in contiguous ranges, one per thread (the caller's first), and
+ * each thread claims the tasks of its own range one at a time from the front; a thread
+ * whose range is done takes tasks from the back of the others'.  So a thread gets the
+ * same tasks of a kernel call after call, whatever the shape (a dense layer's panels of
+ * weights stay in the L2 of the core that used them last: a new batch size does not read
+ * them from memory again), and a worker that the operating system has not scheduled yet
+ * (a busy core, NumPy's BLAS threads spinning) costs nothing: the caller takes its share.
+ * A range's word holds its next and its end task; a successful claim of an open range
+ * always belongs to the job that opened it (ranges are opened after the job is set up and
+ * are all spent before the next one is), so a late worker never runs a task of the wrong
+ * job.  Workers spin for
  * SPIN_NS after a job (the next kernel of the same call comes within microseconds), yielding
  * the core every YIELD_NS to any other thread that wants it (NumPy's BLAS threads, the
  * neighbours), then sleep on a condition variable.
@@ -33,13 +40,14 @@
 #include <unistd.h>
 
 #define SV_MAX_THREADS 256
-#define OPEN_SENTINEL 0xffffffffu
+#define MAX_TASKS 0xffffffffu /* a range's next and end are 32 bits */
 
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     pthread_mutex_t busy; /* held by the thread whose job the pool runs */
-    _Atomic uint64_t word; /* generation << 32 | next task (OPEN_SENTINEL: being set up) */
+    _Atomic uint64_t word; /* generation << 32: a new job was opened */
+    _Atomic int nranges;   /* the open job's ranges of tasks (threads, at most ntasks) */
     _Atomic int64_t done;
     sv_task_fn fn;
     void *ctx;
@@ -58,6 +66,11 @@ static struct {
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .wake = PTHREAD_COND_INITIALIZER,
        .busy = PTHREAD_MUTEX_INITIALIZER};
+
+/* Range r of the job's tasks: next << 32 | end, on a cache line of its own. */
+static struct {
+    _Alignas(64) _Atomic uint64_t word;
+} ranges[SV_MAX_THREADS];
 
 static _Thread_local int in_task;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -86,28 +99,41 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Claim and run tasks of generation gen until none is left; returns how many ran. */
-static int64_t run_tasks(uint32_t gen) {
-    int64_t ran = 0;
+/* A task of range r: its owner takes the next one, others the last one; -1: none left. */
+static int64_t claim(int r, bool own) {
+    _Atomic uint64_t *word = &ranges[r].word;
+    uint64_t w = atomic_load_explicit(word, memory_order_acquire);
     for (;;) {
-        uint64_t w = atomic_load_explicit(&P.word, memory_order_acquire);
-        uint32_t g = (uint32_t)(w >> 32), idx = (uint32_t)w;
-        if (g != gen || idx == OPEN_SENTINEL || (int64_t)idx >= P.ntasks) return ran;
-        if (!atomic_compare_exchange_weak_explicit(&P.word, &w, w + 1, memory_order_acq_rel,
-                                                   memory_order_acquire))
-            continue;
-        sv_task_fn fn = P.fn;
-        void *ctx = P.ctx;
-        in_task = 1;
-        fn(ctx, (int64_t)idx);
-        in_task = 0;
-        ran++;
-        atomic_fetch_add_explicit(&P.done, 1, memory_order_acq_rel);
+        uint32_t next = (uint32_t)(w >> 32), end = (uint32_t)w;
+        if (next >= end) return -1;
+        uint64_t claimed = own ? w + ((uint64_t)1 << 32) : w - 1;
+        if (atomic_compare_exchange_weak_explicit(word, &w, claimed, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return own ? (int64_t)next : (int64_t)end - 1;
     }
 }
 
+/* Run the tasks of thread `self`'s range, then any left in the others'; returns how many
+ * ran.  A range read after its job ended is spent, so claims nothing. */
+static int64_t run_tasks(int self) {
+    int64_t ran = 0;
+    int n = atomic_load_explicit(&P.nranges, memory_order_acquire);
+    for (int k = 0; k < n; k++) {
+        int r = (self + k) % n;
+        for (int64_t task; (task = claim(r, r == self)) >= 0; ran++) {
+            sv_task_fn fn = P.fn;
+            void *ctx = P.ctx;
+            in_task = 1;
+            fn(ctx, task);
+            in_task = 0;
+            atomic_fetch_add_explicit(&P.done, 1, memory_order_acq_rel);
+        }
+    }
+    return ran;
+}
+
 static void *worker_main(void *arg) {
-    (void)arg;
+    int self = (int)(intptr_t)arg;
     uint32_t seen = 0;
     pthread_mutex_lock(&P.lock);
     seen = P.gen;
@@ -118,7 +144,7 @@ static void *worker_main(void *arg) {
         for (unsigned spins = 1;; spins++) {
             uint64_t w = atomic_load_explicit(&P.word, memory_order_acquire);
             gen = (uint32_t)(w >> 32);
-            if (gen != seen && (uint32_t)w != OPEN_SENTINEL) break;
+            if (gen != seen) break;
             cpu_relax();
             if (spins % 64) continue;
             uint64_t t = now_ns();
@@ -142,7 +168,7 @@ static void *worker_main(void *arg) {
             start = yielded = now_ns();
         }
         seen = gen;
-        int64_t ran = run_tasks(gen);
+        int64_t ran = run_tasks(self);
         atomic_fetch_add_explicit(&P.stat_workers, ran, memory_order_relaxed);
     }
 }
@@ -175,6 +201,9 @@ static void after_fork_child(void) {
     P.sleeping = 0;
     P.stop = 0;
     atomic_store(&P.word, (uint64_t)P.gen << 32);
+    for (int r = 0; r < SV_MAX_THREADS; r++) /* a job the parent was running is not ours */
+        atomic_store(&ranges[r].word, 0);
+    atomic_store(&P.nranges, 0);
     in_task = 0;
 }
 
@@ -217,7 +246,8 @@ static void ensure_workers(void) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 1 << 20);
-        int rc = pthread_create(&P.threads[P.nworkers], &attr, worker_main, NULL);
+        int rc = pthread_create(&P.threads[P.nworkers], &attr, worker_main,
+                                (void *)(intptr_t)(P.nworkers + 1));
         pthread_attr_destroy(&attr);
         if (rc != 0) break; /* run with the workers we have */
         P.nworkers++;
@@ -246,7 +276,7 @@ static void judge_job(uint64_t own, uint64_t wait, uint64_t end) {
 void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
     if (ntasks <= 0) return;
     pthread_once(&once, init_once);
-    if (ntasks == 1 || in_task || P.target <= 1 || ntasks >= (int64_t)OPEN_SENTINEL) {
+    if (ntasks == 1 || in_task || P.target <= 1 || ntasks >= (int64_t)MAX_TASKS) {
         run_serial(ntasks, fn, ctx);
         return;
     }
@@ -269,19 +299,25 @@ void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
         return;
     }
     uint32_t gen = P.gen + 1;
-    /* close the old generation, set the job up, then open it */
-    atomic_store_explicit(&P.word, ((uint64_t)gen << 32) | OPEN_SENTINEL, memory_order_release);
+    /* set the job up, open its ranges (every range of the last job is spent), then tell
+     * the workers */
     P.fn = fn;
     P.ctx = ctx;
     P.ntasks = ntasks;
     atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+    int n = P.nworkers + 1 < ntasks ? P.nworkers + 1 : (int)ntasks;
+    for (int r = 0; r < n; r++) {
+        uint64_t lo = (uint64_t)(ntasks * r / n), hi = (uint64_t)(ntasks * (r + 1) / n);
+        atomic_store_explicit(&ranges[r].word, lo << 32 | hi, memory_order_release);
+    }
+    atomic_store_explicit(&P.nranges, n, memory_order_release);
     pthread_mutex_lock(&P.lock);
     P.gen = gen;
     atomic_store_explicit(&P.word, (uint64_t)gen << 32, memory_order_release);
     if (P.sleeping) pthread_cond_broadcast(&P.wake);
     pthread_mutex_unlock(&P.lock);
 
-    int64_t ran = run_tasks(gen);
+    int64_t ran = run_tasks(0);
     atomic_fetch_add_explicit(&P.stat_caller, ran, memory_order_relaxed);
     uint64_t t1 = now_ns();
     for (unsigned spins = 1; atomic_load_explicit(&P.done, memory_order_acquire) < ntasks;

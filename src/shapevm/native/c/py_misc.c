@@ -134,6 +134,57 @@ static PyObject *py_pool_probe(PyObject *self, PyObject *args) {
                                               (long long)atomic_load(&j.by_workers));
 }
 
+/* _pool_trace(ntasks, task_us) -> (tasks the caller ran, tasks the workers ran), each in
+ * the order they ran: one job whose tasks each keep their thread busy for task_us; for the
+ * tests of how the pool deals tasks out. */
+typedef struct trace_job {
+    pthread_t caller;
+    long task_us;
+    int64_t *order;          /* ntasks slots: task, + ntasks when a worker ran it */
+    _Atomic int64_t next;
+} trace_job;
+
+static void trace_task(void *vctx, int64_t task) {
+    trace_job *j = vctx;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t slot = atomic_fetch_add(&j->next, 1);
+    j->order[slot] = pthread_equal(pthread_self(), j->caller) ? task : -1 - task;
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < j->task_us);
+}
+
+static PyObject *py_pool_trace(PyObject *self, PyObject *args) {
+    (void)self;
+    long ntasks, task_us;
+    if (!PyArg_ParseTuple(args, "ll", &ntasks, &task_us)) return NULL;
+    if (ntasks < 0 || ntasks > 100000 || task_us < 0 || task_us > 100000)
+        return sv_raise("_pool_trace", "argument out of range",
+                        "0 <= ntasks <= 1e5, 0 to 1e5 microseconds a task", "", "");
+    int64_t *order = calloc((size_t)(ntasks > 0 ? ntasks : 1), sizeof(int64_t));
+    if (!order) return PyErr_NoMemory();
+    trace_job j = {.caller = pthread_self(), .task_us = task_us, .order = order};
+    Py_BEGIN_ALLOW_THREADS sv_parallel(ntasks, trace_task, &j);
+    Py_END_ALLOW_THREADS PyObject *mine = PyList_New(0), *theirs = PyList_New(0);
+    for (long i = 0; mine && theirs && i < ntasks; i++) {
+        PyObject *v = PyLong_FromLongLong(order[i] >= 0 ? order[i] : -1 - order[i]);
+        if (!v || PyList_Append(order[i] >= 0 ? mine : theirs, v) != 0) {
+            Py_XDECREF(v);
+            Py_CLEAR(mine);
+            break;
+        }
+        Py_DECREF(v);
+    }
+    free(order);
+    if (!mine || !theirs) {
+        Py_XDECREF(mine);
+        Py_XDECREF(theirs);
+        return NULL;
+    }
+    return Py_BuildValue("NN", mine, theirs);
+}
+
 static const char *const vmath_names[SV_VM_COUNT] = {
     "exp", "log", "tanh", "erf", "sigmoid", "sqrt", "gelu_tanh", "gelu_erf", "silu"};
 
@@ -171,4 +222,6 @@ PyMethodDef sv_misc_methods[] = {
     {"vmath", py_vmath, METH_VARARGS, "vmath(name, x) -> f(x) elementwise, float32"},
     {"_pool_probe", py_pool_probe, METH_VARARGS,
      "_pool_probe(ntasks, caller_us, worker_us) -> (by_caller, by_workers): for the tests"},
+    {"_pool_trace", py_pool_trace, METH_VARARGS,
+     "_pool_trace(ntasks, task_us) -> (caller's tasks, workers' tasks) in order: for the tests"},
     {NULL, NULL, 0, NULL}};
