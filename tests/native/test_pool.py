@@ -4,6 +4,7 @@ lost its core keeps the next jobs on the calling thread for a while."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -136,6 +137,19 @@ def test_late_jobs_in_a_row_keep_the_pool_off_longer(pool_of_two: None) -> None:
     assert _pool()["serial_jobs_left"] == 4
 
 
+def test_short_waits_are_not_late() -> None:
+    """Coming back from its sleep (or starting) takes a worker tens of microseconds, and a
+    worker with cold caches is slower for a while: a wait is late only from 200 us (half a
+    millisecond where the job woke the worker); judging shorter waits late kept the first
+    calls of a process on one thread. And the caller must have waited at least half as
+    long as it worked."""
+    late = _native._pool_late
+    assert late(10, 300, False) and not late(10, 300, True)
+    assert not late(10, 150, False)
+    assert late(10, 600, True) and late(1000, 600, True) and not late(1300, 600, True)
+    assert not late(700, 300, False)
+
+
 def test_setting_the_thread_count_tries_the_pool_again(pool_of_two: None) -> None:
     _native._pool_probe(8, 50, 0)
     _native._pool_probe(2, 0, 20000)
@@ -146,7 +160,7 @@ def test_setting_the_thread_count_tries_the_pool_again(pool_of_two: None) -> Non
     assert _pool()["backed_off_calls"] == before["backed_off_calls"]
 
 
-def _ran_as_dealt(ran: list[int], lo: int, hi: int, ntasks: int) -> bool:
+def _ran_as_dealt(ran: list[int], lo: int, hi: int) -> bool:
     """A thread whose range is [lo, hi) runs a prefix of it in order, then tasks of the
     other ranges from their backs (descending within each)."""
     k = 0
@@ -154,7 +168,7 @@ def _ran_as_dealt(ran: list[int], lo: int, hi: int, ntasks: int) -> bool:
         k += 1
     stolen = ran[k:]
     return all(not lo <= t < hi for t in stolen) and all(
-        a > b for a, b in zip(stolen, stolen[1:]) if (a < lo) == (b < lo)
+        a > b for a, b in itertools.pairwise(stolen) if (a < lo) == (b < lo)
     )
 
 
@@ -168,12 +182,12 @@ def test_each_thread_runs_its_own_range_first(pool_of_two: None, ntasks: int) ->
     for task_us in (0, 200):
         mine, theirs = _native._pool_trace(ntasks, task_us)
         assert sorted(mine + theirs) == list(range(ntasks))
-        assert _ran_as_dealt(mine, 0, half, ntasks), mine
-        assert _ran_as_dealt(theirs, half, ntasks, ntasks), theirs
+        assert _ran_as_dealt(mine, 0, half), mine
+        assert _ran_as_dealt(theirs, half, ntasks), theirs
 
 
 def test_a_sleeping_worker_leaves_its_range_to_the_caller(pool_of_two: None) -> None:
     time.sleep(0.3)  # past the workers' spin: they sleep
     mine, theirs = _native._pool_trace(8, 0)
     assert sorted(mine + theirs) == list(range(8))
-    assert _ran_as_dealt(mine, 0, 4, 8) and _ran_as_dealt(theirs, 4, 8, 8)
+    assert _ran_as_dealt(mine, 0, 4) and _ran_as_dealt(theirs, 4, 8)

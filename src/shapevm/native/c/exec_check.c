@@ -435,6 +435,7 @@ PyObject *sv_exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     Py_DECREF(outs);
     Py_DECREF(ia);
     Py_DECREF(fa);
+    sv_pool_start(); /* its first call shares its jobs with workers that are already up */
     return (PyObject *)e;
 fail:
     PyMem_Free(defined);

@@ -24,7 +24,11 @@
  * up by one with each late job (to PENALTY_MAX) and down by one with each job that was not:
  * a late job costs milliseconds, a job kept off the pool at most the second thread's share,
  * and calls spaced out in time (a NumPy product before each) need the count as well as the
- * time.
+ * time.  A wait under LATE_MIN_NS is never late, and one under WAKING_LATE_MIN_NS where the
+ * job woke sleeping workers or started them: a worker coming back from its sleep, or whose
+ * caches are cold, is not a worker that lost its core (with 20 us as the bound, a process's
+ * first call left its first calls of other shapes on one thread: W3's at 1x37 took 2.5x its
+ * steady time).
  *
  * One job at a time: a second thread that calls sv_parallel while the pool is busy, or a
  * task that calls it (nested), runs its tasks itself.  After fork() the child starts with
@@ -81,7 +85,13 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 #ifndef YIELD_NS
 #define YIELD_NS 20000 /* ... yielding their core this often */
 #endif
-#define LATE_MIN_NS 20000       /* a wait for the workers shorter than this is never late */
+#define LATE_MIN_NS 200000 /* a wait for the workers shorter than this is never late (a
+                              worker whose caches are cold is slower for tens of
+                              microseconds; a core lost to another thread costs
+                              milliseconds), */
+#define WAKING_LATE_MIN_NS 500000 /* nor this, where the job woke or started them: coming
+                                     back from a sleep takes tens of microseconds more (the
+                                     first call of a process, of a function after a pause) */
 #define BACKOFF_MIN_NS 2000000 /* no pool for 2 ms and one job after a late job, */
 #define PENALTY_MAX 8           /* doubling up to 256 ms and 128 jobs while they repeat */
 
@@ -254,14 +264,31 @@ static void ensure_workers(void) {
     }
 }
 
+/* Started where an executor is made, as its function is lowered: a worker thread takes
+ * a while to be created and scheduled, and one started by the first call of a process came
+ * too late for most of its jobs, so that its core's caches were still cold in the calls
+ * after it (the next shapes' first calls 1.5-2x their steady time). */
+void sv_pool_start(void) {
+    pthread_once(&once, init_once);
+    if (P.target <= 1 || in_task || pthread_mutex_trylock(&P.busy) != 0) return;
+    ensure_workers();
+    pthread_mutex_unlock(&P.busy);
+}
+
 static void run_serial(int64_t ntasks, sv_task_fn fn, void *ctx) {
     for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
     atomic_fetch_add_explicit(&P.stat_serial, 1, memory_order_relaxed);
 }
 
-/* With P.busy held, after a job: the caller worked `own` ns, then waited `wait` ns. */
-static void judge_job(uint64_t own, uint64_t wait, uint64_t end) {
-    if (wait < LATE_MIN_NS || 2 * wait < own) {
+/* Whether a job was late: the caller worked `own` ns, then waited `wait` ns for the
+ * workers; waking: the job woke sleeping workers or started them. */
+bool sv_pool_late(uint64_t own, uint64_t wait, bool waking) {
+    return wait >= (waking ? WAKING_LATE_MIN_NS : LATE_MIN_NS) && 2 * wait >= own;
+}
+
+/* With P.busy held, after a job (see sv_pool_late). */
+static void judge_job(uint64_t own, uint64_t wait, uint64_t end, bool waking) {
+    if (!sv_pool_late(own, wait, waking)) {
         if (P.penalty > 0) P.penalty--;
         return;
     }
@@ -292,6 +319,7 @@ void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
         run_serial(ntasks, fn, ctx);
         return;
     }
+    int had = P.nworkers;
     ensure_workers();
     if (P.nworkers == 0) {
         pthread_mutex_unlock(&P.busy);
@@ -314,6 +342,8 @@ void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
     pthread_mutex_lock(&P.lock);
     P.gen = gen;
     atomic_store_explicit(&P.word, (uint64_t)gen << 32, memory_order_release);
+    /* a worker woken from its sleep, or just started, takes tens of microseconds to come */
+    bool waking = P.sleeping > 0 || P.nworkers > had;
     if (P.sleeping) pthread_cond_broadcast(&P.wake);
     pthread_mutex_unlock(&P.lock);
 
@@ -327,7 +357,7 @@ void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
             sched_yield(); /* a worker holding a task may share this core */
     }
     uint64_t t2 = now_ns();
-    judge_job(t1 - t0, t2 - t1, t2);
+    judge_job(t1 - t0, t2 - t1, t2, waking);
     atomic_fetch_add_explicit(&P.stat_parallel, 1, memory_order_relaxed);
     pthread_mutex_unlock(&P.busy);
 }

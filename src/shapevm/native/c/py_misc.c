@@ -185,6 +185,18 @@ static PyObject *py_pool_trace(PyObject *self, PyObject *args) {
     return Py_BuildValue("NN", mine, theirs);
 }
 
+/* _pool_late(own_us, wait_us, waking) -> whether the pool judges such a job late */
+static PyObject *py_pool_late(PyObject *self, PyObject *args) {
+    (void)self;
+    long long own, wait;
+    int waking;
+    if (!PyArg_ParseTuple(args, "LLp", &own, &wait, &waking)) return NULL;
+    if (own < 0 || wait < 0 || own > 1000000000LL || wait > 1000000000LL)
+        return sv_raise("_pool_late", "argument out of range", "0 to 1e9 microseconds", "", "");
+    return PyBool_FromLong(
+        sv_pool_late((uint64_t)own * 1000u, (uint64_t)wait * 1000u, waking != 0));
+}
+
 static const char *const vmath_names[SV_VM_COUNT] = {
     "exp", "log", "tanh", "erf", "sigmoid", "sqrt", "gelu_tanh", "gelu_erf", "silu"};
 
@@ -222,6 +234,8 @@ PyMethodDef sv_misc_methods[] = {
     {"vmath", py_vmath, METH_VARARGS, "vmath(name, x) -> f(x) elementwise, float32"},
     {"_pool_probe", py_pool_probe, METH_VARARGS,
      "_pool_probe(ntasks, caller_us, worker_us) -> (by_caller, by_workers): for the tests"},
+    {"_pool_late", py_pool_late, METH_VARARGS,
+     "_pool_late(own_us, wait_us, waking) -> whether such a job is late: for the tests"},
     {"_pool_trace", py_pool_trace, METH_VARARGS,
      "_pool_trace(ntasks, task_us) -> (caller's tasks, workers' tasks) in order: for the tests"},
     {NULL, NULL, 0, NULL}};

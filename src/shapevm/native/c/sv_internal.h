@@ -139,6 +139,7 @@ const char *sv_isa_note(void); /* why SHAPEVM_ISA was not followed, or "" */
 #endif
 int sv_pool_threads(void);
 void sv_pool_set_threads(int n);
+void sv_pool_start(void); /* start the workers now, not at the first parallel job */
 void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx);
 typedef struct sv_pool_stats {
     int64_t parallel_calls, serial_calls, tasks_by_caller, tasks_by_workers;
@@ -147,6 +148,7 @@ typedef struct sv_pool_stats {
     int64_t serial_jobs_left; /* parallel calls still to run serially (the backoff) */
 } sv_pool_stats;
 sv_pool_stats sv_pool_get_stats(void);
+bool sv_pool_late(uint64_t own_ns, uint64_t wait_ns, bool waking); /* the rule for a late job */
 
 /* memory */
 void *sv_alloc(size_t bytes); /* 64-byte aligned, NULL on failure */
