@@ -89,8 +89,7 @@ class VariantRecord:
         self.compile_ms = 0.0
         self.hits = 0
         self.last_use = 0.0
-        self.planned_bytes = 0
-        self.naive_bytes = 0
+        self._memory: tuple[int, int] | None = None  # (planned, naive), once asked
         self.reason = ""
         self.patterns: tuple[str, ...] = ()
         self.variant: Variant | None = None
@@ -107,6 +106,27 @@ class VariantRecord:
         self.tier3_when_hot = False
         """Made at its key's first call from code lowered ahead: its generated C is queued
         once the key has had ``hot_threshold`` calls (`JitEngine._tier3_job`)."""
+
+    def memory(self) -> tuple[int, int]:
+        """(planned, naive) bytes of its variant at the key's values; (0, 0) without one."""
+        if self._memory is None:
+            if self.variant is None:
+                return (0, 0)
+            self._memory = self.variant.memory_bytes
+        return self._memory
+
+    def drop_variant(self) -> None:
+        """Forget the variant (evicted), keeping what `memory` says of it."""
+        self.memory()
+        self.variant = None
+
+    @property
+    def planned_bytes(self) -> int:
+        return self.memory()[0]
+
+    @property
+    def naive_bytes(self) -> int:
+        return self.memory()[1]
 
     def check(self) -> None:
         """Raise `CompileCancelled` once the compile has been abandoned."""
@@ -525,7 +545,7 @@ class JitEngine:
                         rec.patches.remove()
                         rec.patches = None
                     rec.status = EVICTED
-                    rec.variant = None
+                    rec.drop_variant()
                     rec.reason = "evicted: the capability table changed"
                     del self._records[rec.key]
                     self._history.append(rec)
@@ -600,7 +620,7 @@ class JitEngine:
             rec.patches.remove()
             rec.patches = None
         rec.status = EVICTED
-        rec.variant = None
+        rec.drop_variant()
         rec.reason = f"evicted: budget of {self.options.max_variants} variants"
         del self._records[rec.key]
         self._history.append(rec)
@@ -675,8 +695,6 @@ class JitEngine:
         rec.variant = variant
         rec.shares_code_with = variant.shares_code_with
         rec.compile_ms = ms
-        rec.planned_bytes = variant.planned_bytes
-        rec.naive_bytes = variant.naive_bytes
         rec.patterns = variant.patterns
         rec.status = READY  # hot-patch: the next call of the key takes the variant
         rec.stage = ""
