@@ -175,8 +175,11 @@ static void gather_pixels(const sv_conv_kern *k, const float *src, int64_t plane
         k->gather16(src, plane, nc, w, dst);
         return;
     }
-    for (int64_t x = 0; x < w; x++)
-        for (int64_t c = 0; c < cs; c++) dst[x * cs + c] = c < nc ? src[c * plane + x] : 0.0f;
+    for (int64_t c = 0; c < cs; c++) /* long inner loops: a few channels, many pixels */
+        if (c < nc)
+            for (int64_t x = 0; x < w; x++) dst[x * cs + c] = src[c * plane + x];
+        else
+            for (int64_t x = 0; x < w; x++) dst[x * cs + c] = 0.0f;
 }
 
 /* Copy input rows [iy0, iy0 + rows) of image img into the slab with zero borders. */
