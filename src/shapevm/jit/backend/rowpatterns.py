@@ -92,8 +92,8 @@ def match_row(low: Any, start: Op) -> RowMatch | None:
             break
     if not members or members[0] is not start:
         return None
-    best: RowMatch | None = None
-    for end in members:
+    # the longest chain that is a row op: the last members first, the first match is it
+    for end in reversed(members):
         out = end.outs[0]
         if not _shape_equal(graph.value(out).shape, xv.shape):
             continue
@@ -109,8 +109,8 @@ def match_row(low: Any, start: Op) -> RowMatch | None:
         found = _probe(low, x, chosen, vectors, n, len(xv.shape))
         if found is not None:
             kind, eps, scale, gamma, beta = found
-            best = RowMatch(kind, x, out, sorted(chosen), eps, scale, gamma, beta)
-    return best
+            return RowMatch(kind, x, out, sorted(chosen), eps, scale, gamma, beta)
+    return None
 
 
 def _int(d: Any) -> int:
