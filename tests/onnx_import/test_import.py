@@ -78,6 +78,24 @@ def test_the_jit_runs_an_imported_model_as_the_interpreter_does() -> None:
     assert fast.jit_info()
 
 
+def test_a_decoder_block_with_its_causal_mask_is_one_native_call() -> None:
+    """The exported block's causal mask (``Range`` over the sequence, two ``Unsqueeze``,
+    ``LessOrEqual``, ``Where`` with -1e9) is the attention kernel's causal mode: nothing is
+    left to the interpreter, at every sequence length."""
+    w = B.weights(3)
+    exp = so.load(B.transformer_block(w))
+    fast = exp.jit(background=False, tier3=False)
+    for shape in ((2, 7, 32), (1, 1, 32), (3, 40, 32), (2, 7, 32)):
+        x = np.random.default_rng(shape[1]).normal(size=shape).astype(np.float32)
+        np.testing.assert_allclose(fast(x)[0], exp.call(x)[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(fast(x)[0], B.numpy_block(x, w), rtol=1e-4, atol=1e-5)
+    (engine,) = fast.engines
+    function = next(r for r in engine.records() if r.variant).variant.function
+    assert function.whole and not function.interpreted
+    labels = [k.label for r in function.regions for k in r.lowered.kernels]
+    assert "attention (causal)" in labels, labels
+
+
 def test_a_batch_norm_after_a_convolution_folds_into_it() -> None:
     """An exported CNN's BatchNormalization (eval mode) becomes a per-channel scale and
     shift, which the convolution takes into its weights and bias: one kernel with the

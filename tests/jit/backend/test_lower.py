@@ -710,6 +710,62 @@ def test_attention_with_an_additive_mask_is_one_kernel_and_agrees(name: str) -> 
     assert [k.label for r in rec.variant.regions for k in r.lowered.kernels][-1] == "attention"
 
 
+CAUSAL = {  # how a causal mask is written over the scores a of sequence length s
+    "arange(s)[None, :] <= arange(s)[:, None], fill -1e9": lambda a, s: snp.where(
+        snp.arange(s)[None, :] <= snp.arange(s)[:, None], a, -1e9
+    ),
+    "inverted: where(rows < cols, -inf, a)": lambda a, s: snp.where(
+        snp.arange(s)[:, None] < snp.arange(s)[None, :], -np.inf, a
+    ),
+    "tril of ones, float32's lowest": lambda a, s: snp.where(
+        snp.tril(snp.ones((s, s), dtype=bool)), a, np.float32(-3.4e38)
+    ),
+}
+NOT_CAUSAL = {  # masks that look alike and are not the kernel's causal mode
+    "strictly below the diagonal": lambda a, s: snp.where(
+        snp.arange(s)[None, :] < snp.arange(s)[:, None], a, -1e9
+    ),
+    "a fill of -1e4 (large scores would still show)": lambda a, s: snp.where(
+        snp.arange(s)[None, :] <= snp.arange(s)[:, None], a, -1e4
+    ),
+    "triu: the upper triangle": lambda a, s: snp.where(
+        snp.triu(snp.ones((s, s), dtype=bool)), a, -1e9
+    ),
+}
+
+
+def _masked_attention(mask: Any) -> Any:
+    def f(x: Any) -> Any:
+        b, s, _ = x.shape
+        q, k, v = ((x @ ATT_W[n]).reshape(b, s, 2, 8).transpose(0, 2, 1, 3) for n in "qkv")
+        a = mask(q @ k.transpose(0, 1, 3, 2) / math.sqrt(8.0), s)
+        a = snp.exp(a - a.max(axis=-1, keepdims=True))
+        return (a / a.sum(axis=-1, keepdims=True) @ v).transpose(0, 2, 1, 3).reshape(b, s, 16)
+
+    b, s = sv.symbolic_shape("b, s")
+    exp = sv.export(sv.jit(f))(sv.ShapeDtypeStruct((b, s, 16), np.float32))
+    return exp, exp.jit(hot_threshold=1, background=False, tier3=False)
+
+
+@pytest.mark.parametrize("name", [*CAUSAL, *NOT_CAUSAL])
+def test_a_causal_mask_written_any_way_is_the_attention_kernels_causal_mode(name: str) -> None:
+    """A mask computed from the dimensions alone (``arange``, ``tril``, a comparison) and
+    applied with ``where`` and a fill of at most -1e9 that keeps key ``j`` for query ``i``
+    exactly when ``j <= i``: the whole function is one native call with the attention
+    kernel's causal mode. Masks that only look alike stay what they are; every one agrees
+    with the interpreter."""
+    exp, jitted = _masked_attention({**CAUSAL, **NOT_CAUSAL}[name])
+    for b, s in [(2, 5), (1, 1), (3, 9), (1, 70)]:
+        x = RNG.standard_normal((b, s, 16)).astype(np.float32)
+        np.testing.assert_allclose(jitted(x), exp.call(x), rtol=2e-5, atol=2e-5)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    if name in CAUSAL:
+        assert rec.variant.function.whole and labels[-1] == "attention (causal)", labels
+    else:
+        assert "attention (causal)" not in labels, labels
+
+
 def test_ids_compared_with_a_constant_that_adds_axes_keep_their_result_shape() -> None:
     """A one-element constant becomes the comparison's literal only where it broadcasts
     nothing: ``ids != zeros((1, 1, 1))`` has a result of rank 3, and stays interpreted."""

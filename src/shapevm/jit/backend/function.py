@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from shapevm import native
@@ -27,13 +27,14 @@ from shapevm.bytecode.printer import format_instr
 from shapevm.bytecode.program import (
     BindInputs,
     Instr,
+    LoadConst,
     OpCall,
     ShapeCompute,
     ShapePropagate,
 )
 from shapevm.bytecode.shape_expr import evaluate_shape_expr
 from shapevm.jit.backend.dims import DimHeap
-from shapevm.jit.backend.lower import Lowering, Unsupported, lower_region
+from shapevm.jit.backend.lower import _FROM_DIMS, Lowering, Unsupported, lower_region
 from shapevm.jit.backend.nodes import Lowered
 from shapevm.jit.backend.plan import MemoryPlan, build_spec, plan_memory
 from shapevm.jit.graph import RegionGraph, build_graph
@@ -236,16 +237,20 @@ def _surely_interpreted(
     theirs exists for their dtype (``iota``, integer arithmetic, float64), as registered.
     (Not as the capability table lists them now: a patch that removes one op's kernel
     leaves patterns such as a softmax row op free to take that op, so such ops keep the
-    try-and-cut path of `_lower_around`.)"""
+    try-and-cut path of `_lower_around`.) So are the ops of a mask made from the
+    dimensions alone that only ``where`` reads (a decoder's causal mask: ``iota``,
+    reshapes, a comparison): the attention lowering takes a causal one whole
+    (`rowpatterns._causal_where`)."""
     from shapevm.ops import DType, get_op
     from shapevm.runtime.scheduler import kernel_dtype, native_names, native_registered
 
     out = []
+    masks = _mask_ops(executable, region)
     for pc, _, instr in executable.fn.instructions():
         if not region.start <= pc < region.stop or not isinstance(instr, OpCall):
             continue
         info = get_op(instr.op)
-        if info is None:
+        if info is None or pc in masks:
             continue
         operands: list[DType | None] = [
             types[x].dtype if isinstance(x, Reg) and x in types else None for x in instr.ins
@@ -258,6 +263,63 @@ def _surely_interpreted(
         if not any(native_registered(instr.op, name, dtype) for name in native_names(info)):
             out.append((pc, f"{instr.op} has no native kernel for {dtype}"))
     return out
+
+
+def _mask_ops(executable: Executable, region: Region) -> set[int]:
+    """The pcs of ``region``'s ops that compute a value from the dimensions and constants
+    alone (``iota``, ``full``, reshapes, ``tril``, elementwise ops) and whose results only
+    such ops and ``where`` read: a mask, that a pattern may take whole."""
+    from shapevm.ops import OpFlag, get_op
+
+    instrs = [
+        (pc, i)
+        for pc, _, i in executable.fn.instructions()
+        if region.start <= pc < region.stop and isinstance(i, OpCall)
+    ]
+    consts = {i.out for _, _, i in executable.fn.instructions() if isinstance(i, LoadConst)}
+    from_dims: dict[Reg, int] = {}  # register -> pc of the op computing it from dims
+    for pc, instr in instrs:
+        info = get_op(instr.op)
+        if info is None:
+            continue
+        elementwise = OpFlag.ELEMENTWISE in info.flags and OpFlag.FUSIBLE in info.flags
+        if (instr.op in _FROM_DIMS or elementwise) and all(
+            x in consts or x in from_dims for x in instr.ins if isinstance(x, Reg)
+        ):
+            from_dims.update((r, pc) for r in instr.outs)
+    readers: dict[Reg, list[tuple[int, OpCall]]] = {}
+    for pc, instr in instrs:
+        for x in instr.ins:
+            if isinstance(x, Reg):
+                readers.setdefault(x, []).append((pc, instr))
+    inside = {pc for pc, _ in instrs}
+    escaping = {  # read by an instruction outside the region's op calls
+        r for pc, _, i in executable.fn.instructions() if pc not in inside for r in _regs_read(i)
+    }
+    masks: set[int] = set()
+    for pc, instr in reversed(instrs):  # readers come after: decided before their operands
+        if not instr.outs or any(r not in from_dims or r in escaping for r in instr.outs):
+            continue
+        if all(
+            rpc in masks or reader.op == "where"
+            for r in instr.outs
+            for rpc, reader in readers.get(r, [])
+        ) and any(readers.get(r) for r in instr.outs):
+            masks.add(pc)
+    return masks
+
+
+def _regs_read(instr: Instr) -> list[Reg]:
+    """The registers an instruction reads (its fields but ``out`` and ``outs``)."""
+    found: list[Reg] = []
+    for f in fields(instr):
+        if f.name in ("out", "outs"):
+            continue
+        value = getattr(instr, f.name)
+        for x in value if isinstance(value, tuple) else (value,):
+            if isinstance(x, Reg):
+                found.append(x)
+    return found
 
 
 def _lower_around(
@@ -288,12 +350,9 @@ def _lower_around(
             break
         interpreted.append(Piece(replace(part, start=pc, stop=pc + 1, n_ops=1), why))
         before = _piece(executable, piece, part.start, pc)
-        if before is not None:
-            again = lower(before)
-            if isinstance(again, NativeRegion):
-                regions.append(again)
-            else:
-                interpreted.append(Piece(before, again[0]))
+        if before is not None:  # (it may fail earlier: an op made from the dimensions
+            # waits for a pattern to take it, and fails at the end when none did)
+            regions.extend(_lower_around(executable, before, lower, check, out))
         start = pc + 1
     return regions
 

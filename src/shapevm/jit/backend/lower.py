@@ -71,6 +71,9 @@ def _shape_equal(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+_FROM_DIMS = ("iota", "full", "reshape", "broadcast_to", "tril", "triu")  # and elementwise ops
+
+
 class RegionLowering:
     """The state of lowering one region: tensors, kernels, claimed ops."""
 
@@ -95,6 +98,7 @@ class RegionLowering:
         self._const_regs: dict[Reg, int] | None = None
         self.blocked: dict[int, int] = {}  # value -> its tensor in the blocked conv layout
         self.deferred: dict[int, list[Callable[[], None]]] = {}  # see `defer`
+        self.from_dims: dict[int, Unsupported] = {}  # see `_lower_op`
 
     # -- tensors ----------------------------------------------------------------------------
     def new(self, kind: str, dtype: np.dtype[Any], shape: Sequence[Any], **kw: Any) -> int:
@@ -336,7 +340,21 @@ class RegionLowering:
                 emit()
         if self.deferred:  # (a lowering defers to an op of the region only)
             raise Unsupported("a kernel waited for an op past the region's end")
+        for pos, exc in self.from_dims.items():
+            if pos not in self.claimed:  # no pattern took it after all
+                raise exc
         return self.finish()
+
+    def _from_dims(self, op: Op) -> bool:
+        """Whether ``op`` computes its value from the dimensions alone: ``iota``, a reshape
+        or broadcast of such a value, an elementwise op of such values and constants."""
+        info = op.info
+        if info is None or not (op.fusible or info.name in _FROM_DIMS):
+            return False
+        return all(
+            self.const_array(v) is not None or self.graph.value(v).producer in self.from_dims
+            for v in op.ins
+        )
 
     def _lower_op(self, op: Op, lowerings: Sequence[Lowering]) -> None:
         if op.pos in self.claimed:
@@ -350,11 +368,18 @@ class RegionLowering:
         elif op.kind == "call":
             try:
                 taken = any(lowering(self, op) for lowering in lowerings)
+                failure = None
             except Unsupported as exc:
-                raise Unsupported(str(exc), op.pc) from exc
+                taken, failure = False, Unsupported(str(exc), op.pc)
             if not taken:
                 name = op.info.name if op.info else "?"
-                raise Unsupported(f"{name} has no native kernel", op.pc)
+                failure = failure or Unsupported(f"{name} has no native kernel", op.pc)
+                # A value made from the dimensions alone (a decoder's causal mask) waits: a
+                # pattern further on may take it whole (`rowpatterns._causal_where`); a
+                # reader that needs it computed fails at its own op.
+                if not self._from_dims(op):
+                    raise failure
+                self.from_dims[op.pos] = failure
         # alloc/free/shape: the executor sizes everything itself
 
     def finish(self) -> Lowered:

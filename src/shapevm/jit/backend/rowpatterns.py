@@ -237,6 +237,125 @@ def lower_rowop(low: Any, op: Op) -> bool:
     return True
 
 
+_CAUSAL_FILL = -1e9  # where(keep, s, fill): a fill at most this excludes the key exactly
+
+
+def _dims_only(low: Any, vid: int) -> list[int] | None:
+    """The positions of the ops that compute ``vid`` from the dimensions alone (``iota``,
+    ``full``, reshapes and broadcasts, ``tril``, elementwise ops of those and of
+    constants), in order; None when any of them reads anything else."""
+    from shapevm.jit.backend.lower import _FROM_DIMS
+
+    graph = low.graph
+    need: set[int] = set()
+    todo = [vid]
+    while todo:
+        v = todo.pop()
+        if low.const_array(v) is not None:
+            continue
+        p = graph.value(v).producer
+        if p < 0:
+            return None
+        op = graph.ops[p]
+        if op.kind != "call" or op.info is None:
+            return None
+        if not (op.fusible or op.info.name in _FROM_DIMS):
+            return None
+        if p not in need:
+            need.add(p)
+            todo.extend(op.ins)
+    return sorted(need)
+
+
+def _concrete(shape: Any, env: dict[str, int]) -> tuple[int, ...]:
+    return tuple(d if isinstance(d, int) else int(d.evaluate(env)) for d in shape)
+
+
+def _evaluate_dims_only(low: Any, positions: list[int], env: dict[str, int]) -> Any:
+    """The value of the last of ``positions`` (from `_dims_only`) at dimensions ``env``."""
+    graph = low.graph
+    values: dict[int, Any] = {}
+    out = None
+    for pos in positions:
+        op = graph.ops[pos]
+        value = graph.value(op.outs[0])
+        shape = _concrete(value.shape, env)
+        name = op.info.name
+        if name == "iota":
+            out = np.arange(shape[0], dtype=value.dtype)
+        elif name == "full":
+            out = np.full(shape, op.attrs["value"], dtype=value.dtype)
+        elif name in ("reshape", "broadcast_to"):
+            arg = values[op.ins[0]]
+            out = arg.reshape(shape) if name == "reshape" else np.broadcast_to(arg, shape)
+        else:
+            args = [
+                val if kind == "c" else values[val] if val in values else low.const_array(val)
+                for kind, val in low.literals(op)
+            ]
+            (out,) = op.info.kernel(args, op.attrs)
+            out = np.asarray(out)
+        values[op.outs[0]] = out
+    return out
+
+
+def _causal_where(low: Any, op: Op, s: int) -> list[int] | None:
+    """``where(keep, s, fill)`` (or ``where(drop, fill, s)``) over the scores ``s`` that lets
+    query ``i`` see key ``j`` exactly when ``j <= i``, ``keep`` computed from the dimensions
+    alone (a decoder's causal mask: ``iota``, two reshapes, a comparison) and ``fill`` a
+    constant of at most -1e9 (so the key is excluded exactly as the kernel's causal mode
+    excludes it): the positions of ``op`` and of the mask's ops that only it reads; else
+    None. What the mask is, is found by computing it at two sets of dimension values."""
+    from shapevm.jit.backend.lower import _shape_equal
+
+    graph = low.graph
+    if op.info is None or op.info.name != "where" or op.ins.count(s) != 1:
+        return None
+    literals = low.literals(op)  # the fill may be a literal, not a value
+    if len(literals) != 3 or literals[0][0] != "v" or literals[0][1] == s:
+        return None
+    keep = literals[1] == ("v", s)
+    fill = low.scalar(*(literals[2] if keep else literals[1]))
+    if fill is None or not fill <= _CAUSAL_FILL:
+        return None
+    cond = literals[0][1]
+    scores = graph.value(s)
+    out = graph.value(op.outs[0])
+    if graph.value(cond).dtype != np.bool_ or out.dtype != np.float32:
+        return None
+    if not _shape_equal(out.shape, scores.shape) or len(scores.shape) < 2:
+        return None
+    positions = _dims_only(low, cond)
+    if not positions or any(p in low.claimed for p in positions):
+        return None
+    names: set[str] = set()
+    for v in (s, *(graph.ops[p].outs[0] for p in positions)):
+        for d in graph.value(v).shape:
+            names |= set() if isinstance(d, int) else set(d.free_vars())
+    for sizes in ((5, 7, 3, 4), (9, 6, 2, 11)):
+        env = {name: sizes[i % 4] + i for i, name in enumerate(sorted(names))}
+        try:
+            with np.errstate(all="ignore"):
+                mask = _evaluate_dims_only(low, positions, env)
+            shape = _concrete(scores.shape, env)
+            lower_left = np.tril(np.ones(shape[-2:], dtype=bool))
+            got = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+        except Exception:  # an op that does not evaluate here, a shape that does not fit
+            return None
+        if not np.array_equal(got, np.broadcast_to(lower_left if keep else ~lower_left, shape)):
+            return None
+    inside = {graph.ops[p].outs[0] for p in positions}
+    owned = [
+        p
+        for p in positions
+        if graph.ops[p].outs[0] not in graph.live_out
+        and all(
+            u == op.pos or graph.ops[u].outs[0] in inside for u in low.users(graph.ops[p].outs[0])
+        )
+    ]
+    return [op.pos, *owned]
+
+
 def _mask_of(low: Any, op: Op, s: int) -> int | None:
     """The mask ``op`` adds to the scores ``s`` (``s + m`` or ``m + s``): a float32 value
     other than ``s`` that broadcasts to them and spans their key axis, the sum keeping their
@@ -266,8 +385,10 @@ def _mask_of(low: Any, op: Op, s: int) -> int | None:
 
 def lower_attention(low: Any, op: Op) -> bool:
     """``softmax(q @ k^T * scale [+ mask]) @ v`` (the softmax written in any way `match_row`
-    finds; the mask additive, float32, broadcasting to the scores with their key axis) as
-    one attention kernel: the scores are never materialized whole."""
+    finds; the mask additive, float32, broadcasting to the scores with their key axis, or a
+    causal mask applied with ``where``, see `_causal_where`) as one attention kernel: the
+    scores are never materialized whole (nor, with a causal mask, computed above the
+    diagonal)."""
     from shapevm import native
     from shapevm.jit.backend import nodes as N
     from shapevm.jit.backend.lower import Unsupported, _scale_of
@@ -307,10 +428,13 @@ def lower_attention(low: Any, op: Op) -> bool:
         scale, s = alpha, user.outs[0]
         chain.append(user.pos)
     mask_v = None
+    causal: list[int] = []  # the where and the mask ops of a causal mask (`_causal_where`)
     add = low.sole_user(s)
     if add is not None and (m := _mask_of(low, add, s)) is not None:
         mask_v, s = m, add.outs[0]
         chain.append(add.pos)
+    elif add is not None and (found := _causal_where(low, add, s)) is not None:
+        causal, s = found, add.outs[0]
     readers = low.users(s)
     if not readers or s in graph.live_out:
         return False
@@ -319,6 +443,8 @@ def lower_attention(low: Any, op: Op) -> bool:
         return False
     if mask_v is not None and soft.scale != 1.0:
         return False  # softmax((s + mask) * t): the kernel scales the product only
+    if causal and not soft.scale > 0.0:
+        return False  # a masked score times t <= 0 would not stay excluded
     users = low.users(soft.out)
     if len(users) != 1 or soft.out in graph.live_out:
         return False
@@ -329,7 +455,7 @@ def lower_attention(low: Any, op: Op) -> bool:
     for vid in (q_v, kt_v, v_v):
         if graph.value(vid).dtype != np.float32:
             return False
-    positions = sorted({*chain, *soft.positions, pv.pos, producer.pos})
+    positions = sorted({*chain, *causal, *soft.positions, pv.pos, producer.pos})
     pcs = tuple(graph.ops[p].pc for p in positions)
     scores = graph.value(op.outs[0]).shape
 
@@ -349,8 +475,9 @@ def lower_attention(low: Any, op: Op) -> bool:
         except Unsupported as exc:
             raise Unsupported(str(exc), op.pc) from exc
         out = low.result_through_layout(pv.outs[0])
-        kernel = make(scale * soft.scale)
-        low.emit(Kernel(N.OP_EXTERNAL, operands, [out], obj=kernel, pcs=pcs, label="attention"))
+        kernel = make(scale * soft.scale, causal=bool(causal))
+        label = "attention (causal)" if causal else "attention"
+        low.emit(Kernel(N.OP_EXTERNAL, operands, [out], obj=kernel, pcs=pcs, label=label))
 
     # An operand computed after q @ k^T (ONNX computes the mask, and may transpose v, after
     # it): the kernel is emitted once the last of them is.
