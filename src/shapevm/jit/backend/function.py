@@ -245,10 +245,14 @@ def _surely_interpreted(
     from shapevm.runtime.scheduler import kernel_dtype, native_names, native_registered
 
     out = []
-    masks = _mask_ops(executable, region)
-    for pc, _, instr in executable.fn.instructions():
-        if not region.start <= pc < region.stop or not isinstance(instr, OpCall):
-            continue
+    instrs = [
+        (pc, i)
+        for pc, _, i in executable.fn.instructions()
+        if region.start <= pc < region.stop and isinstance(i, OpCall)
+    ]
+    makes = any(i.op in ("iota", "full") for _, i in instrs)  # else no mask from dims
+    masks = _mask_ops(executable, instrs) if makes else set()
+    for pc, instr in instrs:
         info = get_op(instr.op)
         if info is None or pc in masks:
             continue
@@ -265,17 +269,13 @@ def _surely_interpreted(
     return out
 
 
-def _mask_ops(executable: Executable, region: Region) -> set[int]:
-    """The pcs of ``region``'s ops that compute a value from the dimensions and constants
-    alone (``iota``, ``full``, reshapes, ``tril``, elementwise ops) and whose results only
-    such ops and ``where`` read: a mask, that a pattern may take whole."""
+def _mask_ops(executable: Executable, instrs: list[tuple[int, OpCall]]) -> set[int]:
+    """The pcs of the op calls ``instrs`` (a region's) that compute a value from the
+    dimensions and constants alone (``iota``, ``full``, reshapes, ``tril``, elementwise
+    ops) and whose results only such ops and ``where`` read: a mask, that a pattern may take
+    whole."""
     from shapevm.ops import OpFlag, get_op
 
-    instrs = [
-        (pc, i)
-        for pc, _, i in executable.fn.instructions()
-        if region.start <= pc < region.stop and isinstance(i, OpCall)
-    ]
     consts = {i.out for _, _, i in executable.fn.instructions() if isinstance(i, LoadConst)}
     from_dims: dict[Reg, int] = {}  # register -> pc of the op computing it from dims
     for pc, instr in instrs:
