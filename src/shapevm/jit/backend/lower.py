@@ -366,6 +366,7 @@ class RegionLowering:
         if op.kind == "resize":
             lower_reshape_value(self, op.ins[0], op.outs[0])
         elif op.kind == "call":
+            kernels, claimed = len(self.kernels), len(self.claimed)
             try:
                 taken = any(lowering(self, op) for lowering in lowerings)
                 failure = None
@@ -376,8 +377,14 @@ class RegionLowering:
                 failure = failure or Unsupported(f"{name} has no native kernel", op.pc)
                 # A value made from the dimensions alone (a decoder's causal mask) waits: a
                 # pattern further on may take it whole (`rowpatterns._causal_where`); a
-                # reader that needs it computed fails at its own op.
-                if not self._from_dims(op):
+                # reader that needs it computed fails at its own op. Only when the attempt
+                # left nothing behind (no kernel, no claim, no tensor for its result).
+                untouched = (
+                    len(self.kernels) == kernels
+                    and len(self.claimed) == claimed
+                    and not any(v in self.of_value for v in op.outs)
+                )
+                if not (untouched and self._from_dims(op)):
                     raise failure
                 self.from_dims[op.pos] = failure
         # alloc/free/shape: the executor sizes everything itself
