@@ -161,6 +161,40 @@ def test_a_view_past_its_base_is_refused(view: Tensor, shape: Any, message: str)
     assert message in str(e.value)
 
 
+def _reshape_of_view(base_view: Tensor, shape: tuple[Any, ...]) -> Any:
+    """input x [a, 3] -> base_view -> a reshape of it to ``shape`` -> copied out."""
+    ts = [x_a3(), base_view, Tensor(2, "view", F32, shape, base=1, viewop=N.V_RESHAPE)]
+    ts += [Tensor(3, "temp", F32, shape)]
+    return native.Executor(spec_of(ts, [Kernel(N.OP_COPY, [2], [3])], [0], [3]))
+
+
+def test_a_reshape_of_a_strided_view_reads_it_in_place() -> None:
+    """x[:, 1:3] split into [a, 2, 1] and x.T[:, ::2] as [3, 1, k]: the executor works out
+    the strides (as NumPy's reshape without a copy) and reads the base's elements."""
+    cols = Tensor(1, "view", F32, (A, 2), base=0, viewop=N.V_SLICE, params=(0, 1), params2=(1, 1))
+    ex = _reshape_of_view(cols, (A, 2, 1))
+    for a in (1, 4, 7):
+        x = np.arange(a * 3, dtype=np.float32).reshape(a, 3)
+        (got,) = ex(x)
+        np.testing.assert_array_equal(got, x[:, 1:3].reshape(a, 2, 1))
+    t = Tensor(1, "view", F32, (3, A), base=0, viewop=N.V_TRANSPOSE, params=(1, 0))
+    ex = _reshape_of_view(t, (1, 3, A, 1))
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    np.testing.assert_array_equal(ex(x)[0], x.T.reshape(1, 3, 5, 1))
+
+
+def test_a_reshape_no_view_of_its_strided_base_has_is_refused() -> None:
+    """x.T ([3, a], strides 1 and 3) flattened to [3a] needs a copy: refused at the call
+    with what it is, never read past x."""
+    t = Tensor(1, "view", F32, (3, A), base=0, viewop=N.V_TRANSPOSE, params=(1, 0))
+    ex = _reshape_of_view(t, (3 * A,))
+    with pytest.raises(native.ExecMismatch, match="a view that does not fit its base") as e:
+        ex(np.ones((4, 3), np.float32))
+    assert "reshape of a base whose strides no view of that shape has" in str(e.value)
+    (one,) = ex(np.ones((1, 3), np.float32))  # a = 1: x.T is [3, 1], contiguous after all
+    np.testing.assert_array_equal(one, np.ones(3, np.float32))
+
+
 def test_a_slot_larger_than_its_buffer_is_refused() -> None:
     ts = [x_a3(), Tensor(1, "temp", F32, (A, 3)), Tensor(2, "temp", F32, (A, 3))]
     spec = spec_of(ts, [Kernel(N.OP_COPY, [0], [1]), Kernel(N.OP_COPY, [1], [2])], [0], [2])

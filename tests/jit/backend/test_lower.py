@@ -766,6 +766,32 @@ def test_a_causal_mask_written_any_way_is_the_attention_kernels_causal_mode(name
         assert "attention (causal)" not in labels, labels
 
 
+def test_a_slice_of_the_last_axis_split_by_a_reshape_is_read_in_place() -> None:
+    """q, k, v cut from one product by slices of its last axis (ONNX's ``Split``) and split
+    into heads by a reshape: views of the product, not copies, and the attention reads them
+    where they are; the interpreter's result at every shape."""
+    w = (RNG.standard_normal((16, 48)) * 0.3).astype(np.float32)
+
+    def f(x: Any) -> Any:
+        b, s, _ = x.shape
+        qkv = x @ w
+        q, k, v = (qkv[:, :, 16 * i : 16 * (i + 1)].reshape(b, s, 2, 8) for i in range(3))
+        q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))
+        a = q @ k.transpose(0, 1, 3, 2) / math.sqrt(8.0)
+        a = snp.exp(a - a.max(axis=-1, keepdims=True))
+        return (a / a.sum(axis=-1, keepdims=True) @ v).transpose(0, 2, 1, 3).reshape(b, s, 16)
+
+    b, s = sv.symbolic_shape("b, s")
+    exp = sv.export(sv.jit(f))(sv.ShapeDtypeStruct((b, s, 16), np.float32))
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for n, m in [(2, 5), (1, 1), (3, 9)]:
+        x = RNG.standard_normal((n, m, 16)).astype(np.float32)
+        np.testing.assert_allclose(jitted(x), exp.call(x), rtol=2e-5, atol=2e-5)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    assert labels == ["dense", "attention"], labels
+
+
 def test_ids_compared_with_a_constant_that_adds_axes_keep_their_result_shape() -> None:
     """A one-element constant becomes the comparison's literal only where it broadcasts
     nothing: ``ids != zeros((1, 1, 1))`` has a result of rank 3, and stays interpreted."""

@@ -228,8 +228,9 @@ class RegionLowering:
                 return False
             if t.viewop == N.V_BROADCAST:
                 return False
-            if t.viewop == N.V_RESHAPE:
-                return True  # of a contiguous base
+            if t.viewop == N.V_RESHAPE and self.tensors[t.base or 0].contiguous:
+                return True
+            # (a reshape of a strided base splits its last axis: `lower_reshape_value`)
             assert t.base is not None
             t = self.tensors[t.base]
             axis = len(t.shape) - 1
@@ -437,7 +438,24 @@ def lower_reshape_value(low: RegionLowering, src: int, out: int) -> None:
         if select is not None:  # adds or drops unit axes: a view of any strides
             low.bind_view(out, base, N.V_SELECT, False, params=select)
             return
+        if _splits_last(t.shape, shape):  # [.., n] as [.., a, b]: a view of any strides
+            low.bind_view(out, base, N.V_RESHAPE, False)  # (ONNX's Split, then Reshape)
+            return
     low.bind_view(out, low.contiguous(base), N.V_RESHAPE, True)
+
+
+def _splits_last(base: Sequence[Any], shape: Sequence[Any]) -> bool:
+    """Whether ``shape`` is ``base`` with its last axis split into several: the view
+    exists whatever the base's strides (the executor works them out, `strided_reshape`)."""
+    n = len(base)
+    if n == 0 or len(shape) <= n:
+        return False
+    if not all(_equal(a, b) for a, b in zip(base[:-1], shape[: n - 1], strict=True)):
+        return False
+    product: Any = 1
+    for d in shape[n - 1 :]:
+        product = product * d
+    return _equal(product, base[-1])
 
 
 def _unit_axes_only(base: Sequence[Any], shape: Sequence[Any]) -> tuple[int, ...] | None:

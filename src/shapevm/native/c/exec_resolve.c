@@ -50,6 +50,40 @@ const char *const svx_dimprog_error[3] = {
     "", "division by zero in a dimension",
     "a dimension does not fit in int64 (a variable's value is far too large)"};
 
+/* The strides of t, a reshape of base (the same number of elements, none zero) that
+ * reads the same elements in the same order without a copy: NumPy's no-copy reshape.
+ * Each run of t's axes must cover a run of base's axes (without axes of one element)
+ * whose strides nest (each axis's stride the next one's times its extent); -1 when one
+ * does not. t then reaches exactly base's elements. */
+static int strided_reshape(const svx_tensor *base, svx_tensor *t) {
+    int64_t od[SVX_MAXDIM], os[SVX_MAXDIM];
+    int on = 0, nn = t->ndim;
+    for (int d = 0; d < base->ndim; d++)
+        if (base->shape[d] != 1) od[on] = base->shape[d], os[on++] = base->strides[d];
+    int oi = 0, oj = 1, ni = 0, nj = 1;
+    while (ni < nn && oi < on) {
+        int64_t np = t->shape[ni], op = od[oi];
+        while (np != op) { /* products of nonzero extents of one count: they meet */
+            if (np < op) {
+                if (nj >= nn) return -1;
+                np *= t->shape[nj++];
+            } else {
+                if (oj >= on) return -1;
+                op *= od[oj++];
+            }
+        }
+        for (int k = oi; k < oj - 1; k++)
+            if (os[k] != od[k + 1] * os[k + 1]) return -1;
+        t->strides[nj - 1] = os[oj - 1];
+        for (int k = nj - 1; k > ni; k--) t->strides[k - 1] = t->strides[k] * t->shape[k];
+        ni = nj++;
+        oi = oj++;
+    }
+    int64_t last = ni >= 1 ? t->strides[ni - 1] : 1;
+    for (int k = ni; k < nn; k++) t->strides[k] = last; /* trailing axes of one element */
+    return 0;
+}
+
 /* Resolve a view slot from its (already resolved) base, checking that every element it
  * reaches lies in the base for these dimension values: 0, or -1 with msg filled in. */
 int svx_resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *h,
@@ -88,12 +122,9 @@ int svx_resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *
     }
     case SVX_V_RESHAPE: {
         int64_t expect = 1, count = 1;
-        int wrapped = 0; /* a product past int64 could wrap onto the base's count */
-        for (int d = base->ndim - 1; d >= 0; d--) { /* the base must be contiguous */
-            if (base->shape[d] != 1 && base->strides[d] != expect) {
-                snprintf(msg, size, "reshape of a base that is not contiguous");
-                return -1;
-            }
+        int wrapped = 0, contiguous = 1; /* a product past int64 could wrap onto the count */
+        for (int d = base->ndim - 1; d >= 0; d--) {
+            if (base->shape[d] != 1 && base->strides[d] != expect) contiguous = 0;
             wrapped |= __builtin_mul_overflow(expect, base->shape[d], &expect);
         }
         for (int d = 0; d < sl->ndim; d++) /* dims checked >= 0 */
@@ -102,12 +133,17 @@ int svx_resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *
             snprintf(msg, size, "reshape: an element count past int64");
             return -1;
         }
-        if (count != expect && count != 0) {
+        if (count != expect) {
             snprintf(msg, size, "reshape: %lld elements from a base of %lld", (long long)count,
                      (long long)expect);
             return -1;
         }
-        svx_contiguous_strides(t);
+        if (contiguous || count == 0) {
+            svx_contiguous_strides(t);
+        } else if (strided_reshape(base, t) != 0) {
+            snprintf(msg, size, "reshape of a base whose strides no view of that shape has");
+            return -1;
+        }
         break;
     }
     case SVX_V_SELECT: {
