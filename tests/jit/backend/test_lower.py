@@ -731,6 +731,12 @@ NOT_CAUSAL = {  # masks that look alike and are not the kernel's causal mode
     "triu: the upper triangle": lambda a, s: snp.where(
         snp.triu(snp.ones((s, s), dtype=bool)), a, -1e9
     ),
+    "a sliding window of 64 keys (causal below 65)": lambda a, s: snp.where(
+        (snp.arange(s)[None, :] <= snp.arange(s)[:, None])
+        & (snp.arange(s)[None, :] > snp.arange(s)[:, None] - 64),
+        a,
+        -1e9,
+    ),
 }
 
 
@@ -755,7 +761,7 @@ def test_a_causal_mask_written_any_way_is_the_attention_kernels_causal_mode(name
     kernel's causal mode. Masks that only look alike stay what they are; every one agrees
     with the interpreter."""
     exp, jitted = _masked_attention({**CAUSAL, **NOT_CAUSAL}[name])
-    for b, s in [(2, 5), (1, 1), (3, 9), (1, 70)]:
+    for b, s in [(2, 5), (1, 1), (3, 9), (1, 70), (1, 130)]:
         x = RNG.standard_normal((b, s, 16)).astype(np.float32)
         np.testing.assert_allclose(jitted(x), exp.call(x), rtol=2e-5, atol=2e-5)
     rec = next(r for r in jitted.engines[0].records() if r.variant)

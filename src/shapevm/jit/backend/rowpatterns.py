@@ -240,30 +240,69 @@ def lower_rowop(low: Any, op: Op) -> bool:
 _CAUSAL_FILL = -1e9  # where(keep, s, fill): a fill at most this excludes the key exactly
 
 
-def _dims_only(low: Any, vid: int) -> list[int] | None:
-    """The positions of the ops that compute ``vid`` from the dimensions alone (``iota``,
-    ``full``, reshapes and broadcasts, ``tril``, elementwise ops of those and of
-    constants), in order; None when any of them reads anything else."""
-    from shapevm.jit.backend.lower import _FROM_DIMS
+# The ops a mask made from indices may use: each is an integer-affine step (or a logical
+# one) with constants of at most 1 in size (`_index_pattern`).
+_INDEX_OPS = frozenset(
+    ("add", "sub", "neg", "cast", "where", "equal", "not_equal", "less", "less_equal",
+     "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not",
+     "maximum", "minimum")
+)  # fmt: skip
+
+
+def _small(low: Any, kind: str, val: Any) -> bool:
+    """Whether an operand is a constant of at most 1 in size (a literal, or a constant of one
+    element)."""
+    number = low.scalar(kind, val)
+    if number is None and kind == "v":
+        array = low.const_array(val)
+        if array is not None and array.size == 1 and array.dtype == np.bool_:
+            return True
+    return number is not None and abs(number) <= 1.0
+
+
+def _index_pattern(low: Any, vid: int) -> list[int] | None:
+    """The positions of the ops that compute ``vid`` from indices alone, in order: ``iota``,
+    ``full`` of a value of at most 1, reshapes that add or drop axes of one element,
+    broadcasts, and the integer-affine and logical elementwise ops of `_INDEX_OPS` with
+    constants of at most 1 in size (``tril(ones)``, ONNX's ``Trilu`` and ``Range`` masks
+    are such). Each element of such a value is then a fixed function of its indices, a
+    combination of half-planes ``a i + b j + c <= 0`` whose offsets are a few units at
+    most, so that what it is over a few dozen indices it is over all. A large constant
+    would break that (a sliding window's ``j >= i - 4096`` is a causal mask up to 4097
+    keys), and so is refused. None when any op is of another kind or reads anything
+    else."""
+    from shapevm.jit.backend.lower import _unit_axes_only
 
     graph = low.graph
     need: set[int] = set()
     todo = [vid]
     while todo:
         v = todo.pop()
-        if low.const_array(v) is not None:
-            continue
         p = graph.value(v).producer
         if p < 0:
             return None
         op = graph.ops[p]
         if op.kind != "call" or op.info is None:
             return None
-        if not (op.fusible or op.info.name in _FROM_DIMS):
+        name = op.info.name
+        if name == "reshape":
+            shape = graph.value(op.ins[0]).shape
+            if _unit_axes_only(shape, graph.value(op.outs[0]).shape) is None:
+                return None
+        elif name == "full":
+            if not _small(low, "c", op.attrs.get("value")) and op.attrs.get("value") is not True:
+                return None
+        elif name not in ("iota", "broadcast_to") and not (op.fusible and name in _INDEX_OPS):
             return None
+        ins: list[int] = []
+        for kind, val in low.literals(op):
+            if kind == "v" and low.const_array(val) is None:
+                ins.append(val)
+            elif not _small(low, kind, val):
+                return None
         if p not in need:
             need.add(p)
-            todo.extend(op.ins)
+            todo.extend(ins)
     return sorted(need)
 
 
@@ -271,8 +310,8 @@ def _concrete(shape: Any, env: dict[str, int]) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) else int(d.evaluate(env)) for d in shape)
 
 
-def _evaluate_dims_only(low: Any, positions: list[int], env: dict[str, int]) -> Any:
-    """The value of the last of ``positions`` (from `_dims_only`) at dimensions ``env``."""
+def _evaluate_index_pattern(low: Any, positions: list[int], env: dict[str, int]) -> Any:
+    """The value of the last of ``positions`` (from `_index_pattern`) at dimensions ``env``."""
     graph = low.graph
     values: dict[int, Any] = {}
     out = None
@@ -301,11 +340,12 @@ def _evaluate_dims_only(low: Any, positions: list[int], env: dict[str, int]) -> 
 
 def _causal_where(low: Any, op: Op, s: int) -> list[int] | None:
     """``where(keep, s, fill)`` (or ``where(drop, fill, s)``) over the scores ``s`` that lets
-    query ``i`` see key ``j`` exactly when ``j <= i``, ``keep`` computed from the dimensions
-    alone (a decoder's causal mask: ``iota``, two reshapes, a comparison) and ``fill`` a
-    constant of at most -1e9 (so the key is excluded exactly as the kernel's causal mode
-    excludes it): the positions of ``op`` and of the mask's ops that only it reads; else
-    None. What the mask is, is found by computing it at two sets of dimension values."""
+    query ``i`` see key ``j`` exactly when ``j <= i``, ``keep`` computed from indices alone
+    (a decoder's causal mask: ``iota``, two reshapes, a comparison; see `_index_pattern`)
+    and ``fill`` a constant of at most -1e9 (so the key is excluded exactly as the kernel's
+    causal mode excludes it): the positions of ``op`` and of the mask's ops that only it
+    reads; else None. What the mask is, is found by computing it at two sets of dimension
+    values."""
     from shapevm.jit.backend.lower import _shape_equal
 
     graph = low.graph
@@ -325,18 +365,18 @@ def _causal_where(low: Any, op: Op, s: int) -> list[int] | None:
         return None
     if not _shape_equal(out.shape, scores.shape) or len(scores.shape) < 2:
         return None
-    positions = _dims_only(low, cond)
+    positions = _index_pattern(low, cond)
     if not positions or any(p in low.claimed for p in positions):
         return None
     names: set[str] = set()
     for v in (s, *(graph.ops[p].outs[0] for p in positions)):
         for d in graph.value(v).shape:
             names |= set() if isinstance(d, int) else set(d.free_vars())
-    for sizes in ((5, 7, 3, 4), (9, 6, 2, 11)):
+    for sizes in ((23, 29, 3, 4), (37, 31, 2, 5)):  # past the offsets' reach
         env = {name: sizes[i % 4] + i for i, name in enumerate(sorted(names))}
         try:
             with np.errstate(all="ignore"):
-                mask = _evaluate_dims_only(low, positions, env)
+                mask = _evaluate_index_pattern(low, positions, env)
             shape = _concrete(scores.shape, env)
             lower_left = np.tril(np.ones(shape[-2:], dtype=bool))
             got = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
