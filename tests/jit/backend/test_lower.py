@@ -710,6 +710,12 @@ def test_attention_with_an_additive_mask_is_one_kernel_and_agrees(name: str) -> 
     assert [k.label for r in rec.variant.regions for k in r.lowered.kernels][-1] == "attention"
 
 
+def _doubled(x: Any, times: int) -> Any:
+    for _ in range(times):
+        x = x + x
+    return x
+
+
 CAUSAL = {  # how a causal mask is written over the scores a of sequence length s
     "arange(s)[None, :] <= arange(s)[:, None], fill -1e9": lambda a, s: snp.where(
         snp.arange(s)[None, :] <= snp.arange(s)[:, None], a, -1e9
@@ -730,6 +736,12 @@ NOT_CAUSAL = {  # masks that look alike and are not the kernel's causal mode
     ),
     "triu: the upper triangle": lambda a, s: snp.where(
         snp.triu(snp.ones((s, s), dtype=bool)), a, -1e9
+    ),
+    "the same window, its 64 made by doubling ones": lambda a, s: snp.where(
+        (snp.arange(s)[None, :] <= snp.arange(s)[:, None])
+        & (snp.arange(s)[None, :] > snp.arange(s)[:, None] - _doubled(snp.ones((s, s)), 6)),
+        a,
+        -1e9,
     ),
     "a sliding window of 64 keys (causal below 65)": lambda a, s: snp.where(
         (snp.arange(s)[None, :] <= snp.arange(s)[:, None])

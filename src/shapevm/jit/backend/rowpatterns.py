@@ -266,11 +266,11 @@ def _index_pattern(low: Any, vid: int) -> list[int] | None:
     broadcasts, and the integer-affine and logical elementwise ops of `_INDEX_OPS` with
     constants of at most 1 in size (``tril(ones)``, ONNX's ``Trilu`` and ``Range`` masks
     are such). Each element of such a value is then a fixed function of its indices, a
-    combination of half-planes ``a i + b j + c <= 0`` whose offsets are a few units at
-    most, so that what it is over a few dozen indices it is over all. A large constant
-    would break that (a sliding window's ``j >= i - 4096`` is a causal mask up to 4097
-    keys), and so is refused. None when any op is of another kind or reads anything
-    else."""
+    combination of half-planes ``a i + b j + c <= 0``, whose offsets ``c`` are checked to
+    be a few units at most (`_offsets_small`), so that what it is over a few dozen indices
+    it is over all. A large constant would break that (a sliding window's ``j >= i - 4096``
+    is a causal mask up to 4097 keys), and so is refused. None when any op is of another
+    kind or reads anything else."""
     from shapevm.jit.backend.lower import _unit_axes_only
 
     graph = low.graph
@@ -304,6 +304,42 @@ def _index_pattern(low: Any, vid: int) -> list[int] | None:
             need.add(p)
             todo.extend(ins)
     return sorted(need)
+
+
+_MAX_OFFSET = 8  # the probes' sizes (23 to 37) are well past a half-plane this far out
+
+
+def _offsets_small(low: Any, positions: list[int]) -> bool:
+    """Whether every value of an index pattern (`_index_pattern`) is an affine function of
+    the indices whose constant term is at most _MAX_OFFSET in size: each constant adds at
+    most 1, but sums of sums could double it at every step."""
+    graph = low.graph
+    bound: dict[int, float] = {}
+    for pos in positions:
+        op = graph.ops[pos]
+        name = op.info.name
+        parts = [
+            abs(float(val)) if kind == "c" else bound.get(val, 1.0)
+            for kind, val in low.literals(op)
+        ]
+        if name == "iota":
+            b = 0.0
+        elif name == "full":
+            b = abs(float(op.attrs.get("value", 1)))
+        elif name in ("add", "sub"):
+            b = sum(parts)
+        elif name == "where":
+            b = max(parts[1:])
+        elif name in ("maximum", "minimum"):
+            b = max(parts)
+        elif name in ("neg", "cast", "reshape", "broadcast_to"):
+            b = parts[0]
+        else:  # comparisons and logical ops: 0 or 1
+            b = 1.0
+        if b > _MAX_OFFSET:
+            return False
+        bound[op.outs[0]] = b
+    return True
 
 
 def _concrete(shape: Any, env: dict[str, int]) -> tuple[int, ...]:
@@ -367,6 +403,8 @@ def _causal_where(low: Any, op: Op, s: int) -> list[int] | None:
         return None
     positions = _index_pattern(low, cond)
     if not positions or any(p in low.claimed for p in positions):
+        return None
+    if not _offsets_small(low, positions):
         return None
     names: set[str] = set()
     for v in (s, *(graph.ops[p].outs[0] for p in positions)):
