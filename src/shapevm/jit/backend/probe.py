@@ -31,14 +31,30 @@ def ancestors(graph: RegionGraph, members: Iterable[int], end: int) -> list[int]
     return sorted(need)
 
 
-def evaluate(low: Any, inputs: Mapping[int, Any], positions: Iterable[int]) -> Any:
+def evaluate(
+    low: Any,
+    inputs: Mapping[int, Any],
+    positions: Iterable[int],
+    dims: Mapping[str, int] | None = None,
+) -> Any:
     """The value of the last of ``positions`` (ops of ``low``'s graph, in order) with
-    ``inputs`` (value id to array) and the region's constants, in float64. An op that does
-    not evaluate raises (the caller reads that as "not this pattern")."""
+    ``inputs`` (value id to array) and the region's constants, in float64; ``dims`` gives
+    the dimension variables their values where an op's attributes hold dimensions
+    (``iota``'s size, a reshape's shape). An op that does not evaluate raises (the caller
+    reads that as "not this pattern")."""
     env: dict[int, Any] = dict(inputs)
     out = None
     for pos in positions:
         op = low.graph.ops[pos]
+        attrs = op.attrs
+        if op.dims_attrs:
+            if dims is None:
+                raise ValueError(f"{op.info.name} needs the dimensions' values")
+            attrs = dict(attrs)
+            for key in op.dims_attrs:
+                attrs[key] = tuple(
+                    d if isinstance(d, int) else d.evaluate(dims) for d in attrs[key]
+                )
         args = []
         for kind, val in low.literals(op):
             if kind == "c":
@@ -48,7 +64,7 @@ def evaluate(low: Any, inputs: Mapping[int, Any], positions: Iterable[int]) -> A
             else:
                 args.append(np.asarray(low.const_array(val), np.float64))
         assert op.info is not None
-        (res,) = op.info.kernel(args, op.attrs)
+        (res,) = op.info.kernel(args, attrs)
         out = env[op.outs[0]] = np.asarray(res, np.float64)
     return out
 

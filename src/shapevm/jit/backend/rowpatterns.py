@@ -346,34 +346,6 @@ def _concrete(shape: Any, env: dict[str, int]) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) else int(d.evaluate(env)) for d in shape)
 
 
-def _evaluate_index_pattern(low: Any, positions: list[int], env: dict[str, int]) -> Any:
-    """The value of the last of ``positions`` (from `_index_pattern`) at dimensions ``env``."""
-    graph = low.graph
-    values: dict[int, Any] = {}
-    out = None
-    for pos in positions:
-        op = graph.ops[pos]
-        value = graph.value(op.outs[0])
-        shape = _concrete(value.shape, env)
-        name = op.info.name
-        if name == "iota":
-            out = np.arange(shape[0], dtype=value.dtype)
-        elif name == "full":
-            out = np.full(shape, op.attrs["value"], dtype=value.dtype)
-        elif name in ("reshape", "broadcast_to"):
-            arg = values[op.ins[0]]
-            out = arg.reshape(shape) if name == "reshape" else np.broadcast_to(arg, shape)
-        else:
-            args = [
-                val if kind == "c" else values[val] if val in values else low.const_array(val)
-                for kind, val in low.literals(op)
-            ]
-            (out,) = op.info.kernel(args, op.attrs)
-            out = np.asarray(out)
-        values[op.outs[0]] = out
-    return out
-
-
 def _causal_where(low: Any, op: Op, s: int) -> list[int] | None:
     """``where(keep, s, fill)`` (or ``where(drop, fill, s)``) over the scores ``s`` that lets
     query ``i`` see key ``j`` exactly when ``j <= i``, ``keep`` computed from indices alone
@@ -414,7 +386,7 @@ def _causal_where(low: Any, op: Op, s: int) -> list[int] | None:
         env = {name: sizes[i % 4] + i for i, name in enumerate(sorted(names))}
         try:
             with np.errstate(all="ignore"):
-                mask = _evaluate_index_pattern(low, positions, env)
+                mask = probe.evaluate(low, {}, positions, env)
             shape = _concrete(scores.shape, env)
             lower_left = np.tril(np.ones(shape[-2:], dtype=bool))
             got = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
