@@ -81,14 +81,12 @@ class Op:
     def fusible(self) -> bool:
         """An op call of one result that the op table marks elementwise and fusible: what
         a chain, a written-out row op or an activation may be made of."""
-        info = self.info
-        return (
-            self.kind == "call"
-            and info is not None
-            and OpFlag.ELEMENTWISE in info.flags
-            and OpFlag.FUSIBLE in info.flags
-            and len(self.outs) == 1
-        )
+        return self.kind == "call" and fusible_op(self.info) and len(self.outs) == 1
+
+
+def fusible_op(info: OpInfo | None) -> bool:
+    """An op the op table marks elementwise and fusible."""
+    return info is not None and OpFlag.ELEMENTWISE in info.flags and OpFlag.FUSIBLE in info.flags
 
 
 @dataclass

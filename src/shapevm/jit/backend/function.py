@@ -37,7 +37,7 @@ from shapevm.jit.backend.dims import DimHeap
 from shapevm.jit.backend.lower import _FROM_DIMS, Lowering, Unsupported, lower_region
 from shapevm.jit.backend.nodes import Lowered
 from shapevm.jit.backend.plan import MemoryPlan, build_spec, plan_memory
-from shapevm.jit.graph import RegionGraph, build_graph
+from shapevm.jit.graph import RegionGraph, build_graph, fusible_op
 from shapevm.jit.regions import Region, RegionReport
 from shapevm.runtime.interpreter import Executable, RuntimeOpError, ShapeView, step_error
 from shapevm.shapes import DimExpr
@@ -271,10 +271,10 @@ def _surely_interpreted(
 
 def _mask_ops(executable: Executable, instrs: list[tuple[int, OpCall]]) -> set[int]:
     """The pcs of the op calls ``instrs`` (a region's) that compute a value from the
-    dimensions and constants alone (``iota``, ``full``, reshapes, ``tril``, elementwise
+    dimensions and constants alone (``iota``, ``full``, reshapes, broadcasts, elementwise
     ops) and whose results only such ops and ``where`` read: a mask, that a pattern may take
     whole."""
-    from shapevm.ops import OpFlag, get_op
+    from shapevm.ops import get_op
 
     consts = {i.out for _, _, i in executable.fn.instructions() if isinstance(i, LoadConst)}
     from_dims: dict[Reg, int] = {}  # register -> pc of the op computing it from dims
@@ -282,8 +282,7 @@ def _mask_ops(executable: Executable, instrs: list[tuple[int, OpCall]]) -> set[i
         info = get_op(instr.op)
         if info is None:
             continue
-        elementwise = OpFlag.ELEMENTWISE in info.flags and OpFlag.FUSIBLE in info.flags
-        if (instr.op in _FROM_DIMS or elementwise) and all(
+        if (instr.op in _FROM_DIMS or fusible_op(info)) and all(
             x in consts or x in from_dims for x in instr.ins if isinstance(x, Reg)
         ):
             from_dims.update((r, pc) for r in instr.outs)

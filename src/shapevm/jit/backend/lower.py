@@ -71,7 +71,9 @@ def _shape_equal(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-_FROM_DIMS = ("iota", "full", "reshape", "broadcast_to", "tril", "triu")  # and elementwise ops
+# Ops that make or rearrange a value from the dimensions alone (with the elementwise ops of
+# such values: a mask; `tril` and ONNX's `Trilu` are traced as comparisons of `iota`s)
+_FROM_DIMS = ("iota", "full", "reshape", "broadcast_to")
 
 
 class RegionLowering:
