@@ -6,6 +6,11 @@ float64 (max |y - ref| / max |ref|)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -13,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shapevm import native
+from shapevm import _native, native
 from shapevm.ops import get_op
 from tests.native.reference import act64, rel_err
 
@@ -218,3 +223,112 @@ def test_reorders_round_trip(c: int) -> None:
     assert (xb[:, -1, :, :, (c - 1) % 16 + 1 :] == 0).all()
     np.testing.assert_array_equal(native.from_blocked(xb, c), x)
     np.testing.assert_array_equal(xb[0, 0, 1, 2, : min(c, 16)], x[0, : min(c, 16), 1, 2])
+
+
+# ---- Winograd F(2x2, 3x3): 3x3 convolutions of stride 1 with at least 16 input channels ----
+
+
+@contextmanager
+def winograd(on: bool) -> Iterator[None]:
+    """The library's 3x3 convolutions by Winograd's transform (on) or directly."""
+    before = _native._set_conv_winograd(on)
+    try:
+        yield
+    finally:
+        _native._set_conv_winograd(before)
+
+
+@st.composite
+def winograd_geometries(draw: st.DrawFn) -> dict[str, Any]:
+    """3x3, stride 1, no dilation, no groups, 16 to 40 input channels: what the Winograd
+    path takes; images from 1 x 1 (all padding) to odd sizes with ragged tiles."""
+    pad = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    return {
+        "n": draw(st.integers(1, 3)),
+        "cin": draw(st.integers(16, 40)),
+        "cout": draw(st.integers(1, 40)),
+        "h": max(draw(st.integers(1, 19)), 3 - pad[0] - pad[1]),
+        "w": max(draw(st.integers(1, 19)), 3 - pad[2] - pad[3]),
+        "padding": pad,
+    }
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    g=winograd_geometries(),
+    act=st.sampled_from(native.ACTIVATIONS),
+    bias=st.booleans(),
+    residual=st.booleans(),
+    layouts=st.sampled_from(["nchw>nchw", "nchw>blocked", "blocked>blocked", "blocked>nchw"]),
+    threads=st.sampled_from([0, 1]),
+)
+def test_winograd_matches_the_op_table_and_the_direct_convolution(
+    isa: str,
+    g: dict[str, Any],
+    act: str,
+    bias: bool,
+    residual: bool,
+    layouts: str,
+    threads: int,
+) -> None:
+    w = _data(40, g["cout"], g["cin"], 3, 3) / np.float32(np.sqrt(9 * g["cin"]))
+    b = _data(41, g["cout"]) if bias else None
+    x = _data(42, g["n"], g["cin"], g["h"], g["w"])
+    packed = native.pack_conv2d(w, b, padding=g["padding"])
+    h64 = reference(x, w, b, np.float64, padding=g["padding"])
+    r = _data(43, *h64.shape) if residual else None
+    ref = act64(act, h64) + (r if r is not None else 0.0)
+    kw = {"activation": act, "residual": r, "threads": threads}
+    with winograd(True):
+        y = run(x, packed, layouts, g["cout"], **kw)
+    with winograd(False):
+        direct = run(x, packed, layouts, g["cout"], **kw)
+    assert y.shape == ref.shape and y.dtype == np.float32
+    assert rel_err(y, ref) < 1e-5 and rel_err(direct, ref) < 1e-5
+    # the two ways round differently: they agree to float32 accuracy, not bit for bit
+    assert rel_err(y, direct.astype(np.float64)) < 2e-5
+
+
+def test_winograd_threads_padding_channels_and_residual_in_place(isa: str) -> None:
+    """W2's last layer (32 -> 64) on a ragged image: the pool gives the same bits as one
+    thread, the blocked layout's padding channels stay zero, and a residual may be the
+    output itself."""
+    w, b = _data(44, 40, 32, 3, 3) / 17, _data(45, 40)
+    packed = native.pack_conv2d(w, b, padding=1)
+    x = native.to_blocked(_data(46, 2, 32, 37, 29))
+    one = native.conv2d_blocked(x, packed, activation="relu", threads=1)
+    np.testing.assert_array_equal(native.conv2d_blocked(x, packed, activation="relu"), one)
+    assert (one[:, 2, :, :, 8:] == 0.0).all()
+    acc = native.to_blocked(_data(47, 2, 40, 37, 29))
+    expected = native.from_blocked(acc, 40) + native.from_blocked(one, 40)
+    native.conv2d_blocked(x, packed, activation="relu", residual=acc, out=acc)
+    assert rel_err(native.from_blocked(acc, 40), expected.astype(np.float64)) < 1e-6
+
+
+def test_winograd_can_be_turned_off_by_the_environment() -> None:
+    """SHAPEVM_WINOGRAD=0 makes every 3x3 convolution direct, bit for bit; unset, a new
+    process takes the Winograd path."""
+    code = (
+        "import sys, numpy as np; from shapevm import native;"
+        "rng = np.random.default_rng(0);"
+        "p = native.pack_conv2d(rng.standard_normal((24, 20, 3, 3), dtype=np.float32), padding=1);"
+        "x = rng.standard_normal((1, 20, 13, 11), dtype=np.float32);"
+        "sys.stdout.buffer.write(native.conv2d(x, p).tobytes())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SHAPEVM_WINOGRAD"}
+    runs = {}
+    for value in (None, "0"):
+        if value is not None:
+            env["SHAPEVM_WINOGRAD"] = value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=True)
+        runs[value] = np.frombuffer(out.stdout, np.float32).reshape(1, 24, 13, 11)
+    rng = np.random.default_rng(0)
+    p = native.pack_conv2d(rng.standard_normal((24, 20, 3, 3), dtype=np.float32), padding=1)
+    x = rng.standard_normal((1, 20, 13, 11), dtype=np.float32)
+    with winograd(True):
+        np.testing.assert_array_equal(runs[None], native.conv2d(x, p))
+    with winograd(False):
+        np.testing.assert_array_equal(runs["0"], native.conv2d(x, p))
+    assert not np.array_equal(runs[None], runs["0"])

@@ -99,6 +99,10 @@ int sv_pack_conv(sv_packed_conv *p, const sv_conv_shape *s, const float *w,
         sv_packed_conv_free(p);
         return -1;
     }
+    if (sv_wino_fits(s) && sv_pack_conv_wino(p, w, ws) != 0) {
+        sv_packed_conv_free(p);
+        return -1;
+    }
     return 0;
 }
 
@@ -107,8 +111,9 @@ void sv_packed_conv_free(sv_packed_conv *p) {
     sv_free(p->w);
     sv_free(p->bias);
     sv_free(p->rows);
+    sv_free(p->wino);
     p->blk0 = p->nblk = p->woff = NULL;
-    p->w = p->bias = p->rows = NULL;
+    p->w = p->bias = p->rows = p->wino = NULL;
 }
 
 /* ---- per-thread scratch, kept between calls (freed when the thread ends) ---- */
@@ -376,6 +381,9 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     int in_blocked = x_layout == SV_LAYOUT_BLOCKED;
     if (!in_blocked && y_layout == SV_LAYOUT_NCHW && p->rows)
         return sv_conv2d_rows(p, n, h, w, x, y, residual, act, slope, threads, oh, ow);
+    if (p->wino && sv_winograd_on())
+        return sv_conv2d_wino(p, n, h, w, x, x_layout, y, y_layout, residual, act, slope,
+                              threads, oh, ow);
     int tight = !in_blocked && s->cin < SV_CB && !p->depthwise;
     int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
     conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));

@@ -305,6 +305,76 @@ static void SV_FN(conv_scatter16)(const float *src, int64_t npix, int64_t nc, fl
             dst[c * plane + q] = src[q * SV_NR + c] + (res ? res[c * plane + q] : 0.0f);
 }
 
+/* ---- Winograd F(2x2, 3x3) transforms (conv_wino.c) ----
+ *
+ * Input: for each tile t, the 4x4 pixels of 16 channels at tp[t] (rows rs floats apart,
+ * pixels 16 floats apart), for each of cbin input blocks (bs floats apart), become
+ * V = B^T d B, stored at v + xi vstride + t ldv + 16 ib for xi = 4 i + j < 16.
+ * B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]: additions only. */
+static void SV_FN(wino_in)(int ntiles, const float *const *tp, int64_t rs, int64_t cbin,
+                           int64_t bs, float *v, int64_t vstride, int64_t ldv) {
+    for (int t = 0; t < ntiles; t++)
+        for (int64_t ib = 0; ib < cbin; ib++)
+#pragma GCC unroll 4
+            for (int q = 0; q < SV_NV; q++) {
+                const float *d = tp[t] + ib * bs + SV_VW * q;
+                vf e[4][4];
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) { /* rows: B^T d */
+                    vf d0 = vload(d + c * SV_CB), d1 = vload(d + rs + c * SV_CB);
+                    vf d2 = vload(d + 2 * rs + c * SV_CB), d3 = vload(d + 3 * rs + c * SV_CB);
+                    e[0][c] = d0 - d2, e[1][c] = d1 + d2, e[2][c] = d2 - d1, e[3][c] = d1 - d3;
+                }
+                float *o = v + t * ldv + ib * SV_CB + SV_VW * q;
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) { /* columns: (B^T d) B */
+                    vstore(o + (4 * i + 0) * vstride, e[i][0] - e[i][2]);
+                    vstore(o + (4 * i + 1) * vstride, e[i][1] + e[i][2]);
+                    vstore(o + (4 * i + 2) * vstride, e[i][2] - e[i][1]);
+                    vstore(o + (4 * i + 3) * vstride, e[i][1] - e[i][3]);
+                }
+            }
+}
+
+/* Output: for each tile t, the 16 products m[xi] at m + xi mstride + 16 t (16 channels of
+ * one output block) become Y = A^T m A, A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue (bias,
+ * activation, residual at the same offsets as the output), lanes past nc zero; Y's 2x2
+ * pixels go to y + off[t] (+16 to the right, +ldy below), the right column left out where
+ * edge[t] has bit 0, the lower row where it has bit 1. */
+static void SV_FN(wino_out)(int ntiles, const float *m, int64_t mstride, const int64_t *off,
+                            const unsigned char *edge, float *y, int64_t ldy, const float *res,
+                            const sv_epilogue *ep, int nc) {
+    for (int t = 0; t < ntiles; t++)
+#pragma GCC unroll 4
+        for (int q = 0; q < SV_NV; q++) {
+            const float *mt = m + t * SV_CB + SV_VW * q;
+            vf r[2][4];
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                vf m0 = vload(mt + c * mstride), m1 = vload(mt + (4 + c) * mstride);
+                vf m2 = vload(mt + (8 + c) * mstride), m3 = vload(mt + (12 + c) * mstride);
+                r[0][c] = m0 + m1 + m2, r[1][c] = m1 - m2 - m3;
+            }
+            vf bias = ep->bias ? vload(ep->bias + SV_VW * q) : vsplat(0.0f);
+            int lanes = lanes_at(nc, q);
+#pragma GCC unroll 2
+            for (int i = 0; i < 2; i++) {
+                if (i == 1 && (edge[t] & 2)) break;
+#pragma GCC unroll 2
+                for (int j = 0; j < 2; j++) {
+                    if (j == 1 && (edge[t] & 1)) break;
+                    vf o = j == 0 ? r[i][0] + r[i][1] + r[i][2] : r[i][1] - r[i][2] - r[i][3];
+                    int64_t at = off[t] + i * ldy + j * SV_CB + SV_VW * q;
+                    o += bias;
+                    if (ep->act) o = vact(o, ep->act, ep->slope);
+                    if (res) o += vload(res + at);
+                    if (lanes < SV_VW) o = vsel(visplat(lanes) > conv_lane_ids(), o, vsplat(0.0f));
+                    vstore(y + at, o);
+                }
+            }
+        }
+}
+
 #include "pool_kern.h"
 
 /* This level's entries of sv_isa_table.conv. */
@@ -319,4 +389,6 @@ static const sv_conv_kern SV_FN(conv_kern) = {
     .sum16 = SV_FN(pool_sum16),
     .gather16 = SV_FN(conv_gather16),
     .scatter16 = SV_FN(conv_scatter16),
+    .wino_in = SV_FN(wino_in),
+    .wino_out = SV_FN(wino_out),
 };

@@ -2,6 +2,7 @@
  * NCHW and blocked tensors, the reorders between them, max/average/global pooling.
  * Tensors are C-contiguous float32; everything is checked before any memory is read. */
 #include "pyutil.h"
+#include <stdatomic.h>
 #include <stdio.h>
 
 typedef struct {
@@ -498,7 +499,20 @@ static PyObject *py_global_avg_pool(PyObject *self, PyObject *args, PyObject *kw
 }
 
 #define SV_KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
+/* _set_conv_winograd(on) -> whether it was on: 3x3 convolutions of stride 1 by Winograd's
+ * F(2x2, 3x3) (conv_wino.c) or directly; for the tests and benchmarks that compare both. */
+static PyObject *py_set_conv_winograd(PyObject *self, PyObject *arg) {
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    int was = sv_winograd_on();
+    atomic_store(&sv_conv_winograd, on);
+    return PyBool_FromLong(was);
+}
+
 PyMethodDef sv_conv_methods[] = {
+    {"_set_conv_winograd", py_set_conv_winograd, METH_O,
+     "_set_conv_winograd(on) -> previous: Winograd for 3x3 convolutions (tests, benchmarks)"},
     {"pack_conv2d", SV_KW(py_pack_conv2d),
      "pack_conv2d(w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), "
      "groups=1) -> PackedConv"},

@@ -43,6 +43,7 @@ typedef struct sv_packed_conv {
     float *rows;       /* NULL, or W[cout][cin * kh * kw + 1] with the bias last (below) */
     float *bias;       /* cbout * 16 floats, zeros past cout (and without a bias) */
     int has_bias;
+    float *wino;       /* NULL, or the Winograd transform of the weights (conv_wino.c) */
 } sv_packed_conv;
 
 /* Pack w[cout][cin/groups][kh][kw], read with element strides ws (any layout), and an
@@ -115,6 +116,19 @@ int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
 int sv_pack_conv_rows(sv_packed_conv *p, const float *w, const int64_t ws[4],
                       const float *bias, int64_t bstride);
 int sv_conv_threads(double macs, int threads);
+
+/* conv_wino.c: 3x3 convolutions of stride 1 without groups, at least 16 input channels,
+ * in either layout, by Winograd's F(2x2, 3x3); sv_conv2d takes it where the packed
+ * convolution has `wino` and sv_winograd_on() (yes unless SHAPEVM_WINOGRAD=0|off|no; the
+ * tests and benchmarks compare both ways through shapevm._native._set_conv_winograd,
+ * which sets sv_conv_winograd). */
+extern _Atomic int sv_conv_winograd;
+int sv_winograd_on(void);
+int sv_wino_fits(const sv_conv_shape *s);
+int sv_pack_conv_wino(sv_packed_conv *p, const float *w, const int64_t ws[4]);
+int sv_conv2d_wino(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+                   int x_layout, float *y, int y_layout, const float *residual, int act,
+                   float slope, int threads, int64_t oh, int64_t ow);
 void *sv_conv_scratch(size_t bytes);
 
 /* The kernels of one instruction set (conv_kern.h, pool_kern.h), in sv_isa_table.conv. */
@@ -154,5 +168,12 @@ typedef struct sv_conv_kern {
     void (*gather16)(const float *src, int64_t plane, int64_t nc, int64_t w, float *dst);
     void (*scatter16)(const float *src, int64_t npix, int64_t nc, float *dst, int64_t plane,
                       const float *res);
+    /* Winograd F(2x2, 3x3) input and output transforms (conv_wino.c; conv_kern.h says
+     * what they compute). */
+    void (*wino_in)(int ntiles, const float *const *tp, int64_t rs, int64_t cbin, int64_t bs,
+                    float *v, int64_t vstride, int64_t ldv);
+    void (*wino_out)(int ntiles, const float *m, int64_t mstride, const int64_t *off,
+                     const unsigned char *edge, float *y, int64_t ldy, const float *res,
+                     const sv_epilogue *ep, int nc);
 } sv_conv_kern;
 #endif
