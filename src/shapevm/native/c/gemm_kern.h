@@ -217,7 +217,7 @@ SV_INLINE void ukr_rows(vf *acc, const int MR, const int P, const bool PF, int n
 }
 
 #if SV_NV == 1
-/* Two panels of MR >= 8 rows where a panel row is one vector (AVX-512): each broadcast of
+/* Two panels of MR >= 2 rows where a panel row is one vector (AVX-512): each broadcast of
  * A feeds both panels' multiply-adds, so that the loads (MR broadcasts and a row of each
  * panel per k) no longer outnumber them, as they did at one panel (13 loads per 12).
  * Two arrays of accumulators, not one of 2 MR: GCC kept the single array of 24 in memory.
@@ -246,7 +246,7 @@ SV_INLINE void ukr_rows2(const int MR, int nc, int64_t kc, const float *a, int64
     tile_finish(acc0, MR, SV_NR, c, ldc, last, ep, row0, col0);
     tile_finish(acc1, MR, nc1, c + SV_NR, ldc, last, ep, row0, col0 + SV_NR);
 }
-#define SV_ROWS2(R, P) (SV_NV == 1 && (P) == 2 && (R) >= 8)
+#define SV_ROWS2(R, P) (SV_NV == 1 && (P) == 2 && (R) >= 2)
 #else
 #define SV_ROWS2(R, P) 0
 #define ukr_rows2(...) ((void)0)
