@@ -160,7 +160,8 @@ void *sv_conv_scratch(size_t bytes) {
 typedef struct conv_job {
     const sv_packed_conv *p;
     const sv_conv_kern *k;
-    int mr, act, in_blocked, out_blocked, direct, tight;
+    const sv_isa_table *isa;
+    int mr, act, res_first, in_blocked, out_blocked, direct, tight;
     float slope; /* leaky_relu's */
     int64_t n, h, w, oh, ow;
     const float *x, *res;
@@ -215,16 +216,26 @@ static void fill_slab(const conv_job *j, int64_t img, int64_t iy0, int64_t rows,
         }
 }
 
-/* NCHW output rows from the task's blocked output slab, plus the residual. */
+/* NCHW output rows from the task's blocked output slab, plus the residual (then the
+ * activation, where it comes after the residual: sv_conv_post_act). */
 static void store_nchw(const conv_job *j, int64_t img, int64_t p0, int64_t npix,
                        const float *oslab) {
     const sv_conv_shape *s = &j->p->s;
     int64_t plane = j->oh * j->ow;
     for (int64_t b = 0; b < j->p->cbout; b++) {
-        int64_t off = (img * s->cout + SV_CB * b) * plane + p0;
-        j->k->scatter16(oslab + b * npix * SV_CB, npix, min64(SV_CB, s->cout - SV_CB * b),
-                        j->y + off, plane, j->res ? j->res + off : NULL);
+        int64_t off = (img * s->cout + SV_CB * b) * plane + p0, nc = min64(SV_CB, s->cout - SV_CB * b);
+        j->k->scatter16(oslab + b * npix * SV_CB, npix, nc, j->y + off, plane,
+                        j->res ? j->res + off : NULL);
+        if (j->res && j->res_first)
+            sv_conv_post_act(j->isa, j->y + off, nc, npix, plane, j->act, j->slope);
     }
+}
+
+void sv_conv_post_act(const sv_isa_table *isa, float *y, int64_t rows, int64_t cols,
+                      int64_t ld, int act, float slope) {
+    if (!act) return;
+    sv_epilogue post = {.alpha = 1.0f, .act = act, .slope = slope};
+    isa->act_rows(y, rows, cols, ld, &post);
 }
 
 /* Prefetching (for writing) the NCHW output rows of a task while its tiles compute, a few
@@ -272,7 +283,9 @@ static void conv_task(void *vctx, int64_t task) {
     int64_t img = task / j->tasks_per_image, rt = task % j->tasks_per_image;
     int64_t oy0 = rt * j->rows_per_task, oy1 = min64(oy0 + j->rows_per_task, j->oh);
     int64_t npix = (oy1 - oy0) * j->ow;
-    size_t slab_f = j->direct ? 0 : (size_t)((j->tight ? 1 : p->cbin) * j->bs);
+    /* whole cache lines each, so that the pointers after them are aligned (a tight slab of
+     * 3-channel pixels is an odd number of floats) */
+    size_t slab_f = j->direct ? 0 : (size_t)((j->tight ? 1 : p->cbin) * j->bs + 15) & ~(size_t)15;
     size_t out_f = j->out_blocked ? 0 : (size_t)(p->cbout * npix * SV_CB);
     size_t ptr_bytes = (size_t)npix * sizeof(float *);
     char *mem = sv_conv_scratch((slab_f + out_f) * sizeof(float) + ptr_bytes);
@@ -303,8 +316,11 @@ static void conv_task(void *vctx, int64_t task) {
         int nb = conv_blocks_at_once(j, b);
         sv_epilogue ep[2];
         for (int u = 0; u < nb; u++) {
-            ep[u] = (sv_epilogue){.bias = p->bias + SV_CB * (b + u), .act = j->act,
-                                  .alpha = 1.0f, .slope = j->slope};
+            /* an NCHW output gets its residual (and then the activation, with res_first)
+             * as it is reordered into place */
+            int late = !j->out_blocked && j->res && j->res_first;
+            ep[u] = (sv_epilogue){.bias = p->bias + SV_CB * (b + u), .act = late ? 0 : j->act,
+                                  .alpha = 1.0f, .slope = j->slope, .res_first = j->res_first};
             if (j->out_blocked && j->res) {
                 ep[u].residual = j->res + ((img * p->cbout + b + u) * plane + oy0 * j->ow) * SV_CB;
                 ep[u].ldr = SV_CB;
@@ -373,23 +389,25 @@ static void plan_segments(conv_job *j) {
 
 int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
               int x_layout, float *y, int y_layout, const float *residual, int act,
-              float slope, int threads) {
+              float slope, int res_first, int threads) {
     const sv_conv_shape *s = &p->s;
     int64_t oh, ow;
     if (n <= 0 || p->cbout == 0 || sv_conv_out_hw(s, h, w, &oh, &ow) != 0 || oh * ow == 0)
         return 0;
     int in_blocked = x_layout == SV_LAYOUT_BLOCKED;
     if (!in_blocked && y_layout == SV_LAYOUT_NCHW && p->rows)
-        return sv_conv2d_rows(p, n, h, w, x, y, residual, act, slope, threads, oh, ow);
+        return sv_conv2d_rows(p, n, h, w, x, y, residual, act, slope, res_first, threads, oh,
+                              ow);
     if (p->wino && sv_winograd_on())
         return sv_conv2d_wino(p, n, h, w, x, x_layout, y, y_layout, residual, act, slope,
-                              threads, oh, ow);
+                              res_first && residual, threads, oh, ow);
     int tight = !in_blocked && s->cin < SV_CB && !p->depthwise;
     int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
     conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));
     if (!j) return -1;
     const sv_isa_table *isa = sv_isa();
-    j->p = p, j->k = isa->conv, j->mr = isa->mr, j->act = act, j->slope = slope;
+    j->p = p, j->k = isa->conv, j->isa = isa, j->mr = isa->mr, j->act = act, j->slope = slope;
+    j->res_first = res_first && residual;
     j->n = n, j->h = h, j->w = w, j->oh = oh, j->ow = ow;
     j->x = x, j->y = y, j->res = residual;
     j->in_blocked = in_blocked, j->out_blocked = y_layout == SV_LAYOUT_BLOCKED;
