@@ -99,6 +99,7 @@ def conv2d(
     residual: _Array | None = None,
     activation: str | tuple[str, float] | None = "none",
     threads: int = 0,
+    residual_first: bool = False,
 ) -> _Array: ...
 def conv2d_blocked(
     x: _Array,
@@ -107,6 +108,7 @@ def conv2d_blocked(
     residual: _Array | None = None,
     activation: str | tuple[str, float] | None = "none",
     threads: int = 0,
+    residual_first: bool = False,
 ) -> _Array: ...
 def to_blocked(x: _Array, out: _Array | None = None, threads: int = 0) -> _Array: ...
 def from_blocked(
@@ -194,6 +196,7 @@ def conv_kernel(
     activation: str | tuple[str, float],
     in_blocked: bool,
     out_blocked: bool,
+    residual_first: bool = False,
     /,
 ) -> Any: ...
 def reorder_kernel(to_blocked: bool, channels: int, /) -> Any: ...

@@ -1,8 +1,9 @@
 """Convolutions against the op table's reference, in float64 and float32, at every
 instruction-set level: hypothesis draws the batch, channels, odd image sizes, kernels of 1
-to 7, strides, asymmetric padding, dilation, groups (depthwise included), the epilogue,
-the layout (NCHW or blocked) and the thread count; results are within 1e-5 relative of
-float64 (max |y - ref| / max |ref|)."""
+to 7, strides, asymmetric padding, dilation, groups (depthwise included), the epilogue (the
+residual after the activation or before it), the layout (NCHW or blocked) and the thread
+count; results are within 1e-5 relative of float64 (max |y - ref| / max |ref|). 3x3
+convolutions of stride 1 are also drawn for the Winograd path, against the direct one."""
 
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def geometries(draw: st.DrawFn) -> dict[str, Any]:
     residual=st.booleans(),
     layouts=st.sampled_from(["nchw>nchw", "nchw>blocked", "blocked>blocked", "blocked>nchw"]),
     threads=st.sampled_from([0, 1]),
+    residual_first=st.booleans(),
 )
 def test_conv2d_matches_the_op_table(
     isa: str,
@@ -100,6 +102,7 @@ def test_conv2d_matches_the_op_table(
     residual: bool,
     layouts: str,
     threads: int,
+    residual_first: bool,
 ) -> None:
     kh, kw = g["kernel"]
     fan_in = g["cin"] // g["groups"] * kh * kw
@@ -110,8 +113,20 @@ def test_conv2d_matches_the_op_table(
     packed = native.pack_conv2d(w, b, **attrs)
     h64 = reference(x, w, b, np.float64, **attrs)
     r = _data(4, *h64.shape) if residual else None
-    y = run(x, packed, layouts, g["cout"], activation=act, residual=r, threads=threads)
-    ref = act64(act, h64) + (r if r is not None else 0.0)
+    y = run(
+        x,
+        packed,
+        layouts,
+        g["cout"],
+        activation=act,
+        residual=r,
+        threads=threads,
+        residual_first=residual_first,
+    )
+    if residual_first:  # act(conv + bias + residual), as a ResNet block ends
+        ref = act64(act, h64 + (r if r is not None else 0.0))
+    else:
+        ref = act64(act, h64) + (r if r is not None else 0.0)
     assert y.shape == ref.shape and y.dtype == np.float32
     assert rel_err(y, ref) < 1e-5
     if act == "none" and r is None:  # the op table's float32 kernel agrees as well
@@ -263,6 +278,7 @@ def winograd_geometries(draw: st.DrawFn) -> dict[str, Any]:
     residual=st.booleans(),
     layouts=st.sampled_from(["nchw>nchw", "nchw>blocked", "blocked>blocked", "blocked>nchw"]),
     threads=st.sampled_from([0, 1]),
+    residual_first=st.booleans(),
 )
 def test_winograd_matches_the_op_table_and_the_direct_convolution(
     isa: str,
@@ -272,6 +288,7 @@ def test_winograd_matches_the_op_table_and_the_direct_convolution(
     residual: bool,
     layouts: str,
     threads: int,
+    residual_first: bool,
 ) -> None:
     w = _data(40, g["cout"], g["cin"], 3, 3) / np.float32(np.sqrt(9 * g["cin"]))
     b = _data(41, g["cout"]) if bias else None
@@ -279,8 +296,9 @@ def test_winograd_matches_the_op_table_and_the_direct_convolution(
     packed = native.pack_conv2d(w, b, padding=g["padding"])
     h64 = reference(x, w, b, np.float64, padding=g["padding"])
     r = _data(43, *h64.shape) if residual else None
-    ref = act64(act, h64) + (r if r is not None else 0.0)
-    kw = {"activation": act, "residual": r, "threads": threads}
+    added = h64 + (r if r is not None else 0.0)
+    ref = act64(act, added) if residual_first else act64(act, h64) + (added - h64)
+    kw = {"activation": act, "residual": r, "threads": threads, "residual_first": residual_first}
     with winograd(True):
         y = run(x, packed, layouts, g["cout"], **kw)
     with winograd(False):

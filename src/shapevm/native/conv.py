@@ -118,6 +118,7 @@ def conv2d(
     residual: Array | None = None,
     out: Array | None = None,
     threads: int = 0,
+    residual_first: bool = False,
 ) -> Array:
     """``act(conv(x, w) + bias) + residual`` for ``x: f32[N, cin, H, W]`` (C-contiguous;
     or blocked, ``[N, ceil(cin/16), H, W, 16]``), giving ``f32[N, cout, OH, OW]``.
@@ -126,8 +127,18 @@ def conv2d(
     ``("leaky_relu", slope)``); ``residual`` has the output's
     shape and may be ``out`` itself; ``out`` receives the result when given. ``threads``:
     at most this many (0: the pool's size; small convolutions run on the calling thread).
+    ``residual_first=True`` adds the residual before the activation, ``act(conv(x, w) +
+    bias + residual)``, as a ResNet block ends.
+
+    >>> x = np.ones((1, 1, 3, 3), np.float32)
+    >>> p = pack_conv2d(np.ones((1, 1, 1, 1), np.float32))
+    >>> r = np.full((1, 1, 3, 3), -3.0, np.float32)
+    >>> float(conv2d(x, p, activation="relu", residual=r)[0, 0, 0, 0])
+    -2.0
+    >>> float(conv2d(x, p, activation="relu", residual=r, residual_first=True)[0, 0, 0, 0])
+    0.0
     """
-    return _native.conv2d(x, packed, out, residual, activation, threads)
+    return _native.conv2d(x, packed, out, residual, activation, threads, residual_first)
 
 
 def conv2d_blocked(
@@ -138,6 +149,7 @@ def conv2d_blocked(
     residual: Array | None = None,
     out: Array | None = None,
     threads: int = 0,
+    residual_first: bool = False,
 ) -> Array:
     """`conv2d` giving the blocked layout ``f32[N, ceil(cout/16), OH, OW, 16]`` (as are
     ``residual`` and ``out``), so that the next convolution reads it as it is; ``x`` is
@@ -152,7 +164,7 @@ def conv2d_blocked(
     >>> conv2d(y, q).shape                                   # blocked in, NCHW out
     (1, 4, 5, 5)
     """
-    return _native.conv2d_blocked(x, packed, out, residual, activation, threads)
+    return _native.conv2d_blocked(x, packed, out, residual, activation, threads, residual_first)
 
 
 def to_blocked(x: Array, *, out: Array | None = None, threads: int = 0) -> Array:

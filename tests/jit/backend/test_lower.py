@@ -226,6 +226,7 @@ def _conv_program(fn: Callable[..., Any]) -> tuple[Any, Any, Any]:
 K1 = (RNG.standard_normal((20, 3, 3, 3)) / 5).astype(np.float32)
 K2 = (RNG.standard_normal((20, 20, 3, 3)) / 13).astype(np.float32)
 KD = (RNG.standard_normal((20, 1, 3, 3)) / 3).astype(np.float32)
+K11 = (RNG.standard_normal((20, 20, 1, 1)) / 4).astype(np.float32)
 CB = RNG.standard_normal(20).astype(np.float32)
 BN_MEAN = RNG.standard_normal((20, 1, 1)).astype(np.float32)
 BN_STD = (0.5 + RNG.random((1, 20, 1, 1))).astype(np.float32)
@@ -294,6 +295,46 @@ CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
     "leaky relu": (
         lambda x: (lambda h: snp.maximum(h, 0.2 * h))(sv.nn.conv2d(x, K1) + BN_BETA),
         ["conv+bias+leaky_relu(0.2)"],
+    ),
+    "a ResNet block: the shortcut added before the activation, all blocked": (
+        lambda x: (
+            lambda h: snp.mean(
+                snp.maximum(
+                    sv.nn.conv2d(
+                        snp.maximum(sv.nn.conv2d(h, K2, padding=1) + BN_BETA, 0.0), K2, padding=1
+                    )
+                    * BN_GAMMA
+                    + h,
+                    0.0,
+                ),
+                axis=(2, 3),
+            )
+        )(snp.maximum(sv.nn.conv2d(x, K1, CB, padding=1), 0.0)),
+        [
+            "conv+bias+relu (to blocked)",
+            "conv+bias+relu (blocked)",
+            "conv+residual+relu (blocked)",
+            "global average pool (blocked)",
+        ],
+    ),
+    "a downsampling block: the shortcut a strided 1x1 convolution": (
+        lambda x: (
+            lambda h: snp.maximum(
+                sv.nn.conv2d(
+                    snp.maximum(sv.nn.conv2d(h, K2, stride=2, padding=1), 0.0), K2, padding=1
+                )
+                + sv.nn.conv2d(h, K11, stride=2),
+                0.0,
+            )
+        )(snp.maximum(sv.nn.conv2d(x, K1, CB, padding=1), 0.0)),
+        # the block's result leaves the function: NCHW, its addend stays blocked
+        ["conv+bias+relu (to blocked)", "conv+relu (blocked)", "conv+residual+relu (from blocked)"],
+    ),
+    "a shortcut whose sum leaves the function stays NCHW": (
+        lambda x: (lambda h: snp.maximum(sv.nn.conv2d(h, K2, padding=1) + h, 0.0))(
+            sv.nn.conv2d(x, K1, CB, padding=1)
+        ),
+        ["conv+bias", "conv+residual+relu"],
     ),
     "pooling": (
         lambda x: (

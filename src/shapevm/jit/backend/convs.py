@@ -77,14 +77,43 @@ def reorder_from_blocked(low: Any, vid: int) -> int:
     return int(out)
 
 
-def _blocked_reader(low: Any, op: Op) -> bool:
-    """Whether ``op`` reads its first operand in the blocked layout when lowered."""
+def _blocked_reader(low: Any, op: Op, vid: int, depth: int = 4) -> bool:
+    """Whether ``op`` reads ``vid`` in the blocked layout when lowered: as a convolution's
+    input, a global average pool's, or as the residual another convolution adds (a ResNet
+    block's shortcut) when that sum stays blocked too (looked at ``depth`` blocks ahead)."""
     info = op.info
     if info is None:
         return False
     if info.name == "conv2d":
-        return low.const_array(op.ins[1]) is not None and native_enabled("conv2d", "native_conv")
-    return _global_mean(low, op)
+        return (
+            op.ins[0] == vid
+            and low.const_array(op.ins[1]) is not None
+            and native_enabled("conv2d", "native_conv")
+        )
+    if info.name == "add" and len(op.ins) == 2 and vid in op.ins:
+        from shapevm.jit.backend.lower import _shape_equal
+
+        other = op.ins[1] if op.ins[0] == vid else op.ins[0]
+        g = low.graph
+        if (
+            other == vid
+            or g.value(other).dtype != F32
+            or not _shape_equal(g.value(other).shape, g.value(vid).shape)
+            or not _from_conv(low, other)
+        ):
+            return False
+        if depth <= 0:
+            return True
+        out = op.outs[0]  # through the activation of the sum, to the block's result
+        for _ in range(8):
+            user = low.sole_user(out)
+            if user is None or user.info is None or not user.fusible or len(user.outs) != 1:
+                break
+            if [i for i in user.ins if low.const_array(i) is None] != [out]:
+                break
+            out = user.outs[0]
+        return _stays_blocked(low, out, depth - 1)
+    return _global_mean(low, op) and op.ins[0] == vid
 
 
 def _global_mean(low: Any, op: Op) -> bool:
@@ -96,6 +125,38 @@ def _global_mean(low: Any, op: Op) -> bool:
         return False
     axis = op.attrs.get("axis")
     return axis is not None and sorted(a % 4 for a in axis) == [2, 3]
+
+
+def _from_conv(low: Any, vid: int, steps: int = 8) -> bool:
+    """Whether ``vid`` is a convolution's result, possibly through elementwise ops of one
+    tensor operand each (its bias, a batch norm written out), each read only by the next:
+    what `lower_conv` takes before a residual add."""
+    graph = low.graph
+    for _ in range(steps):
+        v = graph.value(vid)
+        if v.kind != "temp" or v.producer < 0 or len(low.users(vid)) != 1:
+            return False
+        op = graph.ops[v.producer]
+        if op.info is None or op.kind != "call":
+            return False
+        if op.info.name == "conv2d":
+            return low.const_array(op.ins[1]) is not None
+        tensors = [i for i in op.ins if low.const_array(i) is None]
+        if len(tensors) != 1 or len(op.outs) != 1:
+            return False
+        vid = tensors[0]
+    return False
+
+
+def _stays_blocked(low: Any, vid: int, depth: int = 4) -> bool:
+    """Whether a convolution's result ``vid`` is written in the blocked layout: every
+    reader takes it so, and it does not leave the region."""
+    readers = [low.graph.ops[p] for p in low.users(vid)]
+    return (
+        bool(readers)
+        and vid not in low.graph.live_out
+        and all(_blocked_reader(low, r, vid, depth) for r in readers)
+    )
 
 
 def lower_conv(low: Any, op: Op) -> bool:
@@ -127,19 +188,22 @@ def lower_conv(low: Any, op: Op) -> bool:
     if found is not None:
         act, positions, h = found
         chain += positions
-    readers = [graph.ops[p] for p in low.users(h)]
-    out_blocked = (
-        bool(readers)
-        and h not in graph.live_out
-        and all(_blocked_reader(low, r) and r.ins[0] == h for r in readers)
-    )
     in_blocked = x_v in low.blocked
-    residual = None
+    residual, residual_first = None, False
     user = low.sole_user(h)
     if user is not None and (r := _residual_of(low, user, h)) is not None:
-        if not out_blocked or r in low.blocked:
-            residual, h = r, user.outs[0]
-            chain.append(user.pos)
+        # the residual add, and the activation of the sum where the convolution has none
+        # (a ResNet block's end: act(conv(x) + bias + shortcut))
+        residual, h = r, user.outs[0]
+        chain.append(user.pos)
+        after = match_activation(low, h) if act == "none" else None
+        if after is not None:
+            act, positions, h = after
+            chain += positions
+            residual_first = True
+    # blocked when every reader takes it so; a residual then comes blocked too (else the
+    # result is NCHW, and the next convolution reorders it as it reads it)
+    out_blocked = _stays_blocked(low, h) and (residual is None or residual in low.blocked)
     attrs = op.attrs
     packed = native.pack_conv2d(
         w,
@@ -162,8 +226,11 @@ def lower_conv(low: Any, op: Op) -> bool:
         if residual is not None:
             ins.append(low.contiguous(low.tensor(residual), pcs))
         out = low.result(h)
-    label = "conv" + ("+bias" if bias is not None else "") + act_label(act)
-    label += "+residual" if residual is not None else ""
+    label = "conv" + ("+bias" if bias is not None else "")
+    if residual_first:
+        label += "+residual" + act_label(act)
+    else:
+        label += act_label(act) + ("+residual" if residual is not None else "")
     label += {(False, False): "", (True, True): " (blocked)", (False, True): " (to blocked)"}.get(
         (in_blocked, out_blocked), " (from blocked)"
     )
@@ -172,7 +239,7 @@ def lower_conv(low: Any, op: Op) -> bool:
             N.OP_EXTERNAL,
             ins,
             [out],
-            obj=native.conv_kernel(packed, act, in_blocked, out_blocked),
+            obj=native.conv_kernel(packed, act, in_blocked, out_blocked, residual_first),
             pcs=pcs,
             label=label,
             inplace=((0, 1),) if residual is not None else (),

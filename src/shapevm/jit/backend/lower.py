@@ -756,7 +756,8 @@ def _residual_of(low: RegionLowering, op: Op, h: int) -> int | None:
     if not native_enabled("add", "native_chain"):
         return None
     other = op.ins[1] if op.ins[0] == h else op.ins[0]
-    if other == h or (other not in low.of_value and low.graph.value(other).kind != "input"):
+    computed = other in low.of_value or other in low.blocked
+    if other == h or (not computed and low.graph.value(other).kind != "input"):
         return None
     v, hv = low.graph.value(other), low.graph.value(h)
     if v.dtype != F32 or not _shape_equal(v.shape, hv.shape) or low.const_array(other) is not None:

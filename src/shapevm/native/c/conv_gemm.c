@@ -43,7 +43,7 @@ typedef struct rows_job {
     int64_t n, h, w, oh, ow, wp, rows_per_task, tasks_per_image, slab_rows;
     const float *x, *res;
     float *y;
-    int act;
+    int act, res_first;
     float slope; /* leaky_relu's */
     _Atomic int failed;
 } rows_job;
@@ -111,7 +111,9 @@ static void rows_task(void *vctx, int64_t task) {
             int nc = (int)min64(SV_NR, j->ow - ox0);
             pack_panel(j, slab, oy - oy0, ox0, nc, panel);
             int64_t at = img * s->cout * plane + oy * j->ow;
-            sv_epilogue ep = {.act = j->act, .alpha = 1.0f, .slope = j->slope};
+            /* with res_first the dense epilogue adds the residual, the activation follows */
+            sv_epilogue ep = {.act = j->res_first ? 0 : j->act, .alpha = 1.0f,
+                              .slope = j->slope};
             if (j->res) ep.residual = j->res + at, ep.ldr = plane;
             for (int64_t k0 = 0; k0 < k1; k0 += KCHUNK) {
                 int64_t kc = min64(KCHUNK, k1 - k0);
@@ -120,16 +122,18 @@ static void rows_task(void *vctx, int64_t task) {
                                 k1, panel + k0 * SV_NR, 0, j->y + at + co * plane + ox0, plane,
                                 k0 > 0, k0 + kc >= k1, &ep, co, ox0);
             }
+            if (j->res_first)
+                sv_conv_post_act(j->isa, j->y + at + ox0, s->cout, nc, plane, j->act, j->slope);
         }
 }
 
 int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
-                   float *y, const float *residual, int act, float slope, int threads,
-                   int64_t oh, int64_t ow) {
+                   float *y, const float *residual, int act, float slope, int res_first,
+                   int threads, int64_t oh, int64_t ow) {
     const sv_conv_shape *s = &p->s;
     rows_job j = {.p = p, .isa = sv_isa(), .n = n, .h = h, .w = w, .oh = oh, .ow = ow,
                   .wp = w + s->pl + s->pr, .x = x, .res = residual, .y = y, .act = act,
-                  .slope = slope};
+                  .slope = slope, .res_first = res_first && residual};
     double macs = (double)n * (double)(oh * ow) * (double)s->cout *
                   (double)(s->cin * s->kh * s->kw);
     int t = sv_conv_threads(macs, threads);

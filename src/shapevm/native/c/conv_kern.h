@@ -27,9 +27,11 @@ __attribute__((noinline)) static void SV_FN(conv_epilogue)(const float *tile, in
         for (int j = 0; j < SV_NV; j++) {
             vf v = vload(tile + i * SV_NR + SV_VW * j);
             if (ep) {
+                const float *r = ep->residual ? ep->residual + (row0 + i) * ep->ldr : NULL;
                 if (ep->bias) v += vload(ep->bias + SV_VW * j);
+                if (r && ep->res_first) v += vload(r + SV_VW * j);
                 if (ep->act) v = vact(v, ep->act, ep->slope);
-                if (ep->residual) v += vload(ep->residual + (row0 + i) * ep->ldr + SV_VW * j);
+                if (r && !ep->res_first) v += vload(r + SV_VW * j);
             }
             int lanes = lanes_at(nc, j);
             if (lanes < SV_VW) v = vsel(visplat(lanes) > conv_lane_ids(), v, vsplat(0.0f));
@@ -49,13 +51,15 @@ SV_INLINE void conv_finish(const int MR, vf acc[][SV_NV], float *c, int64_t ldc,
             add[j] = ep && ep->bias ? vload(ep->bias + SV_VW * j) : vsplat(-0.0f);
         const bool relu = ep && ep->act == SV_ACT_RELU;
         const float *res = ep && ep->residual ? ep->residual + row0 * ep->ldr : NULL;
+        const bool first = res && ep->res_first;
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
             for (int j = 0; j < SV_NV; j++) {
                 vf v = acc[i][j] + add[j];
+                if (first) v += vload(res + i * ep->ldr + SV_VW * j);
                 if (relu) v = vrelu(v);
-                if (res) v += vload(res + i * ep->ldr + SV_VW * j);
+                if (res && !first) v += vload(res + i * ep->ldr + SV_VW * j);
                 vstore(c + i * ldc + SV_VW * j, v);
             }
         return;
@@ -339,7 +343,8 @@ static void SV_FN(wino_in)(int ntiles, const float *const *tp, int64_t rs, int64
 /* Output: for each tile t, the 16 products m[xi] at m + xi mstride + 16 t (16 channels of
  * one output block) become Y = A^T m A, A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue (bias,
  * activation, residual at the same offsets as the output), lanes past nc zero; Y's 2x2
- * pixels go to y + off[t] (+16 to the right, +ldy below), the right column left out where
+ * pixels go to y + off[t] (+16 to the right, +ldy below; the residual before the activation
+ * where ep->res_first), the right column left out where
  * edge[t] has bit 0, the lower row where it has bit 1. */
 static void SV_FN(wino_out)(int ntiles, const float *m, int64_t mstride, const int64_t *off,
                             const unsigned char *edge, float *y, int64_t ldy, const float *res,
@@ -366,8 +371,9 @@ static void SV_FN(wino_out)(int ntiles, const float *m, int64_t mstride, const i
                     vf o = j == 0 ? r[i][0] + r[i][1] + r[i][2] : r[i][1] - r[i][2] - r[i][3];
                     int64_t at = off[t] + i * ldy + j * SV_CB + SV_VW * q;
                     o += bias;
+                    if (res && ep->res_first) o += vload(res + at);
                     if (ep->act) o = vact(o, ep->act, ep->slope);
-                    if (res) o += vload(res + at);
+                    if (res && !ep->res_first) o += vload(res + at);
                     if (lanes < SV_VW) o = vsel(visplat(lanes) > conv_lane_ids(), o, vsplat(0.0f));
                     vstore(y + at, o);
                 }

@@ -82,7 +82,8 @@ enum { WINO_TILES = 24 }; /* tiles transformed at a time (rounded up to whole mi
 typedef struct wino_job {
     const sv_packed_conv *p;
     const sv_conv_kern *k;
-    int mr, act, in_blocked, out_blocked;
+    const sv_isa_table *isa;
+    int mr, act, res_first, in_blocked, out_blocked;
     float slope;
     int64_t n, h, w, oh, ow, ntw, nth; /* tiles per row and per column */
     int64_t rows_per_task, tasks_per_image, T, K, wsl, rs, bs;
@@ -173,8 +174,11 @@ static void wino_task(void *vctx, int64_t task) {
                 b += nb;
             }
         for (int64_t b = 0; b < cbout; b++) {
-            sv_epilogue ep = {.bias = p->bias + SV_CB * b, .act = j->act, .alpha = 1.0f,
-                              .slope = j->slope};
+            /* an NCHW output gets its residual (and then the activation, with res_first)
+             * as it is reordered into place */
+            int late = !j->out_blocked && j->res && j->res_first;
+            sv_epilogue ep = {.bias = p->bias + SV_CB * b, .act = late ? 0 : j->act,
+                              .alpha = 1.0f, .slope = j->slope, .res_first = j->res_first};
             int nc = (int)min64(SV_CB, p->s.cout - SV_CB * b);
             if (j->out_blocked) {
                 int64_t base = (img * cbout + b) * plane * SV_CB;
@@ -188,18 +192,22 @@ static void wino_task(void *vctx, int64_t task) {
     if (!j->out_blocked)
         for (int64_t b = 0; b < cbout; b++) {
             int64_t at = (img * p->s.cout + SV_CB * b) * plane + oy0 * j->ow;
-            k->scatter16(oslab + b * npix * SV_CB, npix, min64(SV_CB, p->s.cout - SV_CB * b),
-                         j->y + at, plane, j->res ? j->res + at : NULL);
+            int64_t nc = min64(SV_CB, p->s.cout - SV_CB * b);
+            k->scatter16(oslab + b * npix * SV_CB, npix, nc, j->y + at, plane,
+                         j->res ? j->res + at : NULL);
+            if (j->res && j->res_first)
+                sv_conv_post_act(j->isa, j->y + at, nc, npix, plane, j->act, j->slope);
         }
 }
 
 int sv_conv2d_wino(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
                    int x_layout, float *y, int y_layout, const float *residual, int act,
-                   float slope, int threads, int64_t oh, int64_t ow) {
+                   float slope, int res_first, int threads, int64_t oh, int64_t ow) {
     const sv_isa_table *isa = sv_isa();
     wino_job *j = calloc(1, sizeof *j);
     if (!j) return -1;
-    j->p = p, j->k = isa->conv, j->mr = isa->mr, j->act = act, j->slope = slope;
+    j->p = p, j->k = isa->conv, j->isa = isa, j->mr = isa->mr, j->act = act, j->slope = slope;
+    j->res_first = res_first && residual;
     j->n = n, j->h = h, j->w = w, j->oh = oh, j->ow = ow, j->x = x, j->y = y, j->res = residual;
     j->in_blocked = x_layout == SV_LAYOUT_BLOCKED, j->out_blocked = y_layout == SV_LAYOUT_BLOCKED;
     j->ntw = cdiv(ow, 2), j->nth = cdiv(oh, 2);

@@ -364,7 +364,7 @@ static PyObject *py_attention_kernel(PyObject *self, PyObject *args, PyObject *k
 /* -- convolution, reorders, pooling ----------------------------------------------------- */
 typedef struct {
     PyObject *packed; /* the PackedConv, kept alive by the capsule */
-    int act, in_blocked, out_blocked;
+    int act, in_blocked, out_blocked, res_first;
     float slope; /* leaky_relu's */
 } conv_self;
 
@@ -426,7 +426,7 @@ static int run_conv(const void *vself, const svx_tensor *ins, int nin, const svx
     int rc = sv_conv2d(p, x->shape[0], x->shape[2], x->shape[3], (const float *)x->data,
                        c->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, (float *)y->data,
                        c->out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW,
-                       r ? (const float *)r->data : NULL, c->act, c->slope, 0);
+                       r ? (const float *)r->data : NULL, c->act, c->slope, c->res_first, 0);
     if (rc != 0) {
         *err = "conv: out of memory";
         return -1;
@@ -434,12 +434,13 @@ static int run_conv(const void *vself, const svx_tensor *ins, int nin, const svx
     return 0;
 }
 
-/* conv_kernel(packed, activation, in_blocked, out_blocked) -> kernel */
+/* conv_kernel(packed, activation, in_blocked, out_blocked, residual_first=False) -> kernel */
 static PyObject *py_conv_kernel(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *packed, *act;
-    int in_blocked, out_blocked;
-    if (!PyArg_ParseTuple(args, "OOpp", &packed, &act, &in_blocked, &out_blocked)) return NULL;
+    int in_blocked, out_blocked, res_first = 0;
+    if (!PyArg_ParseTuple(args, "OOpp|p", &packed, &act, &in_blocked, &out_blocked, &res_first))
+        return NULL;
     if (!sv_packed_conv_of(packed)) {
         char found[128];
         sv_describe(packed, found, sizeof found);
@@ -461,6 +462,7 @@ static PyObject *py_conv_kernel(PyObject *self, PyObject *args) {
     c->slope = slope;
     c->in_blocked = in_blocked;
     c->out_blocked = out_blocked;
+    c->res_first = res_first;
     k->run = run_conv;
     k->self = c;
     PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
@@ -731,7 +733,8 @@ static PyObject *py_take_kernel(PyObject *self, PyObject *args) {
 
 PyMethodDef sv_exec_kernel_methods[] = {
     {"conv_kernel", py_conv_kernel, METH_VARARGS,
-     "conv_kernel(packed, activation, blocked) -> an executor kernel"},
+     "conv_kernel(packed, activation, in_blocked, out_blocked, residual_first=False) -> an "
+     "executor kernel"},
     {"reorder_kernel", py_reorder_kernel, METH_VARARGS,
      "reorder_kernel(to_blocked, channels) -> an executor kernel"},
     {"pool_kernel", py_pool_kernel, METH_VARARGS,

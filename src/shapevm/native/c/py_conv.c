@@ -257,15 +257,16 @@ static PackedConv *packed_arg(const char *kernel, PyObject *obj) {
     return NULL;
 }
 
-/* conv2d(x, packed, out, residual, activation, threads) -> NCHW, conv2d_blocked(...) ->
- * blocked; x is NCHW (rank 4) or blocked (rank 5) */
+/* conv2d(x, packed, out, residual, activation, threads, residual_first) -> NCHW,
+ * conv2d_blocked(...) -> blocked; x is NCHW (rank 4) or blocked (rank 5) */
 static PyObject *conv_entry(PyObject *args, PyObject *kw, int out_blocked) {
-    static char *names[] = {"x", "packed", "out", "residual", "activation", "threads", NULL};
+    static char *names[] = {"x",       "packed",         "out", "residual", "activation",
+                            "threads", "residual_first", NULL};
     PyObject *xobj, *pobj, *oobj = Py_None, *robj = Py_None, *aobj = Py_None;
-    int threads = 0;
+    int threads = 0, res_first = 0;
     const char *k = out_blocked ? "conv2d_blocked" : "conv2d";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOi", names, &xobj, &pobj, &oobj, &robj,
-                                     &aobj, &threads))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOip", names, &xobj, &pobj, &oobj, &robj,
+                                     &aobj, &threads, &res_first))
         return NULL;
     PackedConv *pc = packed_arg(k, pobj);
     if (!pc) return NULL;
@@ -307,7 +308,8 @@ static PyObject *conv_entry(PyObject *args, PyObject *kw, int out_blocked) {
     float *yd = PyArray_DATA(out);
     int xl = in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW;
     int yl = out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, rc;
-    Py_BEGIN_ALLOW_THREADS rc = sv_conv2d(p, n, h, w, xd, xl, yd, yl, rd, act, slope, threads);
+    Py_BEGIN_ALLOW_THREADS rc =
+        sv_conv2d(p, n, h, w, xd, xl, yd, yl, rd, act, slope, res_first, threads);
     Py_END_ALLOW_THREADS if (rc != 0) {
         Py_DECREF(out);
         return PyErr_NoMemory();
@@ -517,9 +519,11 @@ PyMethodDef sv_conv_methods[] = {
      "pack_conv2d(w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), "
      "groups=1) -> PackedConv"},
     {"conv2d", SV_KW(py_conv2d),
-     "conv2d(x, packed, out=None, residual=None, activation='none', threads=0) -> NCHW"},
+     "conv2d(x, packed, out=None, residual=None, activation='none', threads=0, "
+     "residual_first=False) -> NCHW"},
     {"conv2d_blocked", SV_KW(py_conv2d_blocked),
-     "conv2d_blocked(x, packed, out=None, residual=None, activation='none', threads=0) -> "
+     "conv2d_blocked(x, packed, out=None, residual=None, activation='none', threads=0, "
+     "residual_first=False) -> "
      "blocked"},
     {"to_blocked", SV_KW(py_to_blocked), "to_blocked(x, out=None, threads=0)"},
     {"from_blocked", SV_KW(py_from_blocked), "from_blocked(x, channels, out=None, threads=0)"},

@@ -62,7 +62,8 @@ enum sv_layout {
 };
 
 /* y = act(conv(x, w) + bias) + residual on n images of h x w, for act an enum sv_act (and
- * slope, leaky_relu's); x in x_layout, y and residual in y_layout (enum sv_layout: an NCHW
+ * slope, leaky_relu's), or with res_first y = act(conv(x, w) + bias + residual) (a ResNet
+ * block's end); x in x_layout, y and residual in y_layout (enum sv_layout: an NCHW
  * image in and blocked out starts a chain of blocked convolutions, blocked in and NCHW out
  * ends one).
  * residual may be NULL, or equal to y (accumulate in place); y must not overlap x.
@@ -70,7 +71,7 @@ enum sv_layout {
  * calling thread. */
 int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
               int x_layout, float *y, int y_layout, const float *residual, int act,
-              float slope, int threads);
+              float slope, int res_first, int threads);
 
 /* Reorders between NCHW (x[n][c][h][w]) and blocked (y[n][ceil(c/16)][h][w][16]). */
 void sv_nchw_to_blocked(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
@@ -111,11 +112,15 @@ void sv_global_avg_pool_blocked(int64_t n, int64_t c, int64_t hw, const float *x
  * scratch memory (kept between calls, freed when the thread ends). */
 #define SV_ROWS_MAX_K 32
 int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
-                   float *y, const float *residual, int act, float slope, int threads,
-                   int64_t oh, int64_t ow);
+                   float *y, const float *residual, int act, float slope, int res_first,
+                   int threads, int64_t oh, int64_t ow);
 int sv_pack_conv_rows(sv_packed_conv *p, const float *w, const int64_t ws[4],
                       const float *bias, int64_t bstride);
 int sv_conv_threads(double macs, int threads);
+/* The activation over rows x cols floats ld apart (none: nothing), after an NCHW output's
+ * residual was added as it was reordered into place (res_first). */
+void sv_conv_post_act(const struct sv_isa_table *isa, float *y, int64_t rows, int64_t cols,
+                      int64_t ld, int act, float slope);
 
 /* conv_wino.c: 3x3 convolutions of stride 1 without groups, at least 16 input channels,
  * in either layout, by Winograd's F(2x2, 3x3); sv_conv2d takes it where the packed
@@ -128,7 +133,7 @@ int sv_wino_fits(const sv_conv_shape *s);
 int sv_pack_conv_wino(sv_packed_conv *p, const float *w, const int64_t ws[4]);
 int sv_conv2d_wino(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
                    int x_layout, float *y, int y_layout, const float *residual, int act,
-                   float slope, int threads, int64_t oh, int64_t ow);
+                   float slope, int res_first, int threads, int64_t oh, int64_t ow);
 void *sv_conv_scratch(size_t bytes);
 
 /* The kernels of one instruction set (conv_kern.h, pool_kern.h), in sv_isa_table.conv. */
