@@ -44,6 +44,8 @@ def act64(name: str, h: Array) -> Array:
         return np.tanh(h)
     if name == "hard_swish":
         return h * np.clip(h + 3.0, 0.0, 6.0) / 6.0
+    if name == "relu6":
+        return np.clip(h, 0.0, 6.0)  # type: ignore[no-any-return]
     if name == "leaky_relu":  # the slope by the name alone
         return np.where(h < 0, np.float64(np.float32(0.01)) * h, h)
     raise ValueError(name)

@@ -80,12 +80,13 @@ set_profiling = _native.set_profiling
 
 ACTIVATIONS: Final = (
     "none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "hard_swish",
-    "leaky_relu",
+    "leaky_relu", "relu6",
 )  # fmt: skip
 """Activations of fused epilogues; ``gelu_tanh`` is GELU's tanh form, ``gelu_erf`` the
 exact one; ``hard_swish`` is ``x * clip(x + 3, 0, 6) / 6`` (MobileNetV3's, PyTorch's
 ``hardswish``); ``leaky_relu`` is ``x < 0 ? slope * x : x``, with a slope of 0.01 by its
-name alone and any other as ``activation=("leaky_relu", 0.2)``."""
+name alone and any other as ``activation=("leaky_relu", 0.2)``; ``relu6`` is ``clip(x, 0,
+6)`` (MobileNet's)."""
 
 VMATH_FUNCTIONS: Final = (
     "exp", "log", "tanh", "erf", "sigmoid", "sqrt", "gelu_tanh", "gelu_erf", "silu",

@@ -658,6 +658,8 @@ def _act_reference(name: str) -> np.ndarray[Any, Any]:
         return np.tanh(h)  # type: ignore[no-any-return]
     if name == "hard_swish":
         return h * np.clip(h + 3.0, 0.0, 6.0) / 6.0
+    if name == "relu6":
+        return np.asarray(np.clip(h, 0.0, 6.0))
     raise ValueError(f"no float64 reference for activation {name!r}")
 
 
@@ -726,7 +728,9 @@ def _probe(low: RegionLowering, h: int, chosen: Sequence[int]) -> Activation | N
             got = probe.evaluate(low, {h: _PROBE.copy()}, chosen)
         except Exception:  # an op that does not evaluate in float64: not an activation
             return None
-    for name in ACTIVATIONS[1:-1]:  # leaky_relu, last, has a slope to find (below)
+    for name in ACTIVATIONS:  # leaky_relu has a slope to find (below)
+        if name in ("none", "leaky_relu"):
+            continue
         if probe.close(got, _act_reference(name)):
             return name
     # leaky ReLU (max(h, a * h), where(h > 0, h, a * h)...): the slope that h = -8 gives

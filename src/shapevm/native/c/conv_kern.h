@@ -41,7 +41,7 @@ __attribute__((noinline)) static void SV_FN(conv_epilogue)(const float *tile, in
 
 SV_INLINE void conv_finish(const int MR, vf acc[][SV_NV], float *c, int64_t ldc,
                            const sv_epilogue *ep, int64_t row0, int nc) {
-    if (nc == SV_NR && (!ep || !ep->act || ep->act == SV_ACT_RELU)) {
+    if (nc == SV_NR && (!ep || !ep->act || ep->act == SV_ACT_RELU || ep->act == SV_ACT_RELU6)) {
         /* a full tile with bias, relu and residual at most (nearly every convolution of a
          * CNN), in the epilogue's order, on the registers. The out-of-line path below cost
          * a first layer (27 multiply-adds per output) a third of its time. */
@@ -49,7 +49,7 @@ SV_INLINE void conv_finish(const int MR, vf acc[][SV_NV], float *c, int64_t ldc,
 #pragma GCC unroll 4
         for (int j = 0; j < SV_NV; j++) /* -0.0: x + (-0.0) == x, signed zeros included */
             add[j] = ep && ep->bias ? vload(ep->bias + SV_VW * j) : vsplat(-0.0f);
-        const bool relu = ep && ep->act == SV_ACT_RELU;
+        const bool relu = ep && ep->act == SV_ACT_RELU, relu6 = ep && ep->act == SV_ACT_RELU6;
         const float *res = ep && ep->residual ? ep->residual + row0 * ep->ldr : NULL;
         const bool first = res && ep->res_first;
 #pragma GCC unroll 16
@@ -59,6 +59,7 @@ SV_INLINE void conv_finish(const int MR, vf acc[][SV_NV], float *c, int64_t ldc,
                 vf v = acc[i][j] + add[j];
                 if (first) v += vload(res + i * ep->ldr + SV_VW * j);
                 if (relu) v = vrelu(v);
+                if (relu6) v = vrelu6(v);
                 if (res && !first) v += vload(res + i * ep->ldr + SV_VW * j);
                 vstore(c + i * ldc + SV_VW * j, v);
             }

@@ -153,7 +153,7 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
     dense_job j = {.isa = isa, .m = m, .k = b->k, .n = b->n, .a = a, .lda = lda,
                    .bp = b->data, .c = c, .ldc = ldc, .ep = ep};
     sv_epilogue inner;
-    if (ep && ep->act != SV_ACT_NONE && ep->act != SV_ACT_RELU &&
+    if (ep && ep->act != SV_ACT_NONE && ep->act != SV_ACT_RELU && ep->act != SV_ACT_RELU6 &&
         ep->act != SV_ACT_LEAKY_RELU && !ep->residual) {
         /* A long activation (GELU...) runs over each task's finished block of C in one loop,
          * not per tile: 12 vectors at a time are too few for its chains of dependent

@@ -87,6 +87,7 @@ __attribute__((noinline)) static void SV_FN(epilogue_tile)(float *tile, int mr, 
     SV_EPI_CASE(SV_ACT_TANH)
     SV_EPI_CASE(SV_ACT_HARD_SWISH)
     SV_EPI_CASE(SV_ACT_LEAKY_RELU)
+    SV_EPI_CASE(SV_ACT_RELU6)
     default: epilogue_rows(SV_ACT_NONE, tile, mr, nc, c, ldc, ep, row0, col0);
 #undef SV_EPI_CASE
     }
@@ -389,6 +390,7 @@ static void SV_FN(act_rows)(float *x, int64_t rows, int64_t cols, int64_t ld,
     SV_ACT_CASE(SV_ACT_TANH)
     SV_ACT_CASE(SV_ACT_HARD_SWISH)
     SV_ACT_CASE(SV_ACT_LEAKY_RELU)
+    SV_ACT_CASE(SV_ACT_RELU6)
 #undef SV_ACT_CASE
     default: act_rows_for(SV_ACT_NONE, x, rows, cols, ld, ep);
     }

@@ -9,7 +9,7 @@ PyObject *sv_NativeKernelError;
 
 const char *const sv_act_names[SV_ACT_COUNT] = {
     "none", "relu", "gelu_tanh", "gelu_erf", "silu", "sigmoid", "tanh", "hard_swish",
-    "leaky_relu"};
+    "leaky_relu", "relu6"};
 
 PyObject *sv_raise(const char *kernel, const char *what, const char *expected,
                    const char *found, const char *fix) {

@@ -37,7 +37,7 @@ int sv_rows_of(PyArrayObject *a, int inner, int64_t *rows, int64_t *row_stride);
 int sv_overlaps(PyArrayObject *a, PyArrayObject *b);
 
 /* Activation names of fused epilogues: "none", "relu", "gelu_tanh", "gelu_erf", "silu",
- * "sigmoid", "tanh", "hard_swish", "leaky_relu" (`sv_act_names`); -1 with
+ * "sigmoid", "tanh", "hard_swish", "leaky_relu", "relu6" (`sv_act_names`); -1 with
  * NativeKernelError set for another name. */
 int sv_act_code(const char *kernel, PyObject *name);
 /* An activation given by name, or as ("leaky_relu", slope): its code and slope (0.01 by

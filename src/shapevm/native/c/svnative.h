@@ -20,6 +20,7 @@ enum sv_act {
     SV_ACT_TANH = 6,
     SV_ACT_HARD_SWISH = 7, /* x * clip(x + 3, 0, 6) / 6 */
     SV_ACT_LEAKY_RELU = 8, /* x < 0 ? slope * x : x */
+    SV_ACT_RELU6 = 9,      /* clip(x, 0, 6): MobileNet's */
     SV_ACT_COUNT
 };
 

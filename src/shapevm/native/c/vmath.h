@@ -216,6 +216,8 @@ SV_INLINE vf vrelu6_of_x_plus_3(vf x) {
 /* Divided by 6 (not multiplied by 1/6) and in PyTorch's order, so that the usual spelling
  * (`x * clip(x + 3, 0, 6) / 6`) gives its bits. */
 SV_INLINE vf vhard_swish(vf x) { return x * vrelu6_of_x_plus_3(x) / vsplat(6.0f); }
+/* np.clip(x, 0, 6): a NaN stays NaN, as in NumPy's clip (constant first: NaN passes) */
+SV_INLINE vf vrelu6(vf x) { return vmin(vsplat(6.0f), vmax(vsplat(0.0f), x)); }
 /* x < 0 ? slope * x : x (a NaN stays NaN, -0.0 stays -0.0) */
 SV_INLINE vf vleaky(vf x, float slope) { return vsel(x < vsplat(0.0f), x * vsplat(slope), x); }
 SV_INLINE vf vact(vf x, int act, float slope) {
@@ -228,6 +230,7 @@ SV_INLINE vf vact(vf x, int act, float slope) {
     case SV_ACT_TANH: return vtanh(x);
     case SV_ACT_HARD_SWISH: return vhard_swish(x);
     case SV_ACT_LEAKY_RELU: return vleaky(x, slope);
+    case SV_ACT_RELU6: return vrelu6(x);
     default: return x;
     }
 }
