@@ -350,3 +350,29 @@ def test_winograd_can_be_turned_off_by_the_environment() -> None:
     with winograd(False):
         np.testing.assert_array_equal(runs["0"], native.conv2d(x, p))
     assert not np.array_equal(runs[None], runs["0"])
+
+
+@pytest.mark.parametrize(
+    ("kh", "stride", "padding"),
+    [(3, (1, 1), (1, 1, 1, 1)), (3, (2, 2), (1, 1, 1, 1)), (1, (1, 2), (0, 0, 1, 1)),
+     (5, (2, 1), (2, 2, 1, 1)), (7, (1, 1), (3, 3, 1, 1)), (3, (1, 2), (0, 2, 0, 1))],
+)  # fmt: skip
+def test_depthwise_rows_of_three_wide_windows(
+    isa: str, kh: int, stride: tuple[int, int], padding: tuple[int, ...]
+) -> None:
+    """Depthwise windows 3 wide at stride 1 or 2 along the width run a row at a time
+    (`conv_dw3`): ragged rows (29 and 6 pixels), a partial last channel block, every
+    layout, the residual before or after the activation, against float64."""
+    c = 40
+    w, b = _data(50, c, 1, kh, 3) / 3, _data(51, c)
+    attrs = {"stride": stride, "padding": padding, "groups": c}
+    packed = native.pack_conv2d(w, b, **attrs)
+    for shape in [(2, c, 23, 29), (1, c, 9, 6)]:
+        x = _data(52, *shape)
+        h64 = reference(x, w, b, np.float64, **attrs)
+        r = _data(53, *h64.shape)
+        for layouts in ("nchw>nchw", "blocked>blocked", "nchw>blocked", "blocked>nchw"):
+            for first in (False, True):
+                y = run(x, packed, layouts, c, activation="relu6", residual=r, residual_first=first)
+                ref = act64("relu6", h64 + r) if first else act64("relu6", h64) + r
+                assert rel_err(y, ref) < 1e-5, (layouts, first)

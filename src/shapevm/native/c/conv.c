@@ -334,6 +334,19 @@ static void conv_task(void *vctx, int64_t task) {
         int64_t bstride = nb > 1 ? p->woff[b + 1] - p->woff[b] : 0;
         const int64_t *so = j->segoff + p->blk0[b] * j->segs;
         int64_t nseg = p->nblk[b] * j->segs;
+        if (p->depthwise && s->kw == 3 && s->dw == 1 && (s->sw == 1 || s->sw == 2) &&
+            s->kh <= 7) { /* a row at a time, each input vector loaded once per row */
+            const float *rows[7];
+            for (int64_t oy = oy0; oy < oy1; oy++) {
+                for (int64_t r = 0; r < s->kh; r++)
+                    rows[r] = base + b * j->bs + (oy * s->sh - row_origin + r * s->dh) * j->rs;
+                int64_t q = (oy - oy0) * j->ow;
+                j->k->dw3(j->ow, (int)s->sw, (int)s->kh, rows, wb, c + q * SV_CB, ep, q, nc);
+                for (int u = 0; u < nb; u++) prefetch_some(&pf);
+            }
+            b += nb;
+            continue;
+        }
         for (int64_t q = 0; q < npix; q += j->mr) {
             int m = (int)min64(j->mr, npix - q);
             float *cq = c + q * SV_CB;

@@ -157,6 +157,12 @@ typedef struct sv_conv_kern {
     void (*dw)(int mr, int64_t ntaps, const float *const *pix, const int64_t *tapoff,
                const float *wt, float *c, int64_t ldc, const sv_epilogue *ep, int64_t row0,
                int nc);
+    /* Depthwise, windows 3 wide without dilation along the width, stride sw (1 or 2),
+     * kh <= 7 rows: n output pixels of one row, C[i][j] = sum over r < kh, k < 3 of
+     * (rows[r] + 16 (sw i + k))[j] * wt[16 (3 r + k) + j], the same sums as dw's; rows of C
+     * 16 floats apart, then the epilogue (residual rows from row0). */
+    void (*dw3)(int64_t n, int sw, int kh, const float *const *rows, const float *wt, float *c,
+                const sv_epilogue *ep, int64_t row0, int nc);
     /* Pooling, one output row of one plane: the nrows input rows of its windows (clipped
      * to the input, w floats each) are combined into tmp[pl + x] (tmp holds pl + w + pr +
      * SV_POOL_SLACK floats; its borders are set here), then y[ox] combines tmp[ox * sw +
