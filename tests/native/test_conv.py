@@ -82,55 +82,54 @@ def geometries(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+# The epilogue and the call: what both hypothesis tests below draw besides the geometry.
+EPILOGUES: dict[str, Any] = {
+    "act": st.sampled_from(native.ACTIVATIONS),
+    "bias": st.booleans(),
+    "residual": st.booleans(),
+    "layouts": st.sampled_from(["nchw>nchw", "nchw>blocked", "blocked>blocked", "blocked>nchw"]),
+    "threads": st.sampled_from([0, 1]),
+    "residual_first": st.booleans(),
+}
+
+
+class Case:
+    """A drawn convolution: its weights and input, the float64 result of its epilogue, and
+    `call` to run it in the drawn layouts."""
+
+    def __init__(self, g: dict[str, Any], act: str, bias: bool, residual: bool, layouts: str,
+                 threads: int, residual_first: bool) -> None:  # fmt: skip
+        kh, kw = g["kernel"]
+        fan_in = g["cin"] // g["groups"] * kh * kw
+        self.w = _data(1, g["cout"], g["cin"] // g["groups"], kh, kw) / np.float32(np.sqrt(fan_in))
+        self.b = _data(2, g["cout"]) if bias else None
+        self.x = _data(3, g["n"], g["cin"], g["h"], g["w"])
+        self.attrs = {k: g[k] for k in ("stride", "padding", "dilation", "groups")}
+        self.packed = native.pack_conv2d(self.w, self.b, **self.attrs)
+        h64 = reference(self.x, self.w, self.b, np.float64, **self.attrs)
+        self.r = _data(4, *h64.shape) if residual else None
+        added = h64 + (self.r if self.r is not None else 0.0)
+        # residual_first: act(conv + bias + residual), as a ResNet block ends
+        self.ref = act64(act, added) if residual_first else act64(act, h64) + (added - h64)
+        self.cout, self.layouts = g["cout"], layouts
+        self.kw = {"activation": act, "residual": self.r, "threads": threads}
+        self.kw["residual_first"] = residual_first
+
+    def call(self) -> Array:
+        return run(self.x, self.packed, self.layouts, self.cout, **self.kw)
+
+
 @settings(
     max_examples=70, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    g=geometries(),
-    act=st.sampled_from(native.ACTIVATIONS),
-    bias=st.booleans(),
-    residual=st.booleans(),
-    layouts=st.sampled_from(["nchw>nchw", "nchw>blocked", "blocked>blocked", "blocked>nchw"]),
-    threads=st.sampled_from([0, 1]),
-    residual_first=st.booleans(),
-)
-def test_conv2d_matches_the_op_table(
-    isa: str,
-    g: dict[str, Any],
-    act: str,
-    bias: bool,
-    residual: bool,
-    layouts: str,
-    threads: int,
-    residual_first: bool,
-) -> None:
-    kh, kw = g["kernel"]
-    fan_in = g["cin"] // g["groups"] * kh * kw
-    w = _data(1, g["cout"], g["cin"] // g["groups"], kh, kw) / np.float32(np.sqrt(fan_in))
-    b = _data(2, g["cout"]) if bias else None
-    x = _data(3, g["n"], g["cin"], g["h"], g["w"])
-    attrs = {k: g[k] for k in ("stride", "padding", "dilation", "groups")}
-    packed = native.pack_conv2d(w, b, **attrs)
-    h64 = reference(x, w, b, np.float64, **attrs)
-    r = _data(4, *h64.shape) if residual else None
-    y = run(
-        x,
-        packed,
-        layouts,
-        g["cout"],
-        activation=act,
-        residual=r,
-        threads=threads,
-        residual_first=residual_first,
-    )
-    if residual_first:  # act(conv + bias + residual), as a ResNet block ends
-        ref = act64(act, h64 + (r if r is not None else 0.0))
-    else:
-        ref = act64(act, h64) + (r if r is not None else 0.0)
-    assert y.shape == ref.shape and y.dtype == np.float32
-    assert rel_err(y, ref) < 1e-5
-    if act == "none" and r is None:  # the op table's float32 kernel agrees as well
-        assert rel_err(y, reference(x, w, b, np.float32, **attrs)) < 1e-5
+@given(g=geometries(), **EPILOGUES)
+def test_conv2d_matches_the_op_table(isa: str, g: dict[str, Any], **epilogue: Any) -> None:
+    case = Case(g, **epilogue)
+    y = case.call()
+    assert y.shape == case.ref.shape and y.dtype == np.float32
+    assert rel_err(y, case.ref) < 1e-5
+    if epilogue["act"] == "none" and case.r is None:  # the op table's float32 kernel too
+        assert rel_err(y, reference(case.x, case.w, case.b, np.float32, **case.attrs)) < 1e-5
 
 
 @pytest.mark.parametrize(
@@ -264,47 +263,28 @@ def winograd_geometries(draw: st.DrawFn) -> dict[str, Any]:
         "cout": draw(st.integers(1, 40)),
         "h": max(draw(st.integers(1, 19)), 3 - pad[0] - pad[1]),
         "w": max(draw(st.integers(1, 19)), 3 - pad[2] - pad[3]),
+        "kernel": (3, 3),
+        "stride": (1, 1),
         "padding": pad,
+        "dilation": (1, 1),
+        "groups": 1,
     }
 
 
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    g=winograd_geometries(),
-    act=st.sampled_from(native.ACTIVATIONS),
-    bias=st.booleans(),
-    residual=st.booleans(),
-    layouts=st.sampled_from(["nchw>nchw", "nchw>blocked", "blocked>blocked", "blocked>nchw"]),
-    threads=st.sampled_from([0, 1]),
-    residual_first=st.booleans(),
-)
+@given(g=winograd_geometries(), **EPILOGUES)
 def test_winograd_matches_the_op_table_and_the_direct_convolution(
-    isa: str,
-    g: dict[str, Any],
-    act: str,
-    bias: bool,
-    residual: bool,
-    layouts: str,
-    threads: int,
-    residual_first: bool,
+    isa: str, g: dict[str, Any], **epilogue: Any
 ) -> None:
-    w = _data(40, g["cout"], g["cin"], 3, 3) / np.float32(np.sqrt(9 * g["cin"]))
-    b = _data(41, g["cout"]) if bias else None
-    x = _data(42, g["n"], g["cin"], g["h"], g["w"])
-    packed = native.pack_conv2d(w, b, padding=g["padding"])
-    h64 = reference(x, w, b, np.float64, padding=g["padding"])
-    r = _data(43, *h64.shape) if residual else None
-    added = h64 + (r if r is not None else 0.0)
-    ref = act64(act, added) if residual_first else act64(act, h64) + (added - h64)
-    kw = {"activation": act, "residual": r, "threads": threads, "residual_first": residual_first}
+    case = Case(g, **epilogue)
     with winograd(True):
-        y = run(x, packed, layouts, g["cout"], **kw)
+        y = case.call()
     with winograd(False):
-        direct = run(x, packed, layouts, g["cout"], **kw)
-    assert y.shape == ref.shape and y.dtype == np.float32
-    assert rel_err(y, ref) < 1e-5 and rel_err(direct, ref) < 1e-5
+        direct = case.call()
+    assert y.shape == case.ref.shape and y.dtype == np.float32
+    assert rel_err(y, case.ref) < 1e-5 and rel_err(direct, case.ref) < 1e-5
     # the two ways round differently: they agree to float32 accuracy, not bit for bit
     assert rel_err(y, direct.astype(np.float64)) < 2e-5
 

@@ -188,31 +188,34 @@ static void gather_pixels(const sv_conv_kern *k, const float *src, int64_t plane
             for (int64_t x = 0; x < w; x++) dst[x * cs + c] = 0.0f;
 }
 
+void sv_slab_row(const sv_conv_kern *k, float *dst, const float *src, int blocked,
+                 int64_t plane, int64_t nc, int64_t w, int64_t cs, int64_t pl, int64_t wp) {
+    if (!src) {
+        memset(dst, 0, (size_t)(wp * cs) * sizeof(float));
+        return;
+    }
+    memset(dst, 0, (size_t)(pl * cs) * sizeof(float));
+    memset(dst + (pl + w) * cs, 0, (size_t)((wp - pl - w) * cs) * sizeof(float));
+    if (blocked)
+        memcpy(dst + pl * cs, src, (size_t)(w * SV_CB) * sizeof(float));
+    else
+        gather_pixels(k, src, plane, nc, w, dst + pl * cs, cs);
+}
+
 /* Copy input rows [iy0, iy0 + rows) of image img into the slab with zero borders. */
 static void fill_slab(const conv_job *j, int64_t img, int64_t iy0, int64_t rows, float *slab) {
     const sv_packed_conv *p = j->p;
     const sv_conv_shape *s = &p->s;
-    int64_t h = j->h, w = j->w, cs = j->cs, pl = s->pl;
+    int64_t h = j->h, w = j->w;
     int64_t nblocks = j->tight ? 1 : p->cbin;
     for (int64_t ib = 0; ib < nblocks; ib++)
         for (int64_t r = 0; r < rows; r++) {
-            float *dst = slab + ib * j->bs + r * j->rs;
-            int64_t iy = iy0 + r;
-            if (iy < 0 || iy >= h) {
-                memset(dst, 0, (size_t)j->rs * sizeof(float));
-                continue;
-            }
-            memset(dst, 0, (size_t)(pl * cs) * sizeof(float));
-            memset(dst + (pl + w) * cs, 0, (size_t)((j->wp - pl - w) * cs) * sizeof(float));
-            dst += pl * cs;
-            if (j->in_blocked) {
-                memcpy(dst, j->x + ((img * p->cbin + ib) * h + iy) * w * SV_CB,
-                       (size_t)(w * SV_CB) * sizeof(float));
-                continue;
-            }
-            int64_t c0 = ib * SV_CB, nc = j->tight ? s->cin : min64(SV_CB, s->cin - c0);
-            gather_pixels(j->k, j->x + ((img * s->cin + c0) * h + iy) * w, h * w, nc, w, dst,
-                          cs);
+            int64_t iy = iy0 + r, c0 = ib * SV_CB;
+            const float *src = iy < 0 || iy >= h ? NULL
+                               : j->in_blocked   ? j->x + ((img * p->cbin + ib) * h + iy) * w * SV_CB
+                                                 : j->x + ((img * s->cin + c0) * h + iy) * w;
+            sv_slab_row(j->k, slab + ib * j->bs + r * j->rs, src, j->in_blocked, h * w,
+                        j->tight ? s->cin : min64(SV_CB, s->cin - c0), w, j->cs, s->pl, j->wp);
         }
 }
 

@@ -96,23 +96,15 @@ typedef struct wino_job {
  * input reordered into pixels of 16 channels on the way). */
 static void wino_slab(const wino_job *j, int64_t img, int64_t iy0, int64_t rows, float *slab) {
     const sv_packed_conv *p = j->p;
-    int64_t pl = p->s.pl, w = j->w, h = j->h, right = (j->wsl - pl - w) * SV_CB;
+    int64_t w = j->w, h = j->h;
     for (int64_t ib = 0; ib < p->cbin; ib++)
         for (int64_t r = 0; r < rows; r++) {
-            float *dst = slab + ib * j->bs + r * j->rs;
-            int64_t iy = iy0 + r;
-            if (iy < 0 || iy >= h) {
-                memset(dst, 0, (size_t)j->rs * sizeof(float));
-                continue;
-            }
-            memset(dst, 0, (size_t)(pl * SV_CB) * sizeof(float));
-            if (j->in_blocked)
-                memcpy(dst + pl * SV_CB, j->x + ((img * p->cbin + ib) * h + iy) * w * SV_CB,
-                       (size_t)(w * SV_CB) * sizeof(float));
-            else
-                j->k->gather16(j->x + ((img * p->s.cin + ib * SV_CB) * h + iy) * w, h * w,
-                               min64(SV_CB, p->s.cin - ib * SV_CB), w, dst + pl * SV_CB);
-            if (right > 0) memset(dst + (pl + w) * SV_CB, 0, (size_t)right * sizeof(float));
+            int64_t iy = iy0 + r, c0 = ib * SV_CB;
+            const float *src = iy < 0 || iy >= h ? NULL
+                               : j->in_blocked   ? j->x + ((img * p->cbin + ib) * h + iy) * w * SV_CB
+                                                 : j->x + ((img * p->s.cin + c0) * h + iy) * w;
+            sv_slab_row(j->k, slab + ib * j->bs + r * j->rs, src, j->in_blocked, h * w,
+                        min64(SV_CB, p->s.cin - c0), w, SV_CB, p->s.pl, j->wsl);
         }
 }
 

@@ -117,6 +117,11 @@ int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
 int sv_pack_conv_rows(sv_packed_conv *p, const float *w, const int64_t ws[4],
                       const float *bias, int64_t bstride);
 int sv_conv_threads(double macs, int threads);
+/* One row of a zero-bordered slab (wp pixels of cs floats): pl pixels of zeros, the w
+ * pixels of src (a blocked row, or NCHW channel rows plane floats apart, nc of them,
+ * reordered into pixels), zeros to the end; all zeros where src is NULL. */
+void sv_slab_row(const struct sv_conv_kern *k, float *dst, const float *src, int blocked,
+                 int64_t plane, int64_t nc, int64_t w, int64_t cs, int64_t pl, int64_t wp);
 /* The activation over rows x cols floats ld apart (none: nothing), after an NCHW output's
  * residual was added as it was reordered into place (res_first). */
 void sv_conv_post_act(const struct sv_isa_table *isa, float *y, int64_t rows, int64_t cols,
