@@ -219,26 +219,18 @@ static void fill_slab(const conv_job *j, int64_t img, int64_t iy0, int64_t rows,
         }
 }
 
-/* NCHW output rows from the task's blocked output slab, plus the residual (then the
- * activation, where it comes after the residual: sv_conv_post_act). */
-static void store_nchw(const conv_job *j, int64_t img, int64_t p0, int64_t npix,
-                       const float *oslab) {
-    const sv_conv_shape *s = &j->p->s;
-    int64_t plane = j->oh * j->ow;
-    for (int64_t b = 0; b < j->p->cbout; b++) {
-        int64_t off = (img * s->cout + SV_CB * b) * plane + p0, nc = min64(SV_CB, s->cout - SV_CB * b);
-        j->k->scatter16(oslab + b * npix * SV_CB, npix, nc, j->y + off, plane,
-                        j->res ? j->res + off : NULL);
-        if (j->res && j->res_first)
-            sv_conv_post_act(j->isa, j->y + off, nc, npix, plane, j->act, j->slope);
+void sv_conv_store_nchw(const sv_isa_table *isa, const float *oslab, int64_t npix,
+                        int64_t cout, float *y, const float *res, int64_t plane, int act,
+                        float slope, int res_first) {
+    for (int64_t b = 0; b * SV_CB < cout; b++) {
+        int64_t off = SV_CB * b * plane, nc = min64(SV_CB, cout - SV_CB * b);
+        isa->conv->scatter16(oslab + b * npix * SV_CB, npix, nc, y + off, plane,
+                             res ? res + off : NULL);
+        if (res && res_first && act) {
+            sv_epilogue post = {.alpha = 1.0f, .act = act, .slope = slope};
+            isa->act_rows(y + off, nc, npix, plane, &post);
+        }
     }
-}
-
-void sv_conv_post_act(const sv_isa_table *isa, float *y, int64_t rows, int64_t cols,
-                      int64_t ld, int act, float slope) {
-    if (!act) return;
-    sv_epilogue post = {.alpha = 1.0f, .act = act, .slope = slope};
-    isa->act_rows(y, rows, cols, ld, &post);
 }
 
 /* Prefetching (for writing) the NCHW output rows of a task while its tiles compute, a few
@@ -363,7 +355,11 @@ static void conv_task(void *vctx, int64_t task) {
         }
         b += nb;
     }
-    if (!j->out_blocked) store_nchw(j, img, oy0 * j->ow, npix, oslab);
+    if (!j->out_blocked) {
+        int64_t at = img * p->s.cout * plane + oy0 * j->ow;
+        sv_conv_store_nchw(j->isa, oslab, npix, p->s.cout, j->y + at, j->res ? j->res + at : NULL,
+                           plane, j->act, j->slope, j->res_first);
+    }
 }
 
 /* Threads worth using for this many multiply-adds: a pool launch costs a few
@@ -410,20 +406,21 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     int64_t oh, ow;
     if (n <= 0 || p->cbout == 0 || sv_conv_out_hw(s, h, w, &oh, &ow) != 0 || oh * ow == 0)
         return 0;
+    res_first = res_first && residual; /* without a residual the order is moot */
     int in_blocked = x_layout == SV_LAYOUT_BLOCKED;
     if (!in_blocked && y_layout == SV_LAYOUT_NCHW && p->rows)
         return sv_conv2d_rows(p, n, h, w, x, y, residual, act, slope, res_first, threads, oh,
                               ow);
     if (p->wino && sv_winograd_on())
         return sv_conv2d_wino(p, n, h, w, x, x_layout, y, y_layout, residual, act, slope,
-                              res_first && residual, threads, oh, ow);
+                              res_first, threads, oh, ow);
     int tight = !in_blocked && s->cin < SV_CB && !p->depthwise;
     int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
     conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));
     if (!j) return -1;
     const sv_isa_table *isa = sv_isa();
     j->p = p, j->k = isa->conv, j->isa = isa, j->mr = isa->mr, j->act = act, j->slope = slope;
-    j->res_first = res_first && residual;
+    j->res_first = res_first;
     j->n = n, j->h = h, j->w = w, j->oh = oh, j->ow = ow;
     j->x = x, j->y = y, j->res = residual;
     j->in_blocked = in_blocked, j->out_blocked = y_layout == SV_LAYOUT_BLOCKED;

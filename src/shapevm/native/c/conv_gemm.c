@@ -122,8 +122,10 @@ static void rows_task(void *vctx, int64_t task) {
                                 k1, panel + k0 * SV_NR, 0, j->y + at + co * plane + ox0, plane,
                                 k0 > 0, k0 + kc >= k1, &ep, co, ox0);
             }
-            if (j->res_first)
-                sv_conv_post_act(j->isa, j->y + at + ox0, s->cout, nc, plane, j->act, j->slope);
+            if (j->res_first && j->act) {
+                sv_epilogue post = {.alpha = 1.0f, .act = j->act, .slope = j->slope};
+                j->isa->act_rows(j->y + at + ox0, s->cout, nc, plane, &post);
+            }
         }
 }
 
@@ -133,7 +135,7 @@ int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
     const sv_conv_shape *s = &p->s;
     rows_job j = {.p = p, .isa = sv_isa(), .n = n, .h = h, .w = w, .oh = oh, .ow = ow,
                   .wp = w + s->pl + s->pr, .x = x, .res = residual, .y = y, .act = act,
-                  .slope = slope, .res_first = res_first && residual};
+                  .slope = slope, .res_first = res_first};
     double macs = (double)n * (double)(oh * ow) * (double)s->cout *
                   (double)(s->cin * s->kh * s->kw);
     int t = sv_conv_threads(macs, threads);

@@ -181,15 +181,11 @@ static void wino_task(void *vctx, int64_t task) {
                             oslab + b * npix * SV_CB, j->ow * SV_CB, NULL, &ep, nc);
         }
     }
-    if (!j->out_blocked)
-        for (int64_t b = 0; b < cbout; b++) {
-            int64_t at = (img * p->s.cout + SV_CB * b) * plane + oy0 * j->ow;
-            int64_t nc = min64(SV_CB, p->s.cout - SV_CB * b);
-            k->scatter16(oslab + b * npix * SV_CB, npix, nc, j->y + at, plane,
-                         j->res ? j->res + at : NULL);
-            if (j->res && j->res_first)
-                sv_conv_post_act(j->isa, j->y + at, nc, npix, plane, j->act, j->slope);
-        }
+    if (!j->out_blocked) {
+        int64_t at = img * p->s.cout * plane + oy0 * j->ow;
+        sv_conv_store_nchw(j->isa, oslab, npix, p->s.cout, j->y + at,
+                           j->res ? j->res + at : NULL, plane, j->act, j->slope, j->res_first);
+    }
 }
 
 int sv_conv2d_wino(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
@@ -199,7 +195,7 @@ int sv_conv2d_wino(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
     wino_job *j = calloc(1, sizeof *j);
     if (!j) return -1;
     j->p = p, j->k = isa->conv, j->isa = isa, j->mr = isa->mr, j->act = act, j->slope = slope;
-    j->res_first = res_first && residual;
+    j->res_first = res_first;
     j->n = n, j->h = h, j->w = w, j->oh = oh, j->ow = ow, j->x = x, j->y = y, j->res = residual;
     j->in_blocked = x_layout == SV_LAYOUT_BLOCKED, j->out_blocked = y_layout == SV_LAYOUT_BLOCKED;
     j->ntw = cdiv(ow, 2), j->nth = cdiv(oh, 2);

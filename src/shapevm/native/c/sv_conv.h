@@ -122,10 +122,12 @@ int sv_conv_threads(double macs, int threads);
  * reordered into pixels), zeros to the end; all zeros where src is NULL. */
 void sv_slab_row(const struct sv_conv_kern *k, float *dst, const float *src, int blocked,
                  int64_t plane, int64_t nc, int64_t w, int64_t cs, int64_t pl, int64_t wp);
-/* The activation over rows x cols floats ld apart (none: nothing), after an NCHW output's
- * residual was added as it was reordered into place (res_first). */
-void sv_conv_post_act(const struct sv_isa_table *isa, float *y, int64_t rows, int64_t cols,
-                      int64_t ld, int act, float slope);
+/* A task's NCHW output from its blocked rows (oslab: cout / 16 blocks of npix pixels):
+ * into the channel planes at y (plane floats apart), plus the residual at the same
+ * offsets, then with res_first the activation (whose tiles were written without it). */
+void sv_conv_store_nchw(const struct sv_isa_table *isa, const float *oslab, int64_t npix,
+                        int64_t cout, float *y, const float *res, int64_t plane, int act,
+                        float slope, int res_first);
 
 /* conv_wino.c: 3x3 convolutions of stride 1 without groups, at least 16 input channels,
  * in either layout, by Winograd's F(2x2, 3x3); sv_conv2d takes it where the packed
