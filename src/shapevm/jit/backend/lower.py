@@ -28,6 +28,7 @@ those are, so the compiler keeps them interpreted and splits the region around t
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -686,14 +687,23 @@ def match_activation(low: RegionLowering, h: int) -> tuple[Activation, list[int]
     shape = graph.value(h).shape
     members: list[int] = []
     inside = {h}
-    start = graph.value(h).producer
-    for op in graph.ops[start + 1 :]:
+    # the readers of the values found so far, in program order (a reader comes after what
+    # it reads, so an op is looked at once every member before it is known)
+    pending = list(low.users(h))
+    heapq.heapify(pending)
+    seen = set(pending)
+    while pending:
+        op = graph.ops[heapq.heappop(pending)]
         if not _elementwise_of(low, op, shape):
             continue
         tensors = set(op.ins) - _scalar_consts(low, op)  # ONNX's scalars are rank-0 tensors
         if tensors and tensors <= inside:
             members.append(op.pos)
             inside.add(op.outs[0])
+            for u in low.users(op.outs[0]):
+                if u not in seen:
+                    seen.add(u)
+                    heapq.heappush(pending, u)
     best: tuple[Activation, list[int], int] | None = None
     for end in members:
         chosen = probe.ancestors(graph, members, end)
