@@ -432,7 +432,9 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     j->kc = tight && s->dw == 1 ? s->kw * s->cin : p->kc;
     double macs = (double)n * (double)(oh * ow) * (double)s->cout * (double)(s->kh * s->kw) *
                   (double)(p->depthwise ? 1 : s->cin / s->groups);
-    int t = sv_conv_threads(macs, threads);
+    /* a depthwise multiply-add costs 3-4 of the dense kernel's (a load each, or a third of
+     * one on the row path, against a broadcast for a whole tile) */
+    int t = sv_conv_threads(p->depthwise ? 4.0 * macs : macs, threads);
     j->rows_per_task = task_rows(j, t);
     j->tasks_per_image = cdiv(oh, j->rows_per_task);
     plan_segments(j);
