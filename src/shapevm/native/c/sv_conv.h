@@ -184,6 +184,10 @@ typedef struct sv_conv_kern {
     /* Reorders: dst[16 x + c] = src[c * plane + x] (zero for nc <= c < 16), x < w; and
      * dst[c * plane + q] = src[16 q + c] (+ res[c * plane + q] unless NULL), c < nc. */
     void (*gather16)(const float *src, int64_t plane, int64_t nc, int64_t w, float *dst);
+    /* The same for cs < 16 floats per pixel (a first layer's tight slab): dst[cs x + c] =
+     * src[c * plane + x] for c < nc, zero for nc <= c < cs. */
+    void (*gather_tight)(const float *src, int64_t plane, int64_t nc, int64_t w, float *dst,
+                         int64_t cs);
     void (*scatter16)(const float *src, int64_t npix, int64_t nc, float *dst, int64_t plane,
                       const float *res);
     /* Winograd F(2x2, 3x3) input and output transforms (conv_wino.c; conv_kern.h says
