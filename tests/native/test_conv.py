@@ -205,6 +205,21 @@ def test_threads_do_not_change_the_result(isa: str) -> None:
     assert rel_err(native.from_blocked(blocked, 48), one) < 1e-5
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_threads_do_not_change_the_result(isa: str, stride: int) -> None:
+    """A depthwise layer of MobileNet's middle (small enough to have run on one thread
+    before its multiply-adds were weighted) gives the same bits on the pool."""
+    x = native.to_blocked(_data(16, 1, 96, 30, 34))
+    packed = native.pack_conv2d(_data(17, 96, 1, 3, 3), _data(18, 96), stride=stride,
+                                padding=1, groups=96)  # fmt: skip
+    one = native.conv2d_blocked(x, packed, activation="relu6", threads=1)
+    np.testing.assert_array_equal(native.conv2d_blocked(x, packed, activation="relu6"), one)
+    w64, x64 = _data(17, 96, 1, 3, 3), native.from_blocked(x, 96)
+    h64 = reference(x64, w64, _data(18, 96), np.float64, stride=(stride, stride),
+                    padding=(1, 1, 1, 1), groups=96)  # fmt: skip
+    assert rel_err(native.from_blocked(one, 96), act64("relu6", h64)) < 1e-5
+
+
 def test_blocked_padding_channels_stay_zero(isa: str) -> None:
     packed = native.pack_conv2d(_data(13, 20, 5, 3, 3), _data(14, 20), padding=1)
     x = native.to_blocked(_data(15, 1, 5, 6, 7))
