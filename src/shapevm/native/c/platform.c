@@ -107,8 +107,9 @@ void sv_free(void *p) { free(p); }
  * on its first call).  No transparent huge pages: with the usual defrag=madvise the kernel
  * may compact memory synchronously at the fault, a stall in a call.  Measured on W2 (2 MiB
  * aligned mappings advised MADV_HUGEPAGE): first calls on a new shape 10-30% faster, but
- * one process in five had a 6-10 ms call, CPU time spent in the kernel at a fault.  A small buffer stays on the heap, whose pages are already resident.
- * Contents are not kept. */
+ * three processes of eleven had a 6-10 ms call, CPU time in the kernel at a fault.  A
+ * small buffer stays on the heap, whose pages are already resident.  Contents are not
+ * kept. */
 #if defined(__linux__) && !defined(SV_DEBUG) /* the debug build keeps ASan's redzones */
 #define SV_SCRATCH_MAPS
 static int mapped(size_t size) { return size >= SV_SCRATCH_MAP; }
