@@ -146,9 +146,6 @@ int sv_attention_run(const sv_attention *a, int threads) {
     j.blocks_per_group = (j.qblocks + groups - 1) / groups;
     j.groups = (j.qblocks + j.blocks_per_group - 1) / j.blocks_per_group;
     int64_t ntasks = j.nbatch * j.groups;
-    if (t <= 1)
-        for (int64_t task = 0; task < ntasks; task++) att_task(&j, task);
-    else
-        sv_parallel(ntasks, att_task, &j);
+    sv_run_tasks(ntasks, att_task, &j, t);
     return atomic_load(&j.failed) ? -1 : 0;
 }

@@ -434,10 +434,7 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     j->tasks_per_image = cdiv(oh, j->rows_per_task);
     plan_segments(j);
     int64_t ntasks = n * j->tasks_per_image;
-    if (t <= 1)
-        for (int64_t task = 0; task < ntasks; task++) conv_task(j, task);
-    else
-        sv_parallel(ntasks, conv_task, j);
+    sv_run_tasks(ntasks, conv_task, j, t);
     int failed = atomic_load(&j->failed);
     free(j);
     return failed ? -1 : 0;
@@ -476,10 +473,8 @@ static void reorder(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, 
     j.rows = min64(h, cdiv(4096, w)); /* 64 KiB of blocked floats per task */
     int64_t ntasks = n * j.cb * cdiv(h, j.rows);
     if (threads <= 0) threads = sv_pool_threads();
-    if (threads <= 1 || (double)n * (double)(j.cb * SV_CB) * (double)(h * w) < 262144.0)
-        for (int64_t t = 0; t < ntasks; t++) reorder_task(&j, t);
-    else
-        sv_parallel(ntasks, reorder_task, &j);
+    int small = (double)n * (double)(j.cb * SV_CB) * (double)(h * w) < 262144.0;
+    sv_run_tasks(ntasks, reorder_task, &j, small ? 1 : threads);
 }
 
 void sv_nchw_to_blocked(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,

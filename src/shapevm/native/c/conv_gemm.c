@@ -146,9 +146,6 @@ int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
     j.tasks_per_image = cdiv(oh, j.rows_per_task);
     j.slab_rows = (j.rows_per_task - 1) * s->sh + (s->kh - 1) * s->dh + 1;
     int64_t ntasks = n * j.tasks_per_image;
-    if (t <= 1)
-        for (int64_t task = 0; task < ntasks; task++) rows_task(&j, task);
-    else
-        sv_parallel(ntasks, rows_task, &j);
+    sv_run_tasks(ntasks, rows_task, &j, t);
     return atomic_load(&j.failed) ? -1 : 0;
 }

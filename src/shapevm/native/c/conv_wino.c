@@ -212,10 +212,7 @@ int sv_conv2d_wino(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
     j->tasks_per_image = cdiv(j->nth, rpt);
     j->bs = (2 * rpt + 2) * j->rs;
     int64_t ntasks = n * j->tasks_per_image;
-    if (t <= 1)
-        for (int64_t task = 0; task < ntasks; task++) wino_task(j, task);
-    else
-        sv_parallel(ntasks, wino_task, j);
+    sv_run_tasks(ntasks, wino_task, j, t);
     int failed = atomic_load(&j->failed);
     free(j);
     return failed ? -1 : 0;

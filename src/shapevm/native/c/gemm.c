@@ -193,10 +193,7 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
                          j.panels_per_call;
     j.panel_groups = (npanels + j.panels_per_group - 1) / j.panels_per_group;
     int64_t ntasks = j.row_blocks * j.panel_groups;
-    if (t <= 1)
-        for (int64_t task = 0; task < ntasks; task++) dense_task(&j, task);
-    else
-        sv_parallel(ntasks, dense_task, &j);
+    sv_run_tasks(ntasks, dense_task, &j, t);
 }
 
 void sv_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t sam, int64_t sak,

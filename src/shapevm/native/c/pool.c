@@ -300,6 +300,13 @@ static void judge_job(uint64_t own, uint64_t wait, uint64_t end, bool waking) {
     atomic_fetch_add_explicit(&P.stat_late, 1, memory_order_relaxed);
 }
 
+void sv_run_tasks(int64_t ntasks, sv_task_fn fn, void *ctx, int threads) {
+    if (threads <= 1)
+        for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
+    else
+        sv_parallel(ntasks, fn, ctx);
+}
+
 void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx) {
     if (ntasks <= 0) return;
     pthread_once(&once, init_once);

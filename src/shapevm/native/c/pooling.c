@@ -16,13 +16,6 @@ static int pool_threads(double reads, int threads) {
     return reads < POOL_SERIAL_READS ? 1 : threads;
 }
 
-static void run(int64_t ntasks, sv_task_fn fn, void *ctx, int threads) {
-    if (threads <= 1)
-        for (int64_t t = 0; t < ntasks; t++) fn(ctx, t);
-    else
-        sv_parallel(ntasks, fn, ctx);
-}
-
 int sv_pool_out_hw(const sv_pool_shape *s, int64_t h, int64_t w, int64_t *oh, int64_t *ow) {
     int64_t span_h = h + s->pt + s->pb - s->kh, span_w = w + s->pl + s->pr - s->kw;
     if (span_h < 0 || span_w < 0) return -1;
@@ -94,7 +87,7 @@ int sv_pool2d_nchw(const sv_pool_shape *s, int64_t planes, int64_t h, int64_t w,
                   .y = y, .colscale = colscale};
     j.rows = min64(oh, cdiv(2048, ow)); /* ~2k outputs per task */
     int t = pool_threads((double)planes * (double)(oh * ow) * (double)(s->kh * s->kw), threads);
-    run(planes * cdiv(oh, j.rows), pool_task, &j, t);
+    sv_run_tasks(planes * cdiv(oh, j.rows), pool_task, &j, t);
     free(colscale);
     return atomic_load(&j.failed) ? -1 : 0;
 }
@@ -123,7 +116,7 @@ void sv_global_avg_pool_nchw(int64_t planes, int64_t hw, const float *x, float *
     gap_job j = {.k = sv_isa()->conv, .hw = hw, .c = planes, .x = x, .y = y};
     int t = pool_threads((double)planes * (double)hw, threads);
     j.per_task = t <= 1 ? planes : max64(1, planes / (8 * (int64_t)t));
-    run(cdiv(planes, j.per_task), gap_nchw_task, &j, t);
+    sv_run_tasks(cdiv(planes, j.per_task), gap_nchw_task, &j, t);
 }
 
 /* task: one block of 16 channels of one image */
@@ -146,5 +139,5 @@ void sv_global_avg_pool_blocked(int64_t n, int64_t c, int64_t hw, const float *x
     }
     gap_job j = {.k = sv_isa()->conv, .hw = hw, .c = c, .cb = cdiv(c, SV_CB), .x = x, .y = y};
     int t = pool_threads((double)n * (double)(j.cb * SV_CB) * (double)hw, threads);
-    run(n * j.cb, gap_blocked_task, &j, t);
+    sv_run_tasks(n * j.cb, gap_blocked_task, &j, t);
 }

@@ -143,6 +143,9 @@ int sv_pool_threads(void);
 void sv_pool_set_threads(int n);
 void sv_pool_start(void); /* start the workers now, not at the first parallel job */
 void sv_parallel(int64_t ntasks, sv_task_fn fn, void *ctx);
+/* The tasks on the calling thread where threads <= 1 (a kernel judged its work too small
+ * for the pool), else sv_parallel. */
+void sv_run_tasks(int64_t ntasks, sv_task_fn fn, void *ctx, int threads);
 typedef struct sv_pool_stats {
     int64_t parallel_calls, serial_calls, tasks_by_caller, tasks_by_workers;
     int64_t late_jobs;        /* jobs whose caller waited long for a worker */
