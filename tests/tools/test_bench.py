@@ -181,6 +181,7 @@ def test_summary_takes_medians_and_ratios_to_onnxruntime() -> None:
     summary = summarize(records)
     m = summary["numpy"]["W1"]
     assert m["first_call_s"] == 4.0 and m["steady_s"] == [0.2, 0.4] and m["stream_total_s"] == 20
+    assert m["stream_best_s"] == 10.0  # the fastest process, whatever the order they ran in
     assert m["accuracy"] == 4e-7 and m["processes"] == 6
     assert baseline_of(summary, "W1") == "onnxruntime"
     config = {
@@ -194,6 +195,7 @@ def test_summary_takes_medians_and_ratios_to_onnxruntime() -> None:
     }
     tables = render(summary, config, {"W1": [(1, 256), (3, 256)]})
     assert "| numpy | 20.0 s (4.00×) |" in tables
+    assert "fastest process of 3\n\n| system | W1 |\n|---|---|\n| onnxruntime | 5.00 s (1.00×) |\n| numpy | 10.0 s (2.00×) |" in tables
     assert "| onnxruntime | 5.00 s (1.00×) |" in tables
     assert "| numpy | 0.200 s (4.00×)" not in tables  # (c) is shown per shape, in ms
     assert "| numpy | 200 ms (4.00×) | 400 ms (4.00×) |" in tables
