@@ -135,6 +135,11 @@ def test_softmax_in_place_and_extremes(isa: str) -> None:
     y = native.softmax(x.copy())
     assert y[0].tolist() == [1.0, 0.0, 0.0]
     assert np.isnan(y[1:]).all()  # inf - inf and an all -inf row: NaN, as the formula gives
+    for n, at in ((16, 9), (37, 20), (37, 36)):  # a NaN in any lane of any vector: a NaN row
+        w = _data(14, 2, n)
+        w[1, at] = np.nan
+        got = native.softmax(w, scale=-0.5)
+        assert np.isnan(got[1]).all() and rel_err(got[0], softmax64(w[:1] * -0.5, False)[0]) < 1e-5
     z = _data(13, 3, 40)
     expected = softmax64(z, False)
     native.softmax(z, out=z)

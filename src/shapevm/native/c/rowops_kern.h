@@ -106,12 +106,10 @@ SV_INLINE float softmax_prepare(int64_t n, const float *x, float scale, const fl
             st_n(y + i, t, left);
         }
         if (left < SV_VW)
-            for (int l = (int)left; l < SV_VW; l++) t[l] = ninf;
+            t = vsel(vfirst(left), t, vsplat(ninf));
         m0 = vsel((t > m0) | vnan_mask(t), t, m0);
     }
-    float m = m0[0];
-    for (int l = 1; l < SV_VW; l++) m = (m0[l] > m || m0[l] != m0[l]) ? m0[l] : m;
-    return m;
+    return vhmax(m0);
 }
 
 static void SV_FN(softmax_row)(const sv_softmax_params *p, const float *x, const float *mask,
@@ -124,7 +122,7 @@ static void SV_FN(softmax_row)(const sv_softmax_params *p, const float *x, const
         int64_t left = n - i;
         vf e = vexp_le0(ld_n(src + i, left, -__builtin_inff()) - vm);
         if (left < SV_VW)
-            for (int l = (int)left; l < SV_VW; l++) e[l] = 0.0f;
+            e = vsel(vfirst(left), e, vsplat(0.0f));
         s += e;
         if (!p->log) st_n(y + i, e, left);
     }
@@ -162,7 +160,7 @@ static void SV_FN(attn_softmax)(float *s, int rows, int64_t ld, int64_t cols, fl
             int64_t left = n - j;
             vf e = vexp_le0(ld_n(src + j, left, ninf) - vm);
             if (left < SV_VW)
-                for (int q = (int)left; q < SV_VW; q++) e[q] = 0.0f;
+                e = vsel(vfirst(left), e, vsplat(0.0f));
             acc += e;
             st_n(row + j, e, left);
         }
