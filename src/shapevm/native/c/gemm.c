@@ -83,9 +83,10 @@ typedef struct dense_job {
     int64_t tile_base, tile_extra; /* m / ntiles, m % ntiles */
     /* tasks: row block x panel group; block b has row tiles [b * ntiles / row_blocks,
      * (b + 1) * ntiles / row_blocks), group g the micro-kernel calls [g * calls /
-     * panel_groups, ...) of panels_per_call panels each: even splits, so that equal
-     * threads finish together */
+     * panel_groups, ...) of panels_per_call panels each; rows_outer: task = b * groups + g,
+     * else g * row_blocks + b */
     int64_t row_blocks, panel_groups, calls;
+    bool rows_outer;
     bool panel_major; /* loop order: panels outside k chunks (few rows) */
     int64_t panels_per_call; /* panels per micro-kernel call (SV_UKR_PANELS) */
     int post_act;     /* a long activation applied per finished block of C, or 0 */
@@ -115,7 +116,8 @@ static inline void chunk_tiles(const dense_job *j, int64_t p, int64_t np, int64_
 
 static void dense_task(void *vctx, int64_t task) {
     const dense_job *j = vctx;
-    int64_t ib = task / j->panel_groups, pg = task % j->panel_groups;
+    int64_t ib = j->rows_outer ? task / j->panel_groups : task % j->row_blocks;
+    int64_t pg = j->rows_outer ? task % j->panel_groups : task / j->row_blocks;
     int64_t t0 = ib * j->ntiles / j->row_blocks, t1 = (ib + 1) * j->ntiles / j->row_blocks;
     int64_t w = j->panels_per_call, npanels = (j->n + SV_NR - 1) / SV_NR;
     int64_t p0 = pg * j->calls / j->panel_groups * w;
@@ -166,7 +168,32 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
         j.post_act = ep->act;
         j.post_slope = ep->slope;
     }
+    int t = threads_for(m, b->n, b->k, threads > 0 ? threads : sv_pool_threads());
+    /* How the threads share the product.  The pool deals each thread a contiguous range of
+     * the tasks, and the ranges should hold the same work.  With at least a row block per
+     * thread, each thread takes whole row blocks, its own rows: the tile and block counts
+     * are rounded up to multiples of the threads (more tiles of 11 rows than 12), and a
+     * thread then reads the rows it wrote in the layer before, from its own L2 (with the
+     * columns split
+     * instead, each layer read half of its input from the other core's cache: W3 at
+     * 4 x 128 took 11% longer).  With fewer rows, the threads split the columns, so each
+     * reads only its share of the weights, the same share whatever the rows (it stays in
+     * its L2 from one call to the next).  Blocks of uneven tiles dealt out unevenly
+     * (43 tiles in blocks of 8, 8, 8, 8, 8 and 3; 11 in blocks of 5 and 6) left a thread
+     * waiting for the other (perf: 7% of a LLaMA-like block's time at 2 x 64 tokens in
+     * the pool's waits).  Against the split before, in one process, alternated: W3 and
+     * the LLaMA-like block 4-5% faster at 2 x 64 and 1 x 200 tokens, 2% slower at
+     * 4 x 128. */
+    int64_t tiles_per_block = MC / isa->mr > 0 ? MC / isa->mr : 1;
     j.ntiles = (m + isa->mr - 1) / isa->mr;
+    j.row_blocks = (j.ntiles + tiles_per_block - 1) / tiles_per_block;
+    j.rows_outer = t > 1 && j.row_blocks >= t;
+    if (j.rows_outer) {
+        j.ntiles = (j.ntiles + t - 1) / t * t;
+        if (j.ntiles > m) j.ntiles = m;
+        j.row_blocks = ((j.ntiles + tiles_per_block - 1) / tiles_per_block + t - 1) / t * t;
+        if (j.row_blocks > j.ntiles) j.row_blocks = j.ntiles;
+    }
     j.tile_base = m / j.ntiles;
     j.tile_extra = m % j.ntiles;
     j.panels_per_call = sv_ukr_panels(isa->vw, (int)j.tile_base);
@@ -178,20 +205,14 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
      * buffer only whole) */
     bool residual_in_c = ep && ep->residual == c && ep->ldr == ldc;
     j.kc = (j.ntiles == 1 || residual_in_c) && b->k > 0 ? b->k : KC;
-    int64_t tiles_per_block = MC / isa->mr > 0 ? MC / isa->mr : 1;
-    j.row_blocks = (j.ntiles + tiles_per_block - 1) / tiles_per_block;
     int64_t block_rows = m < tiles_per_block * isa->mr ? m : tiles_per_block * isa->mr;
     j.panel_major = block_rows * b->k * (int64_t)sizeof(float) <= PANEL_MAJOR_A_BYTES;
-    int t = threads_for(m, b->n, b->k, threads > 0 ? threads : sv_pool_threads());
     /* whole micro-kernel calls per task: a task's last call of fewer panels is slower */
     j.calls = (b->panels + j.panels_per_call - 1) / j.panels_per_call;
-    /* enough tasks for the threads to share them unevenly (a busy core), of even sizes
-     * and in a number the threads divide, so that equal cores end together (W3's layers
-     * at 512 rows had row blocks of 8, 8, 8, 8, 8 and 3 tiles: on two threads, even
-     * blocks made them 0-7% faster, 128 rows x 1024 columns 11%) */
+    /* enough tasks for the threads to share them unevenly (a busy core) */
     int64_t want = t > 1 ? 4 * (int64_t)t : 1;
     int64_t groups = (want + j.row_blocks - 1) / j.row_blocks;
-    while (t > 1 && (j.row_blocks * groups) % t != 0 && groups < j.calls) groups++;
+    while (t > 1 && !j.rows_outer && groups % t != 0 && groups < j.calls) groups++;
     if (groups > j.calls) groups = j.calls;
     if (groups < 1) groups = 1;
     j.panel_groups = groups;
