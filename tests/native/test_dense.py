@@ -129,6 +129,26 @@ def test_dense_strided_weights_pack_like_contiguous(isa: str) -> None:
     np.testing.assert_array_equal(a, b)
 
 
+def test_large_weights_packed_on_the_pool_pack_as_on_one_thread(isa: str) -> None:
+    """Packs of 2^17 floats and more are shared among the pool's threads: every layout,
+    with a last panel of 5 columns, multiplies as the same weights packed small."""
+    w = _data(12, 700, 261)  # [out, in]: 182700 floats
+    x = _data(13, 9, 261)
+    strided = _data(14, 522, 1400)[::2, ::2]  # [in, out], neither stride 1
+    for packed, weight in [
+        (native.pack_dense(w, layout="out_in"), w.T),
+        (native.pack_dense(np.ascontiguousarray(w.T)), w.T),
+        (native.pack_dense(strided), strided),
+    ]:
+        native.set_num_threads(1)
+        try:
+            one = native.dense(x, native.pack_dense(np.ascontiguousarray(weight)))
+        finally:
+            native.set_num_threads(0)
+        np.testing.assert_array_equal(native.dense(x, packed), one)
+        assert rel_err(one, x.astype(np.float64) @ weight) < 1e-5
+
+
 def test_empty_rows_and_zero_k(isa: str) -> None:
     packed = native.pack_dense(np.zeros((0, 5), np.float32), np.arange(5, dtype=np.float32))
     y = native.dense(np.zeros((3, 0), np.float32), packed, activation="relu")

@@ -25,13 +25,19 @@
 #define PANEL_MAJOR_A_BYTES (64 * 1024)
 #endif
 
-int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk, int64_t sn) {
-    int64_t panels = (n + SV_NR - 1) / SV_NR;
-    size_t count = (size_t)(panels > 0 ? panels : 1) * (size_t)(k > 0 ? k : 1) * SV_NR;
-    float *data = sv_alloc(count * sizeof(float));
-    if (!data) return -1;
-    for (int64_t p = 0; p < panels; p++) {
-        float *dst = data + p * k * SV_NR;
+typedef struct pack_job {
+    const float *w;
+    float *data;
+    int64_t k, n, sk, sn, panels, per_task;
+} pack_job;
+
+/* Panels [task * per_task, ...) of a pack. */
+static void pack_task(void *vctx, int64_t task) {
+    const pack_job *j = vctx;
+    int64_t k = j->k, n = j->n, sk = j->sk, sn = j->sn;
+    int64_t p1 = (task + 1) * j->per_task < j->panels ? (task + 1) * j->per_task : j->panels;
+    for (int64_t p = task * j->per_task; p < p1; p++) {
+        float *dst = j->data + p * k * SV_NR;
         int64_t c0 = p * SV_NR, nc = n - c0 < SV_NR ? n - c0 : SV_NR;
         if (sn != 1 && sk == 1) {
             /* columns contiguous along k (x @ W.T, attention's k^T): read each column
@@ -39,24 +45,49 @@ int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk
             if (nc < SV_NR) memset(dst, 0, (size_t)k * SV_NR * sizeof(float));
             for (int64_t k0 = 0; k0 < k; k0 += 64) { /* 64 x 16 floats of the panel in L1 */
                 int64_t k1 = k0 + 64 < k ? k0 + 64 : k;
-                for (int64_t j = 0; j < nc; j++) {
-                    const float *src = w + (c0 + j) * sn;
-                    for (int64_t kk = k0; kk < k1; kk++) dst[kk * SV_NR + j] = src[kk];
+                for (int64_t jj = 0; jj < nc; jj++) {
+                    const float *src = j->w + (c0 + jj) * sn;
+                    for (int64_t kk = k0; kk < k1; kk++) dst[kk * SV_NR + jj] = src[kk];
                 }
             }
             continue;
         }
         for (int64_t kk = 0; kk < k; kk++) {
-            const float *src = w + kk * sk + c0 * sn;
+            const float *src = j->w + kk * sk + c0 * sn;
             float *d = dst + kk * SV_NR;
             if (sn == 1) {
                 memcpy(d, src, (size_t)nc * sizeof(float));
             } else {
-                for (int64_t j = 0; j < nc; j++) d[j] = src[j * sn];
+                for (int64_t jj = 0; jj < nc; jj++) d[jj] = src[jj * sn];
             }
-            for (int64_t j = nc; j < SV_NR; j++) d[j] = 0.0f;
+            for (int64_t jj = nc; jj < SV_NR; jj++) d[jj] = 0.0f;
         }
     }
+}
+
+/* Packs of at least this many floats (512 KiB) are shared among the pool's threads: a
+ * model's weights are packed as it is compiled, and most of that time is the kernel
+ * faulting in the new memory (a 1024 x 1024 weight: 1024 faults, 2.2-2.5 ms on one
+ * thread), which two cores do side by side.  W1's build and first call in a fresh process,
+ * ten processes each, alternated: 8.7-14.7 ms (median 9.8) -> 8.2-12.1 (9.2); W3's, with
+ * four weights of 0.25-1 MiB, level (11.4-12.7 against 11.0-16.4, medians 12.0).  With
+ * only packs of 2 MiB and more on the pool, W1 gained less: the one large pack was then
+ * the pool's first job, and started its worker.  A pack inside a task (attention's keys
+ * and values) stays on its thread. */
+#define PACK_PARALLEL_MIN_FLOATS (1 << 17)
+
+int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk, int64_t sn) {
+    int64_t panels = (n + SV_NR - 1) / SV_NR;
+    size_t count = (size_t)(panels > 0 ? panels : 1) * (size_t)(k > 0 ? k : 1) * SV_NR;
+    float *data = sv_alloc(count * sizeof(float));
+    if (!data) return -1;
+    pack_job j = {.w = w, .data = data, .k = k, .n = n, .sk = sk, .sn = sn, .panels = panels};
+    int t = count >= PACK_PARALLEL_MIN_FLOATS ? sv_pool_threads() : 1;
+    int64_t ntasks = t > 1 ? 4 * (int64_t)t : 1;
+    if (ntasks > panels) ntasks = panels > 0 ? panels : 1;
+    j.per_task = (panels + ntasks - 1) / ntasks;
+    ntasks = j.per_task > 0 ? (panels + j.per_task - 1) / j.per_task : 0;
+    sv_run_tasks(ntasks, pack_task, &j, t);
     out->k = k;
     out->n = n;
     out->panels = panels;
