@@ -11,6 +11,7 @@
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 static const sv_isa_table *_Atomic current;
@@ -89,6 +90,20 @@ int sv_set_isa(const char *name) {
     if (!sv_isa_supported(t->level)) return -2;
     atomic_store_explicit(&current, t, memory_order_release);
     return 0;
+}
+
+size_t sv_l2_bytes(void) {
+    static _Atomic size_t cached;
+    size_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v == 0) {
+        long n = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        n = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+        v = n >= 65536 ? (size_t)n : (size_t)512 * 1024;
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 void *sv_alloc(size_t bytes) {

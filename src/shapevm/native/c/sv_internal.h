@@ -134,6 +134,7 @@ int sv_isa_supported(int level);
 const sv_isa_table *sv_isa_by_name(const char *name);
 int sv_set_isa(const char *name); /* 0 ok, -1 unknown, -2 not supported here */
 const char *sv_isa_note(void); /* why SHAPEVM_ISA was not followed, or "" */
+size_t sv_l2_bytes(void);      /* a core's L2 cache (sysconf), else 512 KiB */
 
 /* pool.c */
 #ifndef SV_PARALLEL_MIN_MACS
