@@ -11,9 +11,12 @@
  * channels lane by lane instead.
  */
 
-SV_INLINE vi conv_lane_ids(void) {
-    vi v;
-    for (int i = 0; i < SV_VW; i++) v[i] = i;
+/* After the bias: the residual at r (NULL: none) before the activation where
+ * ep->res_first (a ResNet block's end), after it otherwise. */
+SV_INLINE vf conv_act_residual(vf v, const float *r, const sv_epilogue *ep) {
+    if (r && ep->res_first) v += vload(r);
+    if (ep->act) v = vact(v, ep->act, ep->slope);
+    if (r && !ep->res_first) v += vload(r);
     return v;
 }
 
@@ -29,12 +32,10 @@ __attribute__((noinline)) static void SV_FN(conv_epilogue)(const float *tile, in
             if (ep) {
                 const float *r = ep->residual ? ep->residual + (row0 + i) * ep->ldr : NULL;
                 if (ep->bias) v += vload(ep->bias + SV_VW * j);
-                if (r && ep->res_first) v += vload(r + SV_VW * j);
-                if (ep->act) v = vact(v, ep->act, ep->slope);
-                if (r && !ep->res_first) v += vload(r + SV_VW * j);
+                v = conv_act_residual(v, r ? r + SV_VW * j : NULL, ep);
             }
             int lanes = lanes_at(nc, j);
-            if (lanes < SV_VW) v = vsel(visplat(lanes) > conv_lane_ids(), v, vsplat(0.0f));
+            if (lanes < SV_VW) v = vsel(vfirst(lanes), v, vsplat(0.0f));
             vstore(c + i * ldc + SV_VW * j, v);
         }
 }
@@ -461,11 +462,8 @@ static void SV_FN(wino_out)(int ntiles, const float *m, int64_t mstride, const i
                     if (j == 1 && (edge[t] & 1)) break;
                     vf o = j == 0 ? r[i][0] + r[i][1] + r[i][2] : r[i][1] - r[i][2] - r[i][3];
                     int64_t at = off[t] + i * ldy + j * SV_CB + SV_VW * q;
-                    o += bias;
-                    if (res && ep->res_first) o += vload(res + at);
-                    if (ep->act) o = vact(o, ep->act, ep->slope);
-                    if (res && !ep->res_first) o += vload(res + at);
-                    if (lanes < SV_VW) o = vsel(visplat(lanes) > conv_lane_ids(), o, vsplat(0.0f));
+                    o = conv_act_residual(o + bias, res ? res + at : NULL, ep);
+                    if (lanes < SV_VW) o = vsel(vfirst(lanes), o, vsplat(0.0f));
                     vstore(y + at, o);
                 }
             }

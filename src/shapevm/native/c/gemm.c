@@ -206,21 +206,19 @@ void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, floa
         j.post_slope = ep->slope;
     }
     int t = threads_for(m, b->n, b->k, threads > 0 ? threads : sv_pool_threads());
-    /* How the threads share the product.  The pool deals each thread a contiguous range of
-     * the tasks, and the ranges should hold the same work.  With at least a row block per
-     * thread, each thread takes whole row blocks, its own rows: the tile and block counts
-     * are rounded up to multiples of the threads (more tiles of 11 rows than 12), and a
-     * thread then reads the rows it wrote in the layer before, from its own L2 (with the
-     * columns split
-     * instead, each layer read half of its input from the other core's cache: W3 at
-     * 4 x 128 took 11% longer).  With fewer rows, the threads split the columns, so each
-     * reads only its share of the weights, the same share whatever the rows (it stays in
-     * its L2 from one call to the next).  Blocks of uneven tiles dealt out unevenly
-     * (43 tiles in blocks of 8, 8, 8, 8, 8 and 3; 11 in blocks of 5 and 6) left a thread
-     * waiting for the other (perf: 7% of a LLaMA-like block's time at 2 x 64 tokens in
-     * the pool's waits).  Against the split before, in one process, alternated: W3 and
-     * the LLaMA-like block 4-5% faster at 2 x 64 and 1 x 200 tokens, 2% slower at
-     * 4 x 128. */
+    /* How the threads share the product.  The pool deals each thread a contiguous range of the
+     * tasks, and the ranges should hold the same work.  With at least a row block per thread,
+     * each thread takes whole row blocks, its own rows: the tile and block counts are rounded
+     * up to multiples of the threads (more tiles of 11 rows than 12), and a thread then reads
+     * the rows it wrote in the layer before, from its own L2 (with the columns split instead,
+     * each layer read half of its input from the other core's cache: W3 at 4 x 128 took 11%
+     * longer).  With fewer rows, the threads split the columns, so each reads only its share of
+     * the weights, the same share whatever the rows (it stays in its L2 from one call to the
+     * next).  Blocks of uneven tiles dealt out unevenly (43 tiles in blocks of 8, 8, 8, 8, 8
+     * and 3; 11 in blocks of 5 and 6) left a thread waiting for the other (perf: 7% of a
+     * LLaMA-like block's time at 2 x 64 tokens in the pool's waits).  Against the split before,
+     * in one process, alternated: W3 and the LLaMA-like block 4-5% faster at 2 x 64 and 1 x
+     * 200 tokens, 2% slower at 4 x 128. */
     int64_t tiles_per_block = MC / isa->mr > 0 ? MC / isa->mr : 1;
     j.ntiles = (m + isa->mr - 1) / isa->mr;
     j.row_blocks = (j.ntiles + tiles_per_block - 1) / tiles_per_block;

@@ -210,11 +210,9 @@ SV_INLINE vf vrelu(vf x) { return vsel(x > vsplat(0.0f), x, vsel(vnan_mask(x), x
 
 /* np.clip(x, 0, 6): a NaN stays NaN, as in NumPy's clip (constant first: NaN passes) */
 SV_INLINE vf vrelu6(vf x) { return vmin(vsplat(6.0f), vmax(vsplat(0.0f), x)); }
-/* np.clip(x + 3, 0, 6) */
-SV_INLINE vf vrelu6_of_x_plus_3(vf x) { return vrelu6(x + vsplat(3.0f)); }
 /* Divided by 6 (not multiplied by 1/6) and in PyTorch's order, so that the usual spelling
  * (`x * clip(x + 3, 0, 6) / 6`) gives its bits. */
-SV_INLINE vf vhard_swish(vf x) { return x * vrelu6_of_x_plus_3(x) / vsplat(6.0f); }
+SV_INLINE vf vhard_swish(vf x) { return x * vrelu6(x + vsplat(3.0f)) / vsplat(6.0f); }
 /* x < 0 ? slope * x : x (a NaN stays NaN, -0.0 stays -0.0) */
 SV_INLINE vf vleaky(vf x, float slope) { return vsel(x < vsplat(0.0f), x * vsplat(slope), x); }
 SV_INLINE vf vact(vf x, int act, float slope) {
