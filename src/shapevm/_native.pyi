@@ -59,6 +59,7 @@ def dense(
     activation: str | tuple[str, float] | None = "none",
     alpha: float = 1.0,
     threads: int = 0,
+    residual_mul: bool = False,
 ) -> _Array: ...
 def matmul(a: _Array, b: _Array, alpha: float = 1.0) -> _Array: ...
 

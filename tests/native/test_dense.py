@@ -31,7 +31,7 @@ def _data(seed: int, *shape: int) -> Array:
     layout=st.sampled_from(["in_out", "out_in"]),
     act=st.sampled_from(native.ACTIVATIONS),
     bias=st.booleans(),
-    residual=st.booleans(),
+    residual=st.sampled_from(["none", "add", "mul"]),
     threads=st.sampled_from([0, 1]),
     alpha=st.sampled_from([1.0, 0.125]),
 )
@@ -43,27 +43,38 @@ def test_dense_matches_float64(
     layout: str,
     act: str,
     bias: bool,
-    residual: bool,
+    residual: str,
     threads: int,
     alpha: float,
 ) -> None:
     w = _data(1, k, n) / np.float32(np.sqrt(k))
     b = _data(2, n) if bias else None
     x = _data(3, m, k)
-    r = _data(4, m, n) if residual else None
+    r = _data(4, m, n)
     packed = native.pack_dense(
         w if layout == "in_out" else np.ascontiguousarray(w.T), b, layout=layout
     )
-    y = native.dense(x, packed, activation=act, residual=r, alpha=alpha, threads=threads)
+    y = native.dense(
+        x,
+        packed,
+        activation=act,
+        residual=r if residual == "add" else None,
+        gate=r if residual == "mul" else None,
+        alpha=alpha,
+        threads=threads,
+    )
     h = alpha * (x.astype(np.float64) @ w.astype(np.float64))
     if b is not None:
         h = h + b
-    ref = act64(act, h) + (r if r is not None else 0.0)
+    ref = act64(act, h)
+    ref = ref + r if residual == "add" else ref * r if residual == "mul" else ref
     assert y.shape == (m, n) and y.dtype == np.float32
     # A sum's rounding scales with its terms' sizes, not with the sum: a product that
     # cancels (1 x 1 with k = 95: 0.0041 from terms of about 0.8 in all) is held to 1e-5
     # of the terms, not of itself.
     terms = abs(alpha) * (np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64)))
+    if residual == "mul":
+        terms = terms * np.abs(r)
     scale = max(float(np.abs(ref).max()), float(terms.max()))
     assert float(np.abs(y - ref).max()) < 1e-5 * scale
 
@@ -74,12 +85,12 @@ def test_dense_matches_float64(
     k=st.one_of(st.integers(1, 40), st.integers(41, 700)),
     act=st.sampled_from(native.ACTIVATIONS),
     bias=st.booleans(),
-    residual=st.booleans(),
+    residual=st.sampled_from(["none", "add", "mul"]),
     threads=st.sampled_from([0, 1]),
     alpha=st.sampled_from([1.0, 0.125]),
 )
 def test_dense_row_is_the_same_bits_for_any_row_count(
-    isa: str, n: int, k: int, act: str, bias: bool, residual: bool, threads: int, alpha: float
+    isa: str, n: int, k: int, act: str, bias: bool, residual: str, threads: int, alpha: float
 ) -> None:
     """A row's result does not depend on the other rows of the call (tile heights, panels per
     call, k chunks, threads): the server joins requests along the rows on this promise."""
@@ -88,9 +99,10 @@ def test_dense_row_is_the_same_bits_for_any_row_count(
     x, r = _data(3, 40, k), _data(4, 40, n)
 
     def call(rows: slice) -> Array:
-        res = r[rows] if residual else None
+        res = r[rows] if residual == "add" else None
+        gate = r[rows] if residual == "mul" else None
         return native.dense(
-            x[rows], packed, activation=act, residual=res, alpha=alpha, threads=threads
+            x[rows], packed, activation=act, residual=res, gate=gate, alpha=alpha, threads=threads
         )
 
     alone = np.concatenate([call(slice(i, i + 1)) for i in range(40)])
@@ -191,14 +203,30 @@ def test_matmul_broadcasts_and_takes_any_strides(
 
 
 @pytest.mark.parametrize("k", [300, 700])
-def test_dense_into_its_own_residual(k: int) -> None:
-    """``out=residual`` (the executor's in-place ``x @ W + r``) with k past one chunk of
-    the kernel: a chunk's partial sums must not overwrite the residual before it is added."""
+@pytest.mark.parametrize("gated", [False, True])
+def test_dense_into_its_own_residual(k: int, gated: bool) -> None:
+    """``out=residual`` (the executor's in-place ``x @ W + r``, or ``* r``) with k past one
+    chunk of the kernel: a chunk's partial sums must not overwrite the residual before it is
+    added (or multiplied)."""
     x, w, r = _data(5, 20, k), _data(6, k, 24) / np.float32(np.sqrt(k)), _data(7, 20, 24)
-    want = x.astype(np.float64) @ w.astype(np.float64) + r
-    y = native.dense(x, native.pack_dense(w), residual=r, out=r)
+    h = x.astype(np.float64) @ w.astype(np.float64)
+    want = act64("silu", h) * r if gated else h + r
+    if gated:
+        y = native.dense(x, native.pack_dense(w), activation="silu", gate=r, out=r)
+    else:
+        y = native.dense(x, native.pack_dense(w), residual=r, out=r)
     assert y is r or np.shares_memory(y, r)
     assert rel_err(r, want) < 1e-5
+
+
+def test_dense_gate_is_checked_and_named() -> None:
+    """A gate of the wrong shape is refused under its own name; residual and gate together
+    are refused (the kernel does one or the other)."""
+    x, packed = _data(16, 6, 8), native.pack_dense(_data(17, 8, 10))
+    with pytest.raises(native.NativeKernelError, match=r"gate does not match out"):
+        native.dense(x, packed, gate=_data(18, 5, 10))
+    with pytest.raises(native.NativeKernelError, match=r"residual and gate both given"):
+        native.dense(x, packed, residual=_data(18, 6, 10), gate=_data(19, 6, 10))
 
 
 def test_leaky_relu_takes_its_slope_as_a_pair() -> None:

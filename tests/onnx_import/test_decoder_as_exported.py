@@ -5,7 +5,8 @@ Unsqueeze -> Concat -> Reshape``, a causal mask cut from a constant table by ``S
 the sequence, ``Div`` by sqrt(d), ``Softmax``, and a SwiGLU MLP (``Sigmoid``, ``Mul``). The
 JIT must agree with the interpreter (and with ONNX Runtime when it is installed) at every
 shape, and find the block's kernels: RMS norm, attention with its mask, the gate's SiLU in
-its dense layer's epilogue, the residuals in the projections'.
+its dense layer's epilogue, SwiGLU's product in the up projection's, the residuals in the
+projections'.
 """
 
 from __future__ import annotations
@@ -112,5 +113,6 @@ def test_an_exported_decoder_runs_native_and_agrees_everywhere() -> None:
     (rec,) = [r for r in engine.records() if r.variant][:1]
     kernels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
     assert kernels.count("rms_norm") == 2, kernels
-    assert {"attention", "dense+silu", "dense+residual"} <= set(kernels), kernels
+    assert {"attention", "dense+silu", "dense*gate", "dense+residual"} <= set(kernels), kernels
+    assert len(kernels) == 10, kernels  # nothing left over: SwiGLU's product has no pass
     assert rec.variant.function.whole, rec.variant.describe()

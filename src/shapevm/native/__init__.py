@@ -148,6 +148,7 @@ def dense(
     *,
     activation: Activation = "none",
     residual: Array | None = None,
+    gate: Array | None = None,
     alpha: float = 1.0,
     out: Array | None = None,
     threads: int = 0,
@@ -155,9 +156,21 @@ def dense(
     """``act(alpha * (x @ w) + bias) + residual`` for ``x: f32[..., K]``, in one pass.
 
     ``out`` (f32[..., N], rows evenly spaced) receives the result when given; ``residual``
-    has the output's shape and may be ``out`` itself. ``threads``: at most this many
-    threads (0: the pool's size; small products run on the calling thread anyway).
+    has the output's shape and may be ``out`` itself. ``gate`` instead of ``residual``
+    multiplies: ``act(alpha * (x @ w) + bias) * gate``, a gated linear unit's product
+    (SwiGLU's ``silu(x @ w_gate) * (x @ w_up)`` is the ``w_up`` layer with the gate's
+    result as ``gate``). ``threads``: at most this many threads (0: the pool's size;
+    small products run on the calling thread anyway).
     """
+    if gate is not None:
+        if residual is not None:
+            raise NativeKernelError(
+                "dense: residual and gate both given\n"
+                "  expected: at most one of them (the result is added to a residual, or "
+                "multiplied by a gate)\n"
+                "  hint:     add or multiply the other one after the call"
+            )
+        return _native.dense(x, packed, out, gate, activation, alpha, threads, True)
     return _native.dense(x, packed, out, residual, activation, alpha, threads)
 
 

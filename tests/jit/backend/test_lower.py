@@ -115,6 +115,15 @@ SPELLINGS: dict[str, tuple[Callable[[Any], Any], str]] = {
         "dense+bias+hard_swish",
     ),
     "residual": (lambda x: x @ W[:32].T + x, "dense+residual"),
+    # a gated linear unit: the second product takes the first branch's result as its gate
+    "SwiGLU, the gate first": (
+        lambda x: (lambda g: g * (1.0 / (1.0 + snp.exp(-g))))(x @ W.T) * (x @ W[::-1].T),
+        "dense*gate",
+    ),
+    "SwiGLU, the up projection first": (
+        lambda x: (x @ W[::-1].T + BIAS) * (lambda g: g / (1.0 + snp.exp(-g)))(x @ W.T),
+        "dense+silu*gate",
+    ),
     "a scale after the product": (lambda x: (x @ W.T) * 0.5, "dense"),
     "a temperature": (lambda x: (x @ W.T + BIAS) / 1.7, "dense+bias"),
     "a batch norm written out, then relu": (

@@ -764,10 +764,14 @@ def act_label(act: Activation) -> str:
     return "" if act == "none" else f"+{act}"
 
 
-def _residual_of(low: RegionLowering, op: Op, h: int) -> int | None:
-    if op.info is None or op.info.name != "add" or len(op.ins) != 2:
+def _residual_of(
+    low: RegionLowering, op: Op, h: int, kinds: tuple[str, ...] = ("add",)
+) -> int | None:
+    """The other operand of ``op`` when ``op`` combines ``h`` with a computed float32 value
+    of its shape by one of ``kinds`` (``add``: a residual; ``mul``: a gate), else None."""
+    if op.info is None or op.info.name not in kinds or len(op.ins) != 2:
         return None
-    if not native_enabled("add", "native_chain"):
+    if not native_enabled(op.info.name, "native_chain"):
         return None
     other = op.ins[1] if op.ins[0] == h else op.ins[0]
     computed = other in low.of_value or other in low.blocked
@@ -780,7 +784,8 @@ def _residual_of(low: RegionLowering, op: Op, h: int) -> int | None:
 
 
 def lower_dense(low: RegionLowering, op: Op) -> bool:
-    """``x @ W`` with a constant ``W``, and its bias, activation and residual."""
+    """``x @ W`` with a constant ``W``, and its bias, activation and residual (added) or
+    gate (multiplied: the product of a gated linear unit, whose other branch came first)."""
     if op.info is None or op.info.name != "matmul":
         return False
     x_v, w_v = op.ins
@@ -803,10 +808,10 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
     if found is not None:
         act, positions, h = found
         chain += positions
-    residual = None
+    residual, gated = None, False
     user = low.sole_user(h)
-    if user is not None and (r := _residual_of(low, user, h)) is not None:
-        residual, h = r, user.outs[0]
+    if user is not None and (r := _residual_of(low, user, h, ("add", "mul"))) is not None:
+        residual, h, gated = r, user.outs[0], user.info is not None and user.info.name == "mul"
         chain.append(user.pos)
     packed = pack_dense(w, bias)
     xt = low.contiguous(low.tensor(x_v), (op.pc,))
@@ -815,19 +820,19 @@ def lower_dense(low: RegionLowering, op: Op) -> bool:
         ins.append(low.contiguous(low.tensor(residual), (op.pc,)))
     out = low.result(h)
     label = "dense" + ("+bias" if bias is not None else "") + act_label(act)
-    label += "+residual" if residual is not None else ""
+    label += "" if residual is None else "*gate" if gated else "+residual"
     pcs = tuple(sorted(low.graph.ops[p].pc for p in chain))
     low.emit(
         Kernel(
             N.OP_DENSE,
             ins,
             [out],
-            iattr=[ACTIVATIONS.index(act_name(act))],
+            iattr=[ACTIVATIONS.index(act_name(act)), int(gated)],
             fattr=[1.0, 0.0 if isinstance(act, str) else act[1]],
             obj=packed,
             pcs=pcs,
             label=label,
-            inplace=((0, 1),) if residual else (),
+            inplace=((0, 1),) if residual is not None else (),
         )
     )
     low.claim(*chain)

@@ -61,7 +61,8 @@ typedef struct svx_slot {
 } svx_slot;
 
 enum svx_op {
-    SVX_OP_DENSE = 1, /* in: x [, residual]; out: y; obj: PackedDense; i: act; f: alpha */
+    SVX_OP_DENSE = 1, /* in: x [, residual]; out: y; obj: PackedDense;
+                       * i: act, residual multiplied (1) or added (0); f: alpha, slope */
     SVX_OP_MATMUL,    /* in: a, b; out: c; f: alpha */
     SVX_OP_COPY,      /* in: x; out: y (same shape, any strides, same dtype) */
     SVX_OP_FILL,      /* out: y; f[0]: value (cast to y's dtype) */

@@ -42,7 +42,8 @@ static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, cons
         int64_t ldc = y->ndim >= 2 ? y->strides[y->ndim - 2] : b->n;
         sv_epilogue ep = {.bias = bias, .residual = r ? (const float *)r->data : NULL,
                           .ldr = r && r->ndim >= 2 ? r->strides[r->ndim - 2] : b->n,
-                          .alpha = in->fattr[0], .act = in->iattr[0], .slope = in->fattr[1]};
+                          .alpha = in->fattr[0], .act = in->iattr[0], .slope = in->fattr[1],
+                          .res_mul = in->iattr[1]};
         sv_dense(m, (const float *)x->data, lda, b, (float *)y->data, ldc, &ep, e->threads);
         return 0;
     }

@@ -247,6 +247,8 @@ static const char *operand_rule(const Executor *e, const svx_instr *in) {
             return "dense: x [, residual] and a float32 result, all of one rank";
         if (!in_range(in->iattr[0], SV_ACT_COUNT)) /* an unknown one would run as none */
             return "dense: an activation code below SV_ACT_COUNT";
+        if (!in_range(in->iattr[1], 2) || (in->iattr[1] && in->nin != 2))
+            return "dense: a residual mode of 0 (added) or 1 (multiplied, with a residual)";
         return NULL;
     case SVX_OP_MATMUL:
         for (int k = 0; k < 3; k++) {

@@ -32,6 +32,9 @@ SV_INLINE vf ld_cols(const float *p, int lanes) {
     return lanes == SV_VW ? vload(p) : vload_part(p, lanes, 0.0f);
 }
 
+/* The residual into a finished vector: added, or multiplied (a gated linear unit). */
+SV_INLINE vf res_combine(vf v, vf r, const sv_epilogue *ep) { return ep->res_mul ? v * r : v + r; }
+
 /* The epilogue over a finished tile (a copy the caller may overwrite) for one activation, a
  * constant after inlining.  Three passes: scale and bias; the activation over
  * the whole tile in one tight loop (its vectors are independent, so their long chains of
@@ -62,7 +65,7 @@ SV_INLINE void epilogue_rows(const int ACT, float *tile, int mr, int nc, float *
             int lanes = lanes_at(nc, j);
             if (lanes == 0) continue;
             vf v = vload(tile + i * SV_NR + SV_VW * j);
-            if (res) v += ld_cols(res + i * ep->ldr + SV_VW * j, lanes);
+            if (res) v = res_combine(v, ld_cols(res + i * ep->ldr + SV_VW * j, lanes), ep);
             if (lanes == SV_VW)
                 vstore(c + i * ldc + SV_VW * j, v);
             else
@@ -154,7 +157,7 @@ SV_INLINE void tile_finish(const vf *acc, const int MR, int nc, float *c, int64_
             if (scale) v *= alpha;
             if (e && e->bias) v += bias[j];
             if (relu) v = vrelu(v);
-            if (res) v += ld_cols(res + i * e->ldr + SV_VW * j, lanes);
+            if (res) v = res_combine(v, ld_cols(res + i * e->ldr + SV_VW * j, lanes), e);
             if (lanes == SV_VW)
                 vstore(cp, v);
             else
@@ -362,7 +365,7 @@ SV_INLINE void act_rows_for(const int ACT, float *x, int64_t rows, int64_t cols,
             if (scale) v *= alpha;
             if (ep->bias) v += vload(ep->bias + c0);
             v = vact(v, ACT, ep->slope);
-            if (res) v += vload(res + c0);
+            if (res) v = res_combine(v, vload(res + c0), ep);
             vstore(row + c0, v);
         }
         if (c0 < cols) {
@@ -371,7 +374,7 @@ SV_INLINE void act_rows_for(const int ACT, float *x, int64_t rows, int64_t cols,
             if (scale) v *= alpha;
             if (ep->bias) v += ld_cols(ep->bias + c0, lanes);
             v = vact(v, ACT, ep->slope);
-            if (res) v += ld_cols(res + c0, lanes);
+            if (res) v = res_combine(v, ld_cols(res + c0, lanes), ep);
             vstore_part(row + c0, v, lanes);
         }
     }

@@ -141,16 +141,17 @@ static int same_lead(PyArrayObject *a, PyArrayObject *b, int inner) {
     return 1;
 }
 
-/* dense(x, packed, out=None, residual=None, activation="none", alpha=1.0, threads=0) */
+/* dense(x, packed, out=None, residual=None, activation="none", alpha=1.0, threads=0,
+ *       residual_mul=False): residual_mul multiplies the result by residual instead */
 static PyObject *py_dense(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
-    static char *names[] = {"x", "packed", "out", "residual", "activation", "alpha", "threads",
-                            NULL};
+    static char *names[] = {"x",     "packed",  "out",          "residual", "activation",
+                            "alpha", "threads", "residual_mul", NULL};
     PyObject *xobj, *pobj, *oobj = Py_None, *robj = Py_None, *aobj = Py_None;
     float alpha = 1.0f;
-    int threads = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOfi", names, &xobj, &pobj, &oobj, &robj,
-                                     &aobj, &alpha, &threads))
+    int threads = 0, res_mul = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOfip", names, &xobj, &pobj, &oobj, &robj,
+                                     &aobj, &alpha, &threads, &res_mul))
         return NULL;
     if (!PyObject_TypeCheck(pobj, &PackedDenseType)) {
         char found[128];
@@ -210,21 +211,24 @@ static PyObject *py_dense(PyObject *self, PyObject *args, PyObject *kw) {
     }
     PyArrayObject *r = NULL;
     if (robj != Py_None) {
-        r = sv_arg_f32("dense", "residual", robj, nd, nd, SV_ARG_INNER_UNIT, exp_o);
+        const char *rname = res_mul ? "gate" : "residual"; /* the caller's name for it */
+        r = sv_arg_f32("dense", rname, robj, nd, nd, SV_ARG_INNER_UNIT, exp_o);
         int64_t m3;
         if (!r || !same_lead(r, out, 0) || !sv_rows_of(r, 1, &m3, &ldr) ||
             (sv_overlaps(r, out) && (PyArray_DATA(r) != PyArray_DATA(out) || ldr != ldc))) {
             Py_DECREF(out);
             if (r) {
                 sv_describe(robj, found, sizeof found);
-                sv_raise("dense", "residual does not match out", exp_o, found,
-                         "pass a residual of the output's shape");
+                char what[64], fix[64];
+                snprintf(what, sizeof what, "%s does not match out", rname);
+                snprintf(fix, sizeof fix, "pass a %s of the output's shape", rname);
+                sv_raise("dense", what, exp_o, found, fix);
             }
             return NULL;
         }
     }
     sv_epilogue ep = {.bias = p->bias, .residual = r ? PyArray_DATA(r) : NULL, .ldr = ldr,
-                      .alpha = alpha, .act = act, .slope = slope};
+                      .alpha = alpha, .act = act, .slope = slope, .res_mul = res_mul};
     float *c = PyArray_DATA(out);
     const float *a = PyArray_DATA(x);
     Py_BEGIN_ALLOW_THREADS sv_dense(m, a, lda, &p->b, c, ldc, &ep, threads);
@@ -325,7 +329,8 @@ PyMethodDef sv_gemm_methods[] = {
     {"pack_dense", (PyCFunction)(void (*)(void))py_pack_dense, METH_VARARGS | METH_KEYWORDS,
      "pack_dense(w, bias=None, transposed=False) -> PackedDense"},
     {"dense", (PyCFunction)(void (*)(void))py_dense, METH_VARARGS | METH_KEYWORDS,
-     "dense(x, packed, out=None, residual=None, activation='none', alpha=1.0, threads=0)"},
+     "dense(x, packed, out=None, residual=None, activation='none', alpha=1.0, threads=0, "
+     "residual_mul=False)"},
     {"matmul", (PyCFunction)(void (*)(void))py_matmul, METH_VARARGS | METH_KEYWORDS,
      "matmul(a, b, alpha=1.0) -> a @ b (batched, broadcast)"},
     {NULL, NULL, 0, NULL}};

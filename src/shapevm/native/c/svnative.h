@@ -37,6 +37,8 @@ typedef struct sv_epilogue {
     float slope; /* SV_ACT_LEAKY_RELU's slope below 0 */
     int res_first; /* convolutions only: act(x + bias + residual), as a ResNet block ends,
                     * instead of act(x + bias) + residual; the dense kernels ignore it */
+    int res_mul;   /* dense kernels only: act(x + bias) * residual (a gated linear unit's
+                    * product) instead of + residual; the convolutions ignore it */
 } sv_epilogue;
 
 /* Weights packed for the micro-kernel: panel p holds columns [16p, 16p + 16) of W[K, N]
