@@ -10,6 +10,9 @@
 #define SV_SIMD_H
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #if !defined(SV_VW)
 #error "define SV_VW before including simd.h"
@@ -59,6 +62,21 @@ SV_INLINE vi vfirst(int64_t n) {
     const vi iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 #endif
     return iota < visplat((int32_t)n);
+}
+/* Whether any lane of a comparison's mask is set: one instruction and a branch on x86
+ * (a test into a mask register, or a move of the sign bits), an OR of the lanes elsewhere. */
+SV_INLINE int vany(vi m) {
+#if defined(__x86_64__) && SV_VW == 16
+    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#elif defined(__x86_64__) && SV_VW == 8
+    return _mm256_movemask_ps((__m256)m) != 0;
+#elif defined(__x86_64__) && SV_VW == 4
+    return _mm_movemask_ps((__m128)m) != 0;
+#else
+    int32_t any = 0;
+    for (int i = 0; i < SV_VW; i++) any |= m[i];
+    return any != 0;
+#endif
 }
 SV_INLINE vi vasi(vf v) { return (vi)v; }
 SV_INLINE vf vasf(vi v) { return (vf)v; }
