@@ -214,7 +214,16 @@ SV_INLINE vf vgelu_tanh(vf x) {
     return x / (vsplat(1.0f) + e);
 }
 SV_INLINE vf vgelu_erf(vf x) { return vsplat(0.5f) * x * verfc(x * vsplat(-0.70710678118654752f)); }
-SV_INLINE vf vsilu(vf x) { return x * vsigmoid(x); }
+SV_INLINE vf vsilu(vf x) {
+    /* x / (1 + exp(-x)), exp as in vgelu_tanh: one scaling step (below 2^-126 it flushes to
+     * 0 next to 1), inf past the clamp, so x = -inf gives -inf / inf = nan as x * sigmoid(x)
+     * does.  Half the work of x * vsigmoid(x), whose exp keeps subnormal results and whose
+     * two selects a product with x does not need. */
+    vf t = -x;
+    vf e = vexp_1step(vmin(vmax(t, vsplat(-88.0f)), vsplat(88.5f)));
+    e = vsel(t > vsplat(88.5f), vsplat(__builtin_inff()), e);
+    return x / (vsplat(1.0f) + e);
+}
 SV_INLINE vf vrelu(vf x) { return vsel(x > vsplat(0.0f), x, vsel(vnan_mask(x), x, vsplat(0.0f))); }
 
 /* np.clip(x, 0, 6): a NaN stays NaN, as in NumPy's clip (constant first: NaN passes) */
