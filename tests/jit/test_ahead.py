@@ -63,7 +63,7 @@ def test_generated_c_waits_for_hot_threshold_calls_of_the_key(monkeypatch):
     monkeypatch.setattr(tier3, "available", lambda: None)
     monkeypatch.setattr(tier3, "generate", recording_build)
 
-    @sv.jit(shapes="b, 16", hot_threshold=3)
+    @sv.jit(shapes="b, 16", hot_threshold=3, tier3_min_elements=0)
     def chain(x):
         return snp.tanh(x * 1.5 + 0.25) * x
 
@@ -154,6 +154,7 @@ def test_generated_c_past_the_timeout_is_recorded_as_failed(monkeypatch):
         background=False,
         compile_timeout_s=0.3,
         ahead=False,
+        tier3_min_elements=0,
     )
     x = np.ones((2, 16), np.float32)
     f(x)  # lowered in time, then its generated C runs past the timeout

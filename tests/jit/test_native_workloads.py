@@ -54,7 +54,7 @@ def test_threads_call_while_generated_code_is_patched_in() -> None:
     def chain(x: Any) -> Any:
         return snp.tanh(x) * snp.exp(-x * x) + snp.sqrt(snp.abs(x) + 1.0)
 
-    f = sv.jit(chain, shapes="b, 64", hot_threshold=1)
+    f = sv.jit(chain, shapes="b, 64", hot_threshold=1, tier3_min_elements=0)
     errors: list[str] = []
     ready = threading.Event()
 

@@ -717,6 +717,17 @@ class JitEngine:
         native_tier()
         tier3 = importlib.import_module("shapevm.jit.backend.tier3")
         why = tier3.available()
+        least = self.options.tier3_min_elements
+        largest = tier3.chain_elements(variant, ref_env)
+        if why is None and largest < least:
+            # Generated code saves too little per call here to pay for its compile: a
+            # 1024-wide chain of 256 rows (262144 elements) took 289 us in tier 2 and 236 in
+            # tier 3, about 0.2 ns an element, and a library costs 80-200 ms of a core while
+            # the calls beside it run slower on a machine with few cores.
+            why = (
+                f"its chains are small at this shape (the largest {largest} elements, "
+                f"below tier3_min_elements={least}): tier 2 runs them about as fast"
+            )
         if why is not None:
             with stats.LOCK:
                 rec.tier3 = f"skipped: {why}"

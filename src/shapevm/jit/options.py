@@ -51,6 +51,9 @@ class JitOptions:
       `shapevm.jit.LOWERINGS`);
     - ``tier3``: generate and compile C for the fused chains of hot keys in the background
       (``False``: they stay in the tile interpreter);
+    - ``tier3_min_elements``: a hot key gets generated C only when its largest chain has at
+      least this many elements at the key's shape (smaller chains save less per call than
+      their compile costs; 0: every hot key);
     - ``enabled``: ``False`` runs every call in the interpreter.
     """
 
@@ -68,6 +71,7 @@ class JitOptions:
     mem_optimize: bool = True
     lowerings: tuple[Any, ...] | None = None
     tier3: bool = True
+    tier3_min_elements: int = 1 << 15
     enabled: bool = True
 
     def __post_init__(self) -> None:
@@ -89,6 +93,9 @@ class JitOptions:
         _positive_int("hot_threshold", self.hot_threshold)
         _positive_int("adaptive_exact_after", self.adaptive_exact_after)
         _positive_int("max_variants", self.max_variants)
+        m = self.tier3_min_elements
+        if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+            raise ValueError(f"tier3_min_elements must be an integer >= 0, found {m!r}")
         if not 0.0 <= self.scd_threshold <= 1.0:
             raise ValueError(f"scd_threshold must be in [0, 1], found {self.scd_threshold!r}")
         t = self.compile_timeout_s

@@ -32,7 +32,7 @@ class Counters:
     scd_refusals: int = 0
     tier3_builds: int = 0  # generated libraries compiled (cache hits not counted)
     tier3_ms: float = 0.0
-    tier3_skipped: int = 0  # keys whose chains stayed in tier 2: no compiler
+    tier3_skipped: int = 0  # keys whose chains stayed in tier 2: no compiler, or too small
     tier3_failures: int = 0
 
     def as_dict(self) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def test_jit_info_lists_each_library_built_and_none_on_a_cache_hit(cache: Path) 
 
     rows = []
     for _ in range(2):  # the second function finds the first one's libraries
-        f = sv.jit(chains, shapes="b, 64", hot_threshold=1, background=False)
+        f = sv.jit(chains, shapes="b, 64", hot_threshold=1, background=False, tier3_min_elements=0)
         f(np.ones((3, 64), np.float32))
         assert f.wait(60)
         (row,) = f.jit_info()
@@ -295,7 +295,7 @@ def test_keys_that_build_the_same_kernel_share_its_slot() -> None:
     def chains(z: Any) -> Any:
         return snp.tanh(z * 1.75 + 0.5) * snp.exp(-z)
 
-    f = sv.jit(chains, shapes="b, 64", hot_threshold=1, background=False)
+    f = sv.jit(chains, shapes="b, 64", hot_threshold=1, background=False, tier3_min_elements=0)
     for b in range(1, 13):
         f(np.ones((b, 64), np.float32))
     assert f.wait(60)
@@ -411,3 +411,59 @@ def test_a_forked_child_leaves_its_parents_compiles_alone() -> None:
             toolchain._running.pop(proc.pid, None)
         proc.kill()
         proc.wait()
+
+
+def test_small_chains_keep_tier_2_and_say_why() -> None:
+    """A hot key whose chains are below ``tier3_min_elements`` at its shape compiles no C:
+    its row says so and the engine counts it skipped; a larger key of the same function is
+    not held back by the gate."""
+
+    def chains(z: Any) -> Any:
+        return snp.tanh(z * 1.75 + 0.5) * snp.exp(-z)
+
+    f = sv.jit(chains, shapes="b, 64", hot_threshold=1, background=False, tier3_min_elements=512)
+    f(np.ones((3, 64), np.float32))  # 192 elements
+    f(np.ones((8, 64), np.float32))  # 512
+    assert f.wait(60)
+    small, large = sorted(f.jit_info(), key=lambda r: r["key"][1])
+    assert small["tier"] == 2 and small["tier3"].startswith("skipped: its chains are small")
+    assert "192 elements, below tier3_min_elements=512" in small["tier3"]
+    assert large["tier3"] != small["tier3"] and "small at this shape" not in large["tier3"]
+    (engine,) = f.engines
+    assert engine.counters.tier3_skipped >= 1
+    with pytest.raises(ValueError, match="tier3_min_elements must be an integer >= 0"):
+        sv.jit(chains, shapes="b, 64", tier3_min_elements=-1)
+
+
+@needs_cc
+@pytest.mark.usefixtures("cache")
+def test_exact_keys_bake_in_a_fixed_width_but_not_a_dimension_variable() -> None:
+    """A chain over a sequence (its innermost extent a dimension variable) builds one library
+    for every length; one over a fixed width has the width in its source."""
+    s_len = sv.symbolic_shape("s")[0]
+    by_seq = sv.export(sv.jit(lambda m: (1.0 - m) * -10000.0))(
+        sv.ShapeDtypeStruct((2, s_len), np.float32)
+    )
+    ex = Executable(by_seq.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    built = []
+    for s in (7, 13, 40):
+        variant = Variant(ex, ("exact", (s,)), nf, {"s": s})
+        patches = tier3.generate(variant, {"s": s}, specialize=True)
+        assert patches.installed and not patches.skipped, patches.skipped
+        m = np.linspace(0, 1, 2 * s, dtype=np.float32).reshape(2, s)
+        np.testing.assert_allclose(variant.run([m], {"s": s})[0], by_seq.call(m), rtol=1e-6)
+        assert all("#define INNER_CONST -1" in src for _, src in patches.sources)
+        built.append(patches.built)
+        patches.remove()
+    assert built[1:] == [0, 0], built  # the later lengths found the first one's library
+    b = sv.symbolic_shape("b")[0]
+    by_width = sv.export(sv.jit(lambda z: snp.tanh(z) * 2.0))(
+        sv.ShapeDtypeStruct((b, 48), np.float32)
+    )
+    ex = Executable(by_width.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    variant = Variant(ex, ("exact", (3,)), nf, {"b": 3})
+    patches = tier3.generate(variant, {"b": 3}, specialize=True)
+    assert patches.sources and all("#define INNER_CONST 48" in src for _, src in patches.sources)
+    patches.remove()

@@ -46,7 +46,7 @@ PROGRAM = textwrap.dedent(
     def broken(x):
         return snp.sum(x * x, axis=1)
 
-    @sv.jit(shapes="b, 64", hot_threshold=1)
+    @sv.jit(shapes="b, 64", hot_threshold=1, tier3_min_elements=0)
     def chained(x):
         return snp.tanh(x * 1.5 + 0.25) * x
 
@@ -67,7 +67,10 @@ PROGRAM = textwrap.dedent(
             calls(broken, [2, 2])
         elif step == "chain":  # lowered and ready; its generated C waits for the gate
             chained(np.ones((2, 64), np.float32))
+            deadline = time.monotonic() + 60
             while not any(r["tier3"] == "compiling" for r in chained.jit_info()):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"tier 3 never started: {chained.jit_info()}")
                 time.sleep(0.01)
         elif step == "build":
             gate.set()

@@ -129,7 +129,7 @@ def _chain_fn(name: str):
         return snp.tanh(x * 1.5 + 0.25) * x
 
     fun.__name__ = fun.__qualname__ = name
-    return sv.jit(fun, shapes="b, 16", hot_threshold=1)
+    return sv.jit(fun, shapes="b, 16", hot_threshold=1, tier3_min_elements=0)
 
 
 def test_generated_c_compiling_shows_in_the_queue_and_a_failed_build_leaves_no_stage(

@@ -5,9 +5,15 @@ variant's native regions (`codegen.chain_source`), builds it with the system com
 (`toolchain.build`, cached on disk) and installs each kernel in front of its chain's tier-2
 kernel (`Executor.patch`): calls that start afterwards run it, calls already running finish
 as they began. With ``specialize`` (``exact`` keys, and the frequent keys of ``adaptive``)
-the chain's innermost extent at the key's values is baked in; the kernel then declines
-other shapes, which keep tier 2 (or another key's kernel). `Patches.remove` takes a key's
-kernels out again (eviction, a capability patch).
+a chain's innermost extent is baked in where the program fixes it (a model's width); one
+that a dimension variable sizes (a sequence length, an image's width) is left to the
+loop: baked in, it made every new shape compile its own copy of the same kernel (a BERT
+encoder's mask chain: 0.4-0.5 s of a core for each sequence length, on a machine whose
+two cores the calls were using). `Patches.remove` takes a key's kernels out again
+(eviction, a capability patch).
+
+`chain_elements` is what the engine's size gate (``tier3_min_elements``) reads: a key whose
+chains are all smaller keeps tier 2.
 """
 
 from __future__ import annotations
@@ -19,6 +25,21 @@ from typing import Any
 from shapevm import native
 from shapevm.jit.backend import codegen, toolchain
 from shapevm.jit.backend.variant import Variant
+
+
+def chain_elements(variant: Variant, env: Mapping[str, int]) -> int:
+    """The elements of the variant's largest chain at the dimension values ``env`` (0 for
+    none)."""
+    largest = 0
+    for region in variant.regions:
+        for kernel in region.lowered.kernels:
+            if kernel.chain is None:
+                continue
+            n = 1
+            for d in kernel.chain.shape:
+                n *= d if isinstance(d, int) else int(d.evaluate(env))
+            largest = max(largest, n)
+    return largest
 
 
 @dataclass
@@ -108,10 +129,8 @@ def _build_all(
             if chain is None:
                 continue
             check()
-            inner = None
-            if specialize:
-                d = chain.shape[-1]
-                inner = d if isinstance(d, int) else int(d.evaluate(ref_env))
+            d = chain.shape[-1]
+            inner = d if specialize and isinstance(d, int) else None
             try:
                 symbol, source = codegen.chain_source(chain, isa, inner)
                 built = toolchain.build(symbol, source, isa)
