@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.tools.tooling import require
@@ -82,3 +83,51 @@ def test_bench_runs_an_onnx_file_in_every_system_that_can(
     capsys.readouterr()
     assert bench_main(["--onnx", str(w1), "--quick"]) == 2
     assert "--onnx needs --shapes" in capsys.readouterr().err
+
+
+def _masked(path: Path, mask_dims: list[int | str]) -> Path:
+    """y = x * mask[:, :, None] (x: f32[batch, seq, 8], mask: i64 with ``mask_dims``)."""
+    h, T = onnx.helper, onnx.TensorProto
+    nodes = [
+        h.make_node("Cast", ["mask"], ["m"], to=T.FLOAT),
+        h.make_node("Unsqueeze", ["m", "axis"], ["m3"]),
+        h.make_node("Mul", ["x", "m3"], ["y"]),
+    ]
+    graph = h.make_graph(
+        nodes, "masked",
+        [h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", 8]),
+         h.make_tensor_value_info("mask", T.INT64, mask_dims)],
+        [h.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", 8])],
+        [onnx.numpy_helper.from_array(np.array([2], np.int64), "axis")],
+    )  # fmt: skip
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_bench_feeds_every_input_of_a_model_sized_from_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model of two inputs: the mask's shape comes from the dimension names it shares with
+    the first input, its values are 0 or 1; an input nothing sizes is an error that says
+    which dimension."""
+    from shapevm.tools.bench.onnx_files import Feeds, build_shapevm, make_inputs
+
+    path = _masked(tmp_path / "masked.onnx", ["batch", "seq"])
+    inputs = make_inputs(str(path), [(2, 5, 8), (1, 3, 8)])
+    feeds = inputs[(2, 5, 8)]
+    assert isinstance(feeds, Feeds) and [a.shape for a in feeds] == [(2, 5, 8), (2, 5)]
+    assert feeds[1].dtype == np.int64 and set(np.unique(feeds[1])) <= {0, 1}
+    run = build_shapevm(str(path), None)
+    np.testing.assert_allclose(run(feeds), feeds[0] * feeds[1][:, :, None])
+
+    args = ["--onnx", str(path), "--shapes", "2x5x8,1x3x8", "--quick", "--stream-calls", "4",
+            "--steady-calls", "2", "--warmup", "1", "--out", str(tmp_path / "out")]  # fmt: skip
+    assert bench_main([*args, "--systems", "shapevm-interp,shapevm-onnx"]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert {r["system"] for r in results["runs"] if r["ok"]} == {"shapevm-interp", "shapevm-onnx"}
+
+    odd = _masked(tmp_path / "odd.onnx", ["batch", "tokens"])
+    capsys.readouterr()
+    assert bench_main([*args[:1], str(odd), *args[2:], "--systems", "shapevm-interp"]) == 2
+    err = capsys.readouterr().err  # said before any process starts
+    assert f"--onnx {odd}: input 'mask': dimension 'tokens' (axis 1)" in err

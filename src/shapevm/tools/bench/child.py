@@ -87,7 +87,8 @@ class Task:
         path = spec.get("onnx")
         if path is None:
             weights = wl.make_weights(wid)
-            self.inputs = _inputs(wid, shapes)
+            # an array per shape (for an ONNX file of several inputs, a Feeds of them)
+            self.inputs: dict[Shape, Any] = _inputs(wid, shapes)
             if system.prepare is not None:  # before any clock: the model file a user has
                 system.prepare(wid, weights)
             self.build: Callable[[], Compiled] = lambda: system.build(wid, weights)

@@ -19,7 +19,7 @@ from typing import Any
 import shapevm
 from shapevm.models import WORKLOADS
 from shapevm.tools.bench.kernel_run import add_kernel_arguments, run_kernels
-from shapevm.tools.bench.onnx_files import parse_shapes, workload_id
+from shapevm.tools.bench.onnx_files import graph_inputs, input_shapes, parse_shapes, workload_id
 from shapevm.tools.bench.registry import System, load_systems, plugin_errors
 from shapevm.tools.bench.report import plot_stream, render, summarize
 from shapevm.tools.bench.runner import RunConfig, run_all
@@ -86,6 +86,16 @@ def _onnx_workloads(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     for path in args.onnx:
         if not Path(path).is_file():
             raise ValueError(f"--onnx {path}: no such file")
+        try:  # every input sized for every shape, before any process starts
+            inputs = graph_inputs(path)
+            for shape in shapes:
+                input_shapes(inputs, shape)
+        except ImportError:
+            pass  # no onnx here: the measuring processes say what they cannot run
+        except ValueError as exc:
+            raise ValueError(f"--onnx {path}: {exc}") from None
+        except Exception as exc:  # a file onnx cannot parse
+            raise ValueError(f"--onnx {path}: cannot read its inputs: {exc}") from None
         out[workload_id(path)] = {"path": str(Path(path).resolve()), "shapes": shapes}
     return out
 

@@ -41,16 +41,22 @@ before timing steady state (c), so that a system that compiles in the background
 once its compiles are done, as one that compiles in its first call is."""
 
 
+class Feeds(tuple):  # type: ignore[type-arg]
+    """The inputs of a model that takes several (an ONNX file's graph inputs, in order), as
+    the harness passes them to a system's callable in place of one array."""
+
+
 class Settling:
     """A model that compiles in the background, as the harness calls it: ``fn(x)[index]``
-    (or ``fn(x)``), with ``settle`` waiting for ``fn.wait`` (its compile queue)."""
+    (or ``fn(x)``; ``fn(*x)`` for `Feeds`), with ``settle`` waiting for ``fn.wait`` (its
+    compile queue)."""
 
     def __init__(self, fn: Any, index: int | None = None) -> None:
         self.fn = fn
         self.index = index
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        y = self.fn(x)
+    def __call__(self, x: np.ndarray | Feeds) -> np.ndarray:
+        y = self.fn(*x) if isinstance(x, Feeds) else self.fn(x)
         out: np.ndarray = y if self.index is None else y[self.index]
         return out
 
