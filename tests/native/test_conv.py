@@ -205,6 +205,24 @@ def test_threads_do_not_change_the_result(isa: str) -> None:
     assert rel_err(native.from_blocked(blocked, 48), one) < 1e-5
 
 
+@pytest.mark.parametrize("layouts", ["nchw>nchw", "blocked>blocked", "nchw>blocked"])
+@pytest.mark.parametrize(("n", "h", "w"), [(1, 1, 1500), (2, 1, 97), (1, 2, 300)])
+def test_rows_cut_into_columns_for_the_threads(
+    isa: str, layouts: str, n: int, h: int, w: int
+) -> None:
+    """An image of a row or two (a 1-D convolution) is cut into slices of columns for the
+    threads: the same bits as on one thread, the residual and the padding at the slices'
+    edges included, and the op table's result."""
+    x, wt = _data(20, n, 40, h, w), _data(21, 48, 40, 1, 3)
+    packed = native.pack_conv2d(wt, _data(22, 48), stride=(1, 2), padding=(0, 1))
+    res = _data(23, n, 48, h, (w - 1) // 2 + 1)
+    one = run(x, packed, layouts, 48, activation="gelu_erf", residual=res, threads=1)
+    pool = run(x, packed, layouts, 48, activation="gelu_erf", residual=res, threads=0)
+    np.testing.assert_array_equal(pool, one)
+    h64 = reference(x, wt, _data(22, 48), np.float64, stride=(1, 2), padding=(0, 0, 1, 1))
+    assert rel_err(one, act64("gelu_erf", h64) + res) < 1e-5
+
+
 @pytest.mark.parametrize("stride", [1, 2])
 def test_depthwise_threads_do_not_change_the_result(isa: str, stride: int) -> None:
     """A depthwise layer of MobileNet's middle (small enough to have run on one thread

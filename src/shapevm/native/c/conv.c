@@ -168,6 +168,7 @@ typedef struct conv_job {
     float *y;
     int64_t cs, wp, slab_rows, rs, bs; /* slab: floats per pixel, row width, rows, strides */
     int64_t rows_per_task, tasks_per_image;
+    int64_t col_tasks, cols_per_task; /* columns of one output row per task (1 task: all) */
     int64_t kc, segs; /* floats per segment row; segments per input block */
     _Atomic int failed; /* a task found no memory for its scratch */
     int64_t segoff[];  /* cbin * segs offsets */
@@ -271,8 +272,13 @@ static void conv_task(void *vctx, int64_t task) {
     const sv_packed_conv *p = j->p;
     const sv_conv_shape *s = &p->s;
     int64_t img = task / j->tasks_per_image, rt = task % j->tasks_per_image;
+    int64_t ct = rt % j->col_tasks;
+    rt /= j->col_tasks;
     int64_t oy0 = rt * j->rows_per_task, oy1 = min64(oy0 + j->rows_per_task, j->oh);
-    int64_t npix = (oy1 - oy0) * j->ow;
+    /* a slice of columns only with one row per task: its pixels are then contiguous in the
+     * output plane, as a task's whole rows are */
+    int64_t ox0 = ct * j->cols_per_task, ox1 = min64(ox0 + j->cols_per_task, j->ow);
+    int64_t npix = (oy1 - oy0) * (ox1 - ox0), p0 = oy0 * j->ow + ox0;
     /* whole cache lines each, so that the pointers after them are aligned (a tight slab of
      * 3-channel pixels is an odd number of floats) */
     size_t slab_f = j->direct ? 0 : (size_t)((j->tight ? 1 : p->cbin) * j->bs + 15) & ~(size_t)15;
@@ -296,12 +302,12 @@ static void conv_task(void *vctx, int64_t task) {
         base = slab;
         row_origin = oy0 * s->sh;
     }
-    for (int64_t q = 0, oy = oy0, ox = 0; q < npix; q++) {
+    for (int64_t q = 0, oy = oy0, ox = ox0; q < npix; q++) {
         pix[q] = base + (oy * s->sh - row_origin) * j->rs + ox * s->sw * j->cs;
-        if (++ox == j->ow) ox = 0, oy++;
+        if (++ox == ox1) ox = ox0, oy++;
     }
     int64_t plane = j->oh * j->ow, taps = s->kh * s->kw;
-    out_prefetch pf = output_rows(j, img, oy0 * j->ow, npix);
+    out_prefetch pf = output_rows(j, img, p0, npix);
     for (int64_t b = 0; b < p->cbout;) {
         int nb = conv_blocks_at_once(j, b);
         sv_epilogue ep[2];
@@ -312,11 +318,11 @@ static void conv_task(void *vctx, int64_t task) {
             ep[u] = (sv_epilogue){.bias = p->bias + SV_CB * (b + u), .act = late ? 0 : j->act,
                                   .alpha = 1.0f, .slope = j->slope, .res_first = j->res_first};
             if (j->out_blocked && j->res) {
-                ep[u].residual = j->res + ((img * p->cbout + b + u) * plane + oy0 * j->ow) * SV_CB;
+                ep[u].residual = j->res + ((img * p->cbout + b + u) * plane + p0) * SV_CB;
                 ep[u].ldr = SV_CB;
             }
         }
-        float *c = j->out_blocked ? j->y + ((img * p->cbout + b) * plane + oy0 * j->ow) * SV_CB
+        float *c = j->out_blocked ? j->y + ((img * p->cbout + b) * plane + p0) * SV_CB
                                   : oslab + b * npix * SV_CB;
         int64_t cstride = j->out_blocked ? plane * SV_CB : npix * SV_CB;
         int nc = (int)min64(SV_CB, s->cout - SV_CB * (b + nb - 1));
@@ -351,7 +357,7 @@ static void conv_task(void *vctx, int64_t task) {
         b += nb;
     }
     if (!j->out_blocked) {
-        int64_t at = img * p->s.cout * plane + oy0 * j->ow;
+        int64_t at = img * p->s.cout * plane + p0;
         sv_conv_store_nchw(j->isa, oslab, npix, p->s.cout, j->y + at, j->res ? j->res + at : NULL,
                            plane, j->act, j->slope, j->res_first);
     }
@@ -431,7 +437,17 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
      * one on the row path, against a broadcast for a whole tile) */
     int t = sv_conv_threads(p->depthwise ? 4.0 * macs : macs, threads);
     j->rows_per_task = task_rows(j, t);
-    j->tasks_per_image = cdiv(oh, j->rows_per_task);
+    /* Images of a row or two (a 1-D convolution is one of a row: ONNX's Conv on [b, c, t])
+     * give too few row tasks for the threads: each row is then cut into slices of columns
+     * (of at least four tiles).  With one image of one row, all of it ran on one thread. */
+    j->col_tasks = 1;
+    if (t > 1 && j->rows_per_task == 1 && !p->depthwise && n * oh < 4 * t) {
+        int64_t want = cdiv(4 * t, n * oh), most = ow / (4 * (int64_t)j->mr);
+        j->col_tasks = want < most ? want : (most > 1 ? most : 1);
+    }
+    j->cols_per_task = cdiv(ow, j->col_tasks);
+    j->col_tasks = cdiv(ow, j->cols_per_task);
+    j->tasks_per_image = cdiv(oh, j->rows_per_task) * j->col_tasks;
     plan_segments(j);
     int64_t ntasks = n * j->tasks_per_image;
     sv_run_tasks(ntasks, conv_task, j, t);
