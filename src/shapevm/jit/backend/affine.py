@@ -37,6 +37,12 @@ def channel_axis(shape: tuple[int, ...], n: int) -> bool:
     return shape in ((n, 1, 1), (1, n, 1, 1))
 
 
+def channel_axis_1d(shape: tuple[int, ...], n: int) -> bool:
+    """A constant per channel of an NCT result (a 1-D convolution's): ``[c, 1]`` or
+    ``[1, c, 1]``."""
+    return shape in ((n, 1), (1, n, 1))
+
+
 def _values(low: Any, operand: tuple[str, Any], n: int, per_channel: ChannelShape) -> Any:
     """The operand as ``f64[n]`` (a literal or a one-element constant for all channels),
     or None."""

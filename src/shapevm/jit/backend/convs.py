@@ -183,6 +183,18 @@ def lower_conv(low: Any, op: Op) -> bool:
     folded = affine.fold(low, h, cout, affine.channel_axis, w, 0, bias)
     h, w, bias = folded.h, folded.weights, folded.bias
     chain += folded.positions
+    # a 1-D convolution (ONNX's Conv on [b, c, t], imported as a 2-D one on [b, c, 1, t]
+    # between reshapes): what follows the reshape back to [b, c, t] (a batch norm, GELU, a
+    # residual) fuses as it does after a 2-D one; the kernel writes the 3-D result through
+    # a 4-D view of it
+    written: tuple[Any, ...] | None = None
+    squeeze = _squeeze_of(low, h)
+    if squeeze is not None:
+        written = tuple(graph.value(h).shape)
+        chain.append(squeeze.pos)
+        folded = affine.fold(low, squeeze.outs[0], cout, affine.channel_axis_1d, w, 0, bias)
+        h, w, bias = folded.h, folded.weights, folded.bias
+        chain += folded.positions
     act: native.Activation = "none"
     found = match_activation(low, h)
     if found is not None:
@@ -203,7 +215,9 @@ def lower_conv(low: Any, op: Op) -> bool:
             residual_first = True
     # blocked when every reader takes it so; a residual then comes blocked too (else the
     # result is NCHW, and the next convolution reorders it as it reads it)
-    out_blocked = _stays_blocked(low, h) and (residual is None or residual in low.blocked)
+    out_blocked = (
+        written is None and _stays_blocked(low, h) and (residual is None or residual in low.blocked)
+    )
     attrs = op.attrs
     packed = native.pack_conv2d(
         w,
@@ -224,8 +238,8 @@ def lower_conv(low: Any, op: Op) -> bool:
     else:
         ins = [xt]
         if residual is not None:
-            ins.append(low.contiguous(low.tensor(residual), pcs))
-        out = low.result(h)
+            ins.append(_as_written(low, low.contiguous(low.tensor(residual), pcs), written))
+        out = _as_written(low, low.result(h), written)
     label = "conv" + ("+bias" if bias is not None else "")
     if residual_first:
         label += "+residual" + act_label(act)
@@ -242,12 +256,34 @@ def lower_conv(low: Any, op: Op) -> bool:
             obj=native.conv_kernel(packed, act, in_blocked, out_blocked, residual_first),
             pcs=pcs,
             label=label,
-            inplace=((0, 1),) if residual is not None else (),
+            inplace=((0, 1),) if residual is not None and written is None else (),
         )
     )
     low.claim(*chain)
     low.patterns.append("conv")
     return True
+
+
+def _squeeze_of(low: Any, h: int) -> Op | None:
+    """The reshape of a ``[b, c, 1, w]`` result ``h`` to ``[b, c, w]``, when it is the one
+    reader of ``h``; else None."""
+    from shapevm.jit.backend.lower import _shape_equal
+
+    user = low.sole_user(h)
+    if user is None or user.info is None or user.info.name != "reshape":
+        return None
+    shape, out = low.graph.value(h).shape, low.graph.value(user.outs[0]).shape
+    if len(shape) != 4 or not isinstance(shape[2], int) or shape[2] != 1:
+        return None
+    return user if _shape_equal(out, (shape[0], shape[1], shape[3])) else None
+
+
+def _as_written(low: Any, tid: int, shape: tuple[Any, ...] | None) -> int:
+    """``tid`` (C-contiguous), or a view of it with the 4-D ``shape`` the kernel writes."""
+    if shape is None:
+        return tid
+    view: int = low.new("view", F32, shape, base=tid, viewop=N.V_RESHAPE, contiguous=True)
+    return view
 
 
 def lower_global_pool(low: Any, op: Op) -> bool:
