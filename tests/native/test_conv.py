@@ -207,19 +207,21 @@ def test_threads_do_not_change_the_result(isa: str) -> None:
 
 @pytest.mark.parametrize("layouts", ["nchw>nchw", "blocked>blocked", "nchw>blocked"])
 @pytest.mark.parametrize(("n", "h", "w"), [(1, 1, 1500), (2, 1, 97), (1, 2, 300)])
+@pytest.mark.parametrize(("cin", "stride"), [(40, 2), (3, 1)])  # (3, 1): conv_gemm.c's rows
 def test_rows_cut_into_columns_for_the_threads(
-    isa: str, layouts: str, n: int, h: int, w: int
+    isa: str, layouts: str, n: int, h: int, w: int, cin: int, stride: int
 ) -> None:
     """An image of a row or two (a 1-D convolution) is cut into slices of columns for the
     threads: the same bits as on one thread, the residual and the padding at the slices'
     edges included, and the op table's result."""
-    x, wt = _data(20, n, 40, h, w), _data(21, 48, 40, 1, 3)
-    packed = native.pack_conv2d(wt, _data(22, 48), stride=(1, 2), padding=(0, 1))
-    res = _data(23, n, 48, h, (w - 1) // 2 + 1)
+    w = w * 4 if cin < 16 else w  # enough multiply-adds for two threads
+    x, wt = _data(20, n, cin, h, w), _data(21, 48, cin, 1, 3)
+    packed = native.pack_conv2d(wt, _data(22, 48), stride=(1, stride), padding=(0, 1))
+    res = _data(23, n, 48, h, (w - 1) // stride + 1)
     one = run(x, packed, layouts, 48, activation="gelu_erf", residual=res, threads=1)
     pool = run(x, packed, layouts, 48, activation="gelu_erf", residual=res, threads=0)
     np.testing.assert_array_equal(pool, one)
-    h64 = reference(x, wt, _data(22, 48), np.float64, stride=(1, 2), padding=(0, 0, 1, 1))
+    h64 = reference(x, wt, _data(22, 48), np.float64, stride=(1, stride), padding=(0, 0, 1, 1))
     assert rel_err(one, act64("gelu_erf", h64) + res) < 1e-5
 
 

@@ -41,6 +41,7 @@ typedef struct rows_job {
     const sv_packed_conv *p;
     const sv_isa_table *isa;
     int64_t n, h, w, oh, ow, wp, rows_per_task, tasks_per_image, slab_rows;
+    int64_t col_tasks, cols_per_task; /* slices of an output row (cols: a multiple of 16) */
     const float *x, *res;
     float *y;
     int act, res_first;
@@ -92,8 +93,9 @@ static void rows_task(void *vctx, int64_t task) {
     rows_job *j = vctx;
     const sv_packed_conv *p = j->p;
     const sv_conv_shape *s = &p->s;
-    int64_t img = task / j->tasks_per_image;
-    int64_t oy0 = task % j->tasks_per_image * j->rows_per_task;
+    int64_t img = task / j->tasks_per_image, rt = task % j->tasks_per_image;
+    int64_t c0 = rt % j->col_tasks * j->cols_per_task, c1 = min64(c0 + j->cols_per_task, j->ow);
+    int64_t oy0 = rt / j->col_tasks * j->rows_per_task;
     int64_t oy1 = min64(oy0 + j->rows_per_task, j->oh);
     int64_t k1 = s->cin * s->kh * s->kw + 1, plane = j->oh * j->ow;
     size_t slab_f = (size_t)(s->cin * j->slab_rows * j->wp);
@@ -107,8 +109,8 @@ static void rows_task(void *vctx, int64_t task) {
               slab);
     int mr = j->isa->mr;
     for (int64_t oy = oy0; oy < oy1; oy++)
-        for (int64_t ox0 = 0; ox0 < j->ow; ox0 += SV_NR) {
-            int nc = (int)min64(SV_NR, j->ow - ox0);
+        for (int64_t ox0 = c0; ox0 < c1; ox0 += SV_NR) {
+            int nc = (int)min64(SV_NR, c1 - ox0);
             pack_panel(j, slab, oy - oy0, ox0, nc, panel);
             int64_t at = img * s->cout * plane + oy * j->ow;
             /* with res_first the dense epilogue adds the residual, the activation follows */
@@ -143,7 +145,16 @@ int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
     j.rows_per_task = min64(cdiv(512, ow), oh);
     while (j.rows_per_task > 1 && t > 1 && n * cdiv(oh, j.rows_per_task) < 4 * t)
         j.rows_per_task = cdiv(j.rows_per_task, 2);
-    j.tasks_per_image = cdiv(oh, j.rows_per_task);
+    /* images of a row or two (a 1-D convolution's) cut their rows into slices of columns,
+     * as the blocked path does (`conv.c`) */
+    j.col_tasks = 1;
+    if (t > 1 && j.rows_per_task == 1 && n * oh < 4 * t) {
+        int64_t want = cdiv(4 * t, n * oh), most = ow / (4 * SV_NR);
+        j.col_tasks = want < most ? want : (most > 1 ? most : 1);
+    }
+    j.cols_per_task = cdiv(cdiv(ow, j.col_tasks), SV_NR) * SV_NR;
+    j.col_tasks = cdiv(ow, j.cols_per_task);
+    j.tasks_per_image = cdiv(oh, j.rows_per_task) * j.col_tasks;
     j.slab_rows = (j.rows_per_task - 1) * s->sh + (s->kh - 1) * s->dh + 1;
     int64_t ntasks = n * j.tasks_per_image;
     sv_run_tasks(ntasks, rows_task, &j, t);
