@@ -123,7 +123,9 @@ def _chains(seed: int) -> Callable[[Any], Any]:
 
 def tier3_child(count: int) -> None:
     """In a fresh process: compile `count` functions' chains; print what tier 3 did."""
-    x = RNG.normal(size=(8, 64)).astype(np.float32)
+    # 1024 rows: chains large enough for generated code with the default options
+    # (`tier3_min_elements`)
+    x = RNG.normal(size=(1024, 64)).astype(np.float32)
     rows = []
     for seed in range(count):
         f = sv.jit(_chains(seed), shapes="b, 64")  # default options
@@ -171,8 +173,9 @@ def gil(quick: bool) -> None:
     interp(x)
     idle = timed(lambda: interp(x), 500 if quick else 2000)
     target = sv.jit(_chains(99), shapes="b, 16")  # default options: hot at the third call
+    big = RNG.normal(size=(4096, 16)).astype(np.float32)  # past tier3_min_elements
     for _ in range(3):
-        target(x)
+        target(big)
     busy: list[float] = []
     while any(r["tier3"] in ("", "compiling") for r in target.jit_info()):
         busy += timed(lambda: interp(x), 20)

@@ -73,8 +73,8 @@ FUNCTIONS = {
 
 
 def _check_against_the_interpreter(fn: Any, specs: Any, arrays: Any) -> None:
-    """Every chain of ``fn`` runs generated code (the last set of arrays with its innermost
-    extent baked in, the others with any extent); each result matches the interpreter."""
+    """Every chain of ``fn`` runs generated code (the last set of arrays specialized, which
+    bakes in an innermost extent the program fixes); each result matches the interpreter."""
     exp = sv.export(sv.jit(fn))(*specs)
     ex = Executable(exp.program)
     lowerings = [f for _, f in LOWERINGS]
