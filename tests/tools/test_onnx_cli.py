@@ -131,3 +131,8 @@ def test_bench_feeds_every_input_of_a_model_sized_from_the_first(
     assert bench_main([*args[:1], str(odd), *args[2:], "--systems", "shapevm-interp"]) == 2
     err = capsys.readouterr().err  # said before any process starts
     assert f"--onnx {odd}: input 'mask': dimension 'tokens' (axis 1)" in err
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    assert bench_main([*args[:1], str(junk), *args[2:], "--systems", "shapevm-interp"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a valid ONNX model" in err and "fix:" in err

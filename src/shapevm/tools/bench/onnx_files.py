@@ -70,12 +70,11 @@ Dim = int | str | None
 
 def graph_inputs(path: str) -> list[tuple[str, np.dtype[Any], list[Dim]]]:
     """The file's graph inputs that are not initializers: name, dtype and declared dimensions
-    (an int, a name, or None where the file says nothing)."""
-    import onnx
+    (an int, a name, or None where the file says nothing). A file that is not a model raises
+    `shapevm.onnx.ModelFileError` (a ValueError) saying so."""
+    from shapevm.onnx.model_io import ONNX_DTYPES, read_model
 
-    from shapevm.onnx.model_io import ONNX_DTYPES
-
-    graph = onnx.load(path, load_external_data=False).graph
+    graph = read_model(path)[0].graph
     init = {t.name for t in graph.initializer}
     out = []
     for v in graph.input:
