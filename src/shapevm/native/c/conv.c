@@ -372,6 +372,12 @@ int sv_conv_threads(double macs, int threads) {
     return t < threads ? t : threads;
 }
 
+int64_t sv_conv_col_tasks(int t, int64_t n, int64_t oh, int64_t ow, int64_t min_cols) {
+    if (t <= 1 || n * oh >= 4 * t) return 1;
+    int64_t want = cdiv(4 * t, n * oh), most = ow / min_cols;
+    return want < most ? want : (most > 1 ? most : 1);
+}
+
 /* Rows of output per task: ~512 pixels, a slab under 256 KiB, and, with threads, at least
  * four tasks per thread to share unevenly. */
 static int64_t task_rows(const conv_job *j, int t) {
@@ -440,11 +446,9 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     /* Images of a row or two (a 1-D convolution is one of a row: ONNX's Conv on [b, c, t])
      * give too few row tasks for the threads: each row is then cut into slices of columns
      * (of at least four tiles).  With one image of one row, all of it ran on one thread. */
-    j->col_tasks = 1;
-    if (t > 1 && j->rows_per_task == 1 && !p->depthwise && n * oh < 4 * t) {
-        int64_t want = cdiv(4 * t, n * oh), most = ow / (4 * (int64_t)j->mr);
-        j->col_tasks = want < most ? want : (most > 1 ? most : 1);
-    }
+    j->col_tasks = j->rows_per_task == 1 && !p->depthwise
+                       ? sv_conv_col_tasks(t, n, oh, ow, 4 * (int64_t)j->mr)
+                       : 1;
     j->cols_per_task = cdiv(ow, j->col_tasks);
     j->col_tasks = cdiv(ow, j->cols_per_task);
     j->tasks_per_image = cdiv(oh, j->rows_per_task) * j->col_tasks;

@@ -147,11 +147,7 @@ int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
         j.rows_per_task = cdiv(j.rows_per_task, 2);
     /* images of a row or two (a 1-D convolution's) cut their rows into slices of columns,
      * as the blocked path does (`conv.c`) */
-    j.col_tasks = 1;
-    if (t > 1 && j.rows_per_task == 1 && n * oh < 4 * t) {
-        int64_t want = cdiv(4 * t, n * oh), most = ow / (4 * SV_NR);
-        j.col_tasks = want < most ? want : (most > 1 ? most : 1);
-    }
+    j.col_tasks = j.rows_per_task == 1 ? sv_conv_col_tasks(t, n, oh, ow, 4 * SV_NR) : 1;
     j.cols_per_task = cdiv(cdiv(ow, j.col_tasks), SV_NR) * SV_NR;
     j.col_tasks = cdiv(ow, j.cols_per_task);
     j.tasks_per_image = cdiv(oh, j.rows_per_task) * j.col_tasks;

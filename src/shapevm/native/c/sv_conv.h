@@ -117,6 +117,10 @@ int sv_conv2d_rows(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
 int sv_pack_conv_rows(sv_packed_conv *p, const float *w, const int64_t ws[4],
                       const float *bias, int64_t bstride);
 int sv_conv_threads(double macs, int threads);
+/* Slices to cut each output row into, for t threads over n images of oh rows taken a row per
+ * task: enough for four tasks a thread, each slice at least min_cols wide; 1 when the rows
+ * are enough (images of a row or two, a 1-D convolution's, are not). */
+int64_t sv_conv_col_tasks(int t, int64_t n, int64_t oh, int64_t ow, int64_t min_cols);
 /* One row of a zero-bordered slab (wp pixels of cs floats): pl pixels of zeros, the w
  * pixels of src (a blocked row, or NCHW channel rows plane floats apart, nc of them,
  * reordered into pixels), zeros to the end; all zeros where src is NULL. */
