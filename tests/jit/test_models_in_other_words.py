@@ -4,7 +4,8 @@ agree with the interpreter on every one, at several shapes.
 Each of these found a wrong result or a refused call when it was first run: a concatenate
 along axis -1 (rotary embeddings), a reshape of a row picked from a batch (a class token),
 a dense layer written over its own residual with a long k, a table sliced by a symbolic
-length, an embedding lookup, a mean over the sequence axis.
+length, an embedding lookup, a mean over the sequence axis, patches of an image whose sides
+are declared multiples of the patch size.
 """
 
 from __future__ import annotations
@@ -163,6 +164,14 @@ MODELS: dict[str, tuple[Callable[..., Any], str, list[str], Any, list[tuple[int,
         ["h <= 16", "w <= 16"],
         np.float32,
         [(1, 3, 8, 8), (2, 3, 16, 24), (3, 3, 12, 8)],
+    ),
+    # the same ViT with its sides as JAX users declare them: divisibility constraints
+    "vit_mod": (
+        vit,
+        "b, 3, h, w",
+        ["mod(h, 4) == 0", "mod(w, 4) == 0", "h <= 64", "w <= 64"],
+        np.float32,
+        [(1, 3, 8, 8), (2, 3, 16, 24), (1, 3, 64, 4)],
     ),
     "text": (text, "b, s", [], np.int32, [(1, 4), (3, 9), (2, 1)]),
 }

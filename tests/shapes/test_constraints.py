@@ -214,3 +214,18 @@ def test_an_equality_implied_by_earlier_ones_is_accepted_as_jax_does() -> None:
     assert a == b == c
     with pytest.raises(sv.shapes.UnsatisfiableConstraintsError):
         sv.symbolic_shape("a, b", constraints=("a == b + 1", "b == a"))
+
+
+def test_divisibility_constraints_apply_to_every_quotient_of_a_product():
+    # a ViT's patches: [b, 3, h, w] -> [b, h//16, w//16, 3*16*16]; both quotients must go
+    b, h, w = sv.symbolic_shape("b, h, w", constraints=["mod(h, 16) == 0", "mod(w, 16) == 0"])
+    patches = (h // 16) * (w // 16)  # then multiplied: both quotients in one monomial
+    assert b * patches * 768 == 3 * b * h * w
+    assert patches * 256 == h * w and hash(patches * 256) == hash(h * w)
+    assert patches * 16 == h * (w // 16)
+    # and the other way: a reshape's -1 divides the elements by the known dimensions
+    assert (3 * b * h * w) // (b * patches) == 768 and (3 * b * h * w) % (b * patches) == 0
+    assert (h * w) // (h // 16) == 16 * w
+    # a remainder other than 0 leaves its constant, in every factor
+    (x, y) = sv.symbolic_shape("x, y", constraints=["mod(x, 4) == 1", "mod(y, 4) == 3"])
+    assert (x // 4) * (y // 4) * 16 == (x - 1) * (y - 3)

@@ -414,19 +414,31 @@ def make(p: Poly, scope: SymbolicScope | None) -> DimSize:
 
 def _exact_quotients(p: Poly, remainders: Mapping[Atom, Poly]) -> Poly:
     """Rewrite ``k*c*floordiv(x, c)`` to ``k*(x - r)`` where a rule says ``mod(x, c) == r``
-    (``4*floordiv(b, 4)`` is ``b`` under ``mod(b, 4) == 0``)."""
-    for mono, coeff in list(p.items()):
-        for i, (atom, exp) in enumerate(mono):
-            if atom.op != "floordiv" or exp != 1 or not isinstance(atom.args[1], int):
-                continue
-            x, c = atom.args
-            r = remainders.get(Atom("mod", (x, c)))
-            if r is None or coeff % c:
-                continue
-            rest: Poly = {mono[:i] + mono[i + 1 :]: coeff // c}
-            p = poly_add(p, {mono: coeff}, -1)
-            p = poly_add(p, poly_mul(rest, poly_add(as_poly(x), r, -1)))
+    (``4*floordiv(b, 4)`` is ``b`` under ``mod(b, 4) == 0``), until none is left: a
+    rewrite makes new monomials, and one may hold another such quotient
+    (``256*floordiv(h, 16)*floordiv(w, 16)`` is ``16*h*floordiv(w, 16)``, then ``h*w``).
+    Each rewrite is an identity, and divides a coefficient by its divisor; the bound only
+    guards against remainder rules that feed each other."""
+    changed = True
+    for _ in range(256):
+        if not changed:
             break
+        changed = False
+        for mono, coeff in list(p.items()):
+            for i, (atom, exp) in enumerate(mono):
+                if atom.op != "floordiv" or exp != 1 or not isinstance(atom.args[1], int):
+                    continue
+                x, c = atom.args
+                r = remainders.get(Atom("mod", (x, c)))
+                if r is None or coeff % c:
+                    continue
+                rest: Poly = {mono[:i] + mono[i + 1 :]: coeff // c}
+                p = poly_add(p, {mono: coeff}, -1)
+                p = poly_add(p, poly_mul(rest, poly_add(as_poly(x), r, -1)))
+                changed = True
+                break
+            if changed:
+                break
     return p
 
 
@@ -531,7 +543,7 @@ def floordiv(x: DimSize, y: DimSize) -> DimSize:
         return make(poly_add(quot, {((Atom("floordiv", (rem_e, y)), 1),): 1}), scope)
     assert scope is not None and isinstance(y, DimExpr)
     scope.check_divisor("floordiv", x, y)
-    exact = _exact_division(as_poly(x), as_poly(y))
+    exact = _divide(as_poly(x), as_poly(y), scope)
     if exact is not None:
         return make(exact, scope)
     return make({((Atom("floordiv", (x, y)), 1),): 1}, scope)
@@ -552,7 +564,7 @@ def mod(x: DimSize, y: DimSize) -> DimSize:
         return make({((Atom("mod", (make(rem, scope), y)), 1),): 1}, scope)
     assert scope is not None and isinstance(y, DimExpr)
     scope.check_divisor("mod", x, y)
-    if _exact_division(as_poly(x), as_poly(y)) is not None:
+    if _divide(as_poly(x), as_poly(y), scope) is not None:
         return 0
     return make({((Atom("mod", (x, y)), 1),): 1}, scope)
 
@@ -566,6 +578,47 @@ def _trunc_divmod(c: int, y: int) -> tuple[int, int]:
     """
     q = -((-c) // y) if c < 0 else c // y
     return q, c - q * y
+
+
+def _divide(p: Poly, d: Poly, scope: SymbolicScope) -> Poly | None:
+    """The polynomial ``q`` with ``p == q * d`` under the scope's rules, or None.
+
+    Beyond polynomial division, a variable ``x`` with a rule ``mod(x, c) == r`` is
+    ``c*floordiv(x, c) + r``: ``3*b*h*w`` over ``b*floordiv(h, 4)*floordiv(w, 4)`` (a
+    reshape's ``-1`` in an image's patches) is 48 under ``mod(h, 4) == 0`` and
+    ``mod(w, 4) == 0``, which the division of ``p`` as it is written cannot see."""
+    q = _exact_division(p, d)
+    if q is not None or not scope._remainders:
+        return q
+    subs: dict[Atom, Poly] = {}
+    for atom, r in scope._remainders.items():
+        x, c = atom.args
+        if not isinstance(c, int) or not isinstance(x, DimExpr) or len(x._terms) != 1:
+            continue
+        (mono, coeff) = x._terms[0]
+        if coeff != 1 or len(mono) != 1 or mono[0][1] != 1 or mono[0][0].op != "var":
+            continue
+        quotient: Poly = {((Atom("floordiv", (x, c)), 1),): c}
+        subs[mono[0][0]] = poly_add(quotient, r)
+    if not subs:
+        return None
+    return _exact_division(_substitute(p, subs), _substitute(d, subs))
+
+
+def _substitute(p: Poly, subs: Mapping[Atom, Poly]) -> Poly:
+    """``p`` with each atom of ``subs`` replaced by its polynomial."""
+    out: Poly = {}
+    for mono, coeff in p.items():
+        term: Poly = {(): coeff}
+        for atom, e in mono:
+            factor = subs.get(atom)
+            if factor is None:
+                term = poly_mul(term, {((atom, e),): 1})
+                continue
+            for _ in range(e):
+                term = poly_mul(term, factor)
+        out = poly_add(out, term)
+    return out
 
 
 def _exact_division(p: Poly, d: Poly) -> Poly | None:
