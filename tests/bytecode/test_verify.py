@@ -665,6 +665,22 @@ def test_decide_is_sound_about_what_it_cannot_know() -> None:
     assert decide(3, "==", 4) is Verdict.FAILS
 
 
+def test_decide_holds_when_the_difference_is_zero_under_the_rules() -> None:
+    """``16*floordiv(w, 16)`` as it was built (a form ``make`` would not leave) and ``w``
+    differ in their terms, but not under ``mod(w, 16) == 0``: their difference is 0, which
+    is not a failure."""
+    from shapevm.bytecode.shape_expr import Verdict, decide
+    from shapevm.shapes import SymbolicScope, symbolic_shape
+    from shapevm.shapes import expr as E
+
+    scope = SymbolicScope(("mod(w, 16) == 0",))
+    (w,) = symbolic_shape("w", scope=scope)
+    raw = E.DimExpr(tuple((m, 16 * c) for m, c in (w // 16)._terms), scope)
+    assert raw != w and raw - w == 0
+    assert decide(raw, "==", w) is Verdict.HOLDS
+    assert decide(raw, "==", w + 16) is Verdict.FAILS
+
+
 def test_equality_constraint_makes_the_condition_provable() -> None:
     text = """
 func @f(t0: f32[b, k], t1: f32[m, 8]) -> f32[b, 8]

@@ -237,9 +237,9 @@ def decide(lhs: SymDim, rel: str, rhs: SymDim) -> Verdict:
     if rel == "==":
         if a == b:
             return Verdict.HOLDS
-        diff = a - b
+        diff = a - b  # the difference's own canonical form may see what a == b did not
         if isinstance(diff, int):
-            return Verdict.FAILS
+            return Verdict.HOLDS if diff == 0 else Verdict.FAILS
         if _try(lambda: diff >= 1) or _try(lambda: diff <= -1):
             return Verdict.FAILS
         return Verdict.UNKNOWN
