@@ -115,6 +115,13 @@ def test_wrong_inputs_get_clear_errors() -> None:
         exp.call(np.ones((2, 15), np.float32))
     with pytest.raises(TypeError, match="called with arguments structured as"):
         exp.call(np.ones((2, 16), np.float32), np.ones(3))
+    # a nested list is named as one, not shown as a structure of one '*' per number
+    rows = np.ones((40, 16)).tolist()
+    for call in (exp.call, exp.jit()):
+        with pytest.raises(TypeError, match=r"'x' of 'mlp' is a list, not an array") as err:
+            call(rows)
+        assert "f32[b, 16]" in str(err.value) and "np.asarray(x, np.float32)" in str(err.value)
+        assert len(str(err.value)) < 300
 
 
 def test_corrupt_bytes_are_a_format_error() -> None:

@@ -176,11 +176,7 @@ class Exported:
                 return args, {}  # the common case: positional arrays, nothing to flatten
         leaves, tree = _pytree.flatten(tuple(args))
         if tree != self.in_tree:
-            raise TypeError(
-                f"exported function {self.fun_name!r} called with arguments structured as "
-                f"{tree}, but it was exported for {self.in_tree}\n"
-                "  fix: pass the same arguments as at export time, except static ones"
-            )
+            raise TypeError(self._structure_message(args, tree))
         arrays: list[Any] = []
         dims: dict[str, int] = {}
         for leaf, kind in zip(leaves, self.leaf_kinds, strict=True):
@@ -191,6 +187,26 @@ class Exported:
         return arrays, dims
 
     __call__ = call
+
+    def _structure_message(self, args: Sequence[Any], tree: _pytree.TreeDef) -> str:
+        """What is wrong with arguments whose structure is not the exported one: a nested
+        list where an array belongs is named as such (its structure would be one ``*``
+        per number)."""
+        if self._flat_arrays and len(args) == len(self.leaf_kinds):
+            for name, arg, aval in zip(self._arg_names, args, self.in_avals, strict=True):
+                if isinstance(arg, (list, tuple)):
+                    kind = type(arg).__name__
+                    return (
+                        f"argument {name!r} of {self.fun_name!r} is a {kind}, not an array\n"
+                        f"  expected: an array {_aval(aval)}\n"
+                        f"  found:    a {kind} of length {len(arg)}\n"
+                        f"  fix:      pass np.asarray({name}, np.{aval.dtype})"
+                    )
+        return (
+            f"exported function {self.fun_name!r} called with arguments structured as "
+            f"{_shorten(str(tree))}, but it was exported for {_shorten(str(self.in_tree))}\n"
+            "  fix: pass the same arguments as at export time, except static ones"
+        )
 
     def jit(self, **options: Any) -> JittedExported:
         """This function with a JIT: lowered to native code now, for every shape; C for hot
@@ -279,6 +295,10 @@ class JittedExported:
 
     def __repr__(self) -> str:
         return f"<jit of {self.exported!r}>"
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _aval(a: ShapeDtypeStruct) -> str:
