@@ -122,6 +122,10 @@ def test_wrong_inputs_get_clear_errors() -> None:
             call(rows)
         assert "f32[b, 16]" in str(err.value) and "np.asarray(x, np.float32)" in str(err.value)
         assert len(str(err.value)) < 300
+        # ONNX Runtime's habit: a dict of feeds
+        with pytest.raises(TypeError, match=r"takes its inputs in order, not as a dict") as err:
+            call({"x": np.ones((2, 16), np.float32)})
+        assert "(x: f32[b, 16])" in str(err.value) and "keys ['x']" in str(err.value)
 
 
 def test_corrupt_bytes_are_a_format_error() -> None:

@@ -192,6 +192,16 @@ class Exported:
         """What is wrong with arguments whose structure is not the exported one: a nested
         list where an array belongs is named as such (its structure would be one ``*``
         per number)."""
+        if self._flat_arrays and len(args) == 1 and isinstance(args[0], dict):
+            params = ", ".join(
+                f"{n}: {_aval(a)}" for n, a in zip(self._arg_names, self.in_avals, strict=True)
+            )
+            return (
+                f"{self.fun_name!r} takes its inputs in order, not as a dict of feeds\n"
+                f"  expected: ({params})\n"
+                f"  found:    a dict with keys {_shorten(str(sorted(map(str, args[0]))))}\n"
+                "  fix:      call it with *(feeds[name] for name in exported.arg_names)"
+            )
         if self._flat_arrays and len(args) == len(self.leaf_kinds):
             for name, arg, aval in zip(self._arg_names, args, self.in_avals, strict=True):
                 if isinstance(arg, (list, tuple)):

@@ -465,8 +465,8 @@ def _resolve_reshape(old: Sequence[Any], new: Sequence[Any]) -> tuple[Any, ...]:
         raise InconclusiveDimensionOperation(
             f"Cannot divide evenly the sizes of shapes {fmt_shape(old)} and {fmt_shape(new)}.\n"
             f"The remainder {rem} should be 0.\n"
-            "Fix: choose symbolic shapes that make the division exact (e.g. '4*b' instead of "
-            "'b'), or spell every dimension of the target shape."
+            "Fix: choose symbolic shapes that make the division exact ('4*b' instead of 'b', "
+            "or the constraint 'mod(b, 4) == 0'), or spell every dimension of the target shape."
         )
     dims[holes[0]] = total // known
     return tuple(dims)
