@@ -175,3 +175,33 @@ def test_an_unknown_dimension_variable_gets_a_fix_in_python_terms() -> None:
 
     exp = sv.export(sv.jit(with_k))(sv.ShapeDtypeStruct((b,), np.float32), k)
     assert exp.call(np.ones(3, np.float32), 5).shape == (5,)
+
+
+def test_a_reshape_that_needs_divisible_sides_names_the_constraints() -> None:
+    """Pairs of tokens, patches of an image: the fix names 'mod(s, 2) == 0' (one per side
+    for the patches), not the equation of element counts; with them the function runs."""
+    w = np.ones((4, 48), np.float32)
+
+    def pairs(x: Any) -> Any:
+        b, s, d = x.shape
+        return x.reshape(b, s // 2, 2 * d).mean(-1)
+
+    def patches(img: Any) -> Any:
+        b, c, h, ww = img.shape
+        p = img.reshape(b, c, h // 4, 4, ww // 4, 4).transpose(0, 2, 4, 1, 3, 5)
+        return p.reshape(b, (h // 4) * (ww // 4), c * 16) @ w.T
+
+    cases = [
+        (pairs, "b, s, 8", ["mod(s, 2) == 0"], (2, 6, 8)),
+        (patches, "b, 3, h, w", ["mod(h, 4) == 0", "mod(w, 4) == 0"], (2, 3, 8, 12)),
+    ]
+    for fn, spec, needed, shape in cases:
+        with pytest.raises(sv.TracingError) as info:
+            sv.jit(fn, shapes=[spec])(np.ones(shape, np.float32))
+        fix = str(info.value).split("fix:")[1]
+        assert ", ".join(repr(c) for c in needed) in fix and "==" not in fix.replace(" == 0", ""), (
+            fix
+        )
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        got = sv.jit(fn, shapes=[spec], constraints=needed)(x)
+        np.testing.assert_allclose(got, fn(x), rtol=1e-5, atol=1e-5)

@@ -55,6 +55,34 @@ def test_dims_override_and_constraints_are_enforced() -> None:
         so.load(_relu(["N"]), dims={"y": "b"})
 
 
+def test_a_reshape_into_halves_of_a_dimension_is_imported_assuming_it_even() -> None:
+    """Reshape [b, s, 8] to [b, s / 2, 16] with the target from Shape and Div: it runs only
+    for even s (ONNX Runtime fails on odd ones), so the import assumes mod(s, 2) == 0 and
+    says so; an odd length gets the constraint's ShapeError."""
+    from onnx import numpy_helper
+
+    def ints(name: str, v: int) -> Any:
+        return numpy_helper.from_array(np.array([v], np.int64), name)
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+        helper.make_node("Div", ["s", "two"], ["half"]),
+        helper.make_node("Concat", ["b", "half", "sixteen"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    inits = [ints("zero", 0), ints("one", 1), ints("two", 2), ints("sixteen", 16)]
+    model = _model(nodes, [_vi("x", ["b", "s", 8])], [_vi("y", None)], inits)
+    with pytest.warns(UserWarning, match=r"assuming mod\(s, 2\) == 0"):
+        exp = so.load(model)
+    x = np.arange(2 * 6 * 8, dtype=np.float32).reshape(2, 6, 8)
+    np.testing.assert_array_equal(exp.call(x)[0], x.reshape(2, 3, 16))
+    with pytest.raises(sv.ShapeError, match=r"mod\(s, 2\) == 0"):
+        exp.call(np.ones((2, 7, 8), np.float32))
+    assert so.load(model, constraints=["mod(s, 2) == 0"]).constraints == ("mod(s, 2) == 0",)
+
+
 def test_a_transformer_block_keeps_symbolic_shapes_and_scd_1() -> None:
     w = B.weights()
     exp = so.load(B.transformer_block(w))

@@ -358,6 +358,42 @@ def _simpler_constraint(lhs: SymDim, rel: str, rhs: SymDim) -> str | None:
     return None
 
 
+def _divisibility_constraints(lhs: SymDim, rhs: SymDim) -> list[str] | None:
+    """``16*b*floordiv(s, 2) == 8*b*s`` (a reshape into pairs) holds exactly when
+    ``mod(s, 2) == 0``; an image cut into patches needs one such constraint per side. The
+    fewest constraints ``mod(x, c) == 0`` on the equation's quotients that make its two
+    sides equal, if there are any."""
+    from shapevm.shapes import expr as E
+
+    sides = (lhs, rhs)
+    if not all(isinstance(d, (int, DimExpr)) for d in sides) or all(
+        isinstance(d, int) for d in sides
+    ):
+        return None  # a data-dependent side, or two numbers
+    assert isinstance(lhs, (int, DimExpr)) and isinstance(rhs, (int, DimExpr))
+    diff = E.poly_add(E.as_poly(lhs), E.as_poly(rhs), -1)
+    found = {
+        (a.args[0], a.args[1])
+        for mono in diff
+        for a, _ in mono
+        if a.op in ("floordiv", "mod") and isinstance(a.args[1], int) and a.args[1] > 1
+    }
+    candidates = sorted(found, key=lambda xc: (str(xc[0]), xc[1]))
+
+    def holds(chosen: list[tuple[Any, int]]) -> bool:
+        rules: dict[Any, Any] = {E.Atom("mod", xc): {} for xc in chosen}
+        return not E._substitute(E._exact_quotients(dict(diff), rules), rules)
+
+    if not candidates or not holds(candidates):
+        return None
+    needed = list(candidates)
+    for xc in candidates:
+        fewer = [c for c in needed if c != xc]
+        if holds(fewer):
+            needed = fewer
+    return [f"mod({x}, {c}) == 0" for x, c in needed]
+
+
 def _condition_error(
     info: OpInfo,
     cond: Condition,
@@ -380,11 +416,13 @@ def _condition_error(
     fix = cond.fix
     needed = None
     if verdict is Verdict.UNKNOWN:
-        needed = _simpler_constraint(cond.lhs, cond.rel, cond.rhs)
-        wanted = needed or f"{cond.lhs} {cond.rel} {cond.rhs}"
+        divisible = _divisibility_constraints(cond.lhs, cond.rhs) if cond.rel == "==" else None
+        needed = divisible[0] if divisible else _simpler_constraint(cond.lhs, cond.rel, cond.rhs)
+        wanted = divisible or [needed or f"{cond.lhs} {cond.rel} {cond.rhs}"]
         fix = (
-            f"{fix}; or add the constraint '{wanted}' to the symbolic scope (constraints=[...] "
-            "of symbolic_shape, or of shapevm.onnx.load)"
+            f"{fix}; or add the constraint{'s' * (len(wanted) > 1)} "
+            f"{', '.join(repr(w) for w in wanted)} to the symbolic scope (constraints=[...] "
+            "of shapevm.jit, symbolic_shape or shapevm.onnx.load)"
         ).lstrip("; ")
     err = TracingError(
         what,
