@@ -765,8 +765,12 @@ def take(a: Any, indices: Any, axis: int | None = None) -> Any:
     return bind_op("take", [_as_tensor(a), idx], {"axis": axis})
 
 
-def sort(x: Any, axis: int = -1) -> Any:
-    return bind_op("sort", [_as_tensor(x)], {"axis": axis, "descending": False})
+def sort(x: Any, axis: int | None = -1) -> Any:
+    """Sorted along ``axis`` (None: the flattened array), nan last."""
+    a = _as_tensor(x)
+    if axis is None:
+        a, axis = ravel(a), -1
+    return bind_op("sort", [a], {"axis": axis, "descending": False})
 
 
 def argwhere(x: Any) -> Any:

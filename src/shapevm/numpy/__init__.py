@@ -6,4 +6,8 @@ they compute at once.
 
 from shapevm.frontend import methods as _methods  # noqa: F401  (Tracer operators)
 from shapevm.frontend.numpy_api import *  # noqa: F403
-from shapevm.frontend.numpy_api import __all__  # noqa: F401
+from shapevm.frontend.numpy_api import __all__ as _api_all
+from shapevm.frontend.numpy_more import *  # noqa: F403
+from shapevm.frontend.numpy_more import __all__ as _more_all
+
+__all__ = [*_api_all, *_more_all]

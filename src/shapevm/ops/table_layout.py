@@ -14,6 +14,7 @@ import numpy as np
 from shapevm.ops import shape_rules as rules
 from shapevm.ops.core import REQUIRED, AttrKind, AttrSpec, OpFlag
 from shapevm.ops.dtype_rules import (
+    arg_reduce_dtype,
     full_dtype,
     int_or_float_attr_dtype,
     mask_dtype,
@@ -60,6 +61,20 @@ def _sort(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
     axis = attrs["axis"]
     out = np.sort(args[0], axis=axis)
     return (np.flip(out, axis) if attrs["descending"] else out,)
+
+
+def _argsort(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
+    """Stable: equal values by lower index first in both orders (descending sorts the
+    reversed axis and reads it backwards, as `top_k_kernel`); nan last ascending, first
+    descending, as `sort`."""
+    x = np.asarray(args[0])
+    axis = attrs["axis"] % x.ndim if x.ndim else 0
+    if x.ndim == 0:
+        return (np.zeros((), np.int64),)
+    if not attrs["descending"]:
+        return (np.argsort(x, axis=axis, kind="stable").astype(np.int64),)
+    order = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    return ((x.shape[axis] - 1 - order).astype(np.int64),)
 
 
 def top_k_kernel(args: Sequence[Any], attrs: Attrs) -> tuple[Array, ...]:
@@ -150,6 +165,19 @@ define(
     _sort,
     OpFlag.NONE,
     "sort along axis (nan last ascending, first descending)",
+    (
+        AttrSpec("axis", AttrKind.INT, -1, "the axis to sort"),
+        AttrSpec("descending", AttrKind.BOOL, False, "largest first"),
+    ),
+)
+define(
+    "argsort",
+    1,
+    rules.sort,
+    arg_reduce_dtype,
+    _argsort,
+    OpFlag.NONE,
+    "i64 indices that sort along axis, stable (ties: lower index first; nan as in sort)",
     (
         AttrSpec("axis", AttrKind.INT, -1, "the axis to sort"),
         AttrSpec("descending", AttrKind.BOOL, False, "largest first"),

@@ -1,8 +1,9 @@
 """Rows of the op table for the rest of elementwise math: trigonometry, rounding, tests.
 
 Models imported from ONNX use them (``Tan``, ``Asinh``, ``Round``, ``IsNaN``, ``Softplus``,
-``Mod`` with ``fmod=1``). Each is one NumPy ufunc. Only ``softplus`` joins fused native
-kernels (``FUSIBLE``); the others are rare in hot code, so they run as their ufunc.
+``Mod`` with ``fmod=1``); NumPy programs the accurate logarithms (``log1p``, ``log2``...).
+Each is one NumPy ufunc. Only ``softplus`` joins fused native kernels (``FUSIBLE``); the
+others are rare in hot code, so they run as their ufunc.
 """
 
 from __future__ import annotations
@@ -61,9 +62,18 @@ _TRIG: list[tuple[str, np.ufunc, str]] = [
     ("acosh", np.arccosh, "elementwise inverse hyperbolic cosine (nan below 1)"),
     ("atanh", np.arctanh, "elementwise inverse hyperbolic tangent (nan outside [-1, 1])"),
 ]
+# The logarithms and exponentials NumPy computes without the cancellation of their
+# spelled-out forms (log1p(1e-8) is 1e-8, log(1 + 1e-8) is 0 in float32), and exact where
+# it matters (log2(8) is 3): each its own ufunc.
+_TRIG += [
+    ("expm1", np.expm1, "elementwise exp(x) - 1, accurate near 0"),
+    ("log1p", np.log1p, "elementwise log(1 + x), accurate near 0 (nan below -1)"),
+    ("log2", np.log2, "elementwise base-2 logarithm"),
+    ("log10", np.log10, "elementwise base-10 logarithm"),
+]
 # Outside their domain the four inverse functions give nan; their ufunc would warn there when
 # the interpreter runs it in place, so they keep to their (quiet) kernel.
-_DOMAIN = {"asin", "acos", "acosh", "atanh"}
+_DOMAIN = {"asin", "acos", "acosh", "atanh", "log1p", "log2", "log10"}
 for _name, _fn, _doc in _TRIG:
     _uf = None if _name in _DOMAIN else _fn
     define(_name, 1, rules.elementwise, float_dtype, _quiet(_fn), _EW, _doc, ufunc=_uf)
@@ -106,6 +116,20 @@ define(
     _EW | OpFlag.FUSIBLE,
     "elementwise log(1 + exp(x)), computed without overflow",
 )
+for _name, _fn, _doc in (
+    ("atan2", np.arctan2, "elementwise angle of the point (b, a): arctan(a / b) by quadrant"),
+    ("hypot", np.hypot, "elementwise sqrt(a**2 + b**2) without overflow"),
+):
+    define(
+        _name,
+        2,
+        rules.elementwise,
+        float_dtype,
+        _quiet(_fn),
+        _EW | OpFlag.BINARY,
+        _doc + ", broadcasting",
+        ufunc=_fn,
+    )
 define(
     "fmod",
     2,

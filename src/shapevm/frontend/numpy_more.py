@@ -1,0 +1,397 @@
+"""More of NumPy's API for `shapevm.numpy`: functions written with the op table's ops.
+
+Each takes and gives what its NumPy namesake does (for the float32 and integer arrays a
+traced program holds), with symbolic sizes where NumPy has sizes: ``diff`` of ``[b, s]``
+is ``[b, s - 1]``, ``roll`` by any shift of an axis of symbolic length is a ``take`` of
+``(arange(n) - shift) % n``. On plain NumPy arrays they compute at once, as the rest of
+`shapevm.numpy`. Where NumPy's function returns a shape that depends on the data
+(``unique``) it is not here.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from shapevm.frontend import numpy_api as api
+from shapevm.frontend.numpy_api import _as_tensor, _binary, _unary_float
+from shapevm.frontend.tracer import bind_op
+from shapevm.shapes import DimExpr, min_dim
+
+newaxis = None
+
+
+def expm1(x: Any) -> Any:
+    return _unary_float("expm1", x)
+
+
+def log1p(x: Any) -> Any:
+    return _unary_float("log1p", x)
+
+
+def log2(x: Any) -> Any:
+    return _unary_float("log2", x)
+
+
+def log10(x: Any) -> Any:
+    return _unary_float("log10", x)
+
+
+def arctan2(y: Any, x: Any) -> Any:
+    return _binary("atan2", y, x, to_float=True)
+
+
+def hypot(x: Any, y: Any) -> Any:
+    return _binary("hypot", x, y, to_float=True)
+
+
+def reciprocal(x: Any) -> Any:
+    """``1 / x`` of a float array (NumPy's integer reciprocal truncates: not offered)."""
+    a = _as_tensor(x)
+    if np.dtype(_dtype(a)).kind != "f":
+        raise TypeError(
+            "reciprocal of an integer array\n"
+            "  expected: a float array\n"
+            f"  found:    {np.dtype(_dtype(a))}\n"
+            "  fix:      divide: 1 / x.astype(np.float32)"
+        )
+    return api.divide(1.0, a)
+
+
+def argsort(x: Any, axis: int | None = -1) -> Any:
+    """Indices that sort ``x`` along ``axis`` (None: the flattened array), stable: equal
+    values keep their order, nan last (any ``kind`` of NumPy's gives this order)."""
+    a = _as_tensor(x)
+    if axis is None:
+        a, axis = api.ravel(a), -1
+    return bind_op("argsort", [a], {"axis": axis, "descending": False})
+
+
+def median(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
+    """The middle of the sorted values along ``axis`` (the mean of the two middle ones for
+    an even count); nan where the values have a nan, as NumPy."""
+    x = api.asarray(a)
+    if axis is None:
+        x, ax = api.ravel(x), 0
+    else:
+        ax = _axis(axis, api.ndim(x))
+    if np.dtype(_dtype(x)).kind != "f":
+        x = x.astype(np.float32)
+    n = x.shape[ax]
+    s = api.sort(x, axis=ax)
+    lo = _take_index(s, ax, (n - 1) // 2)
+    hi = _take_index(s, ax, n // 2)
+    mid = (lo + hi) * 0.5
+    out = api.where(api.any(api.isnan(x), axis=ax, keepdims=True), np.float32(np.nan), mid)
+    return out if keepdims and axis is not None else api.squeeze(out, axis=ax)
+
+
+def diff(a: Any, n: int = 1, axis: int = -1) -> Any:
+    """Differences of neighbours along ``axis``, ``n`` times (``!=`` for bools, as NumPy)."""
+    x = _as_tensor(a)
+    if n < 0:
+        raise ValueError(f"diff: order must be non-negative, found n={n}")
+    ax = _axis(axis, api.ndim(x))
+    for _ in range(n):
+        hi = x[_along(ax, slice(1, None))]
+        lo = x[_along(ax, slice(None, -1))]
+        x = api.not_equal(hi, lo) if np.dtype(_dtype(x)) == np.bool_ else api.subtract(hi, lo)
+    return x
+
+
+def roll(a: Any, shift: Any, axis: Any = None) -> Any:
+    """Elements shifted by ``shift`` along ``axis`` (None: the flattened array), wrapping
+    around; an axis of symbolic length takes ``(arange(n) - shift) % n``."""
+    x = _as_tensor(a)
+    if axis is None:
+        return api.reshape(roll(api.ravel(x), shift, 0), api.shape(x))
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if len(shifts) == 1 and len(axes) > 1:
+        shifts = tuple(shifts) * len(axes)
+    if len(shifts) != len(axes):
+        raise ValueError(
+            f"roll: {len(shifts)} shifts for {len(axes)} axes; give one shift, or one per axis"
+        )
+    for k, ax in zip(shifts, axes, strict=True):
+        ax = _axis(ax, api.ndim(x))
+        length = x.shape[ax]
+        if isinstance(length, int):
+            if length == 0:
+                continue
+            k = int(k) % length
+            if k:
+                x = api.concatenate(
+                    [x[_along(ax, slice(length - k, None))], x[_along(ax, slice(0, length - k))]],
+                    axis=ax,
+                )
+            continue
+        index = api.mod(api.arange(length) - int(k), length)
+        x = api.take(x, index, axis=ax)
+    return x
+
+
+def tile(a: Any, reps: Any) -> Any:
+    """``a`` repeated ``reps`` times along each axis (reps may be symbolic)."""
+    x = _as_tensor(a)
+    reps = tuple(reps) if isinstance(reps, (tuple, list)) else (reps,)
+    nd = builtins.max(api.ndim(x), len(reps))
+    shape = (1,) * (nd - api.ndim(x)) + tuple(api.shape(x))
+    reps = (1,) * (nd - len(reps)) + reps
+    x = api.reshape(x, shape)
+    spread = []
+    target = []
+    for d, r in zip(shape, reps, strict=True):
+        spread += [1, d]
+        target += [r, d]
+    x = api.broadcast_to(api.reshape(x, tuple(spread)), tuple(target))
+    return api.reshape(x, tuple(r * d for r, d in zip(reps, shape, strict=True)))
+
+
+def atleast_1d(a: Any) -> Any:
+    x = _as_tensor(a)
+    return api.reshape(x, (1,)) if api.ndim(x) == 0 else x
+
+
+def atleast_2d(a: Any) -> Any:
+    x = atleast_1d(a)
+    return api.expand_dims(x, 0) if api.ndim(x) == 1 else x
+
+
+def hstack(tup: Sequence[Any]) -> Any:
+    arrays = [atleast_1d(a) for a in tup]
+    return api.concatenate(arrays, axis=0 if api.ndim(arrays[0]) == 1 else 1)
+
+
+def vstack(tup: Sequence[Any]) -> Any:
+    return api.concatenate([atleast_2d(a) for a in tup], axis=0)
+
+
+def outer(a: Any, b: Any) -> Any:
+    return api.multiply(
+        api.expand_dims(api.ravel(_as_tensor(a)), 1), api.expand_dims(api.ravel(_as_tensor(b)), 0)
+    )
+
+
+def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float32) -> Any:
+    """Ones on the ``k``-th diagonal of an ``n`` x ``m`` array (sizes may be symbolic)."""
+    m = n if m is None else m
+    if not isinstance(n, DimExpr) and not isinstance(m, DimExpr):
+        return np.eye(n, m, k, dtype=dtype)
+    rows = api.expand_dims(api.arange(n), 1)
+    cols = api.expand_dims(api.arange(m), 0)
+    return api.equal(rows + k, cols).astype(dtype)
+
+
+def identity(n: Any, dtype: Any = np.float32) -> Any:
+    return eye(n, dtype=dtype)
+
+
+def diagonal(a: Any, offset: int = 0) -> Any:
+    """The ``offset`` diagonal of a 2-D array (sizes may be symbolic)."""
+    x = _as_tensor(a)
+    if api.ndim(x) != 2:
+        raise ValueError(
+            "diagonal of an array that is not 2-D\n"
+            "  expected: a 2-D array (the axis1=0, axis2=1 case)\n"
+            f"  found:    {api.ndim(x)} dimensions\n"
+            "  fix:      reshape to 2-D, or take the diagonal with einsum ('ii->i')"
+        )
+    rows, cols = x.shape
+    count = min_dim(rows + builtins.min(offset, 0), cols - builtins.max(offset, 0))
+    if isinstance(count, int) and count <= 0:
+        return api.reshape(x, (-1,))[:0]
+    i = api.arange(count)
+    flat = (i + builtins.max(-offset, 0)) * cols + (i + builtins.max(offset, 0))
+    return api.take(api.ravel(x), flat)
+
+
+def trace(a: Any, offset: int = 0) -> Any:
+    return api.sum(diagonal(a, offset))
+
+
+def isclose(
+    a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> Any:
+    """NumPy's test: ``|a - b| <= atol + rtol * |b|`` for finite ``b``, or ``a == b``."""
+    x, y = _as_tensor(a), _as_tensor(b)
+    finite = api.logical_and(api.isfinite(x), api.isfinite(y))
+    # the difference of finite values only: inf - inf would warn (NumPy silences it)
+    xs, ys = api.where(finite, x, 0.0), api.where(finite, y, 0.0)
+    close = api.logical_and(api.less_equal(api.abs(xs - ys), atol + rtol * api.abs(ys)), finite)
+    out = api.logical_or(close, api.equal(x, y))
+    if equal_nan:
+        out = api.logical_or(out, api.logical_and(api.isnan(x), api.isnan(y)))
+    return out
+
+
+def allclose(
+    a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> Any:
+    return api.all(isclose(a, b, rtol, atol, equal_nan))
+
+
+def nan_to_num(
+    x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None, neginf: Any = None
+) -> Any:
+    """nan, inf and -inf of a float array replaced (by default: 0 and the dtype's largest
+    and smallest finite values); other dtypes unchanged."""
+    a = _as_tensor(x)
+    dtype = np.dtype(_dtype(a))
+    if dtype.kind != "f":
+        return a
+    info = np.finfo(dtype)
+    hi = info.max if posinf is None else posinf
+    lo = info.min if neginf is None else neginf
+    a = api.where(api.isnan(a), dtype.type(nan), a)
+    a = api.where(api.equal(a, dtype.type(np.inf)), dtype.type(hi), a)
+    return api.where(api.equal(a, dtype.type(-np.inf)), dtype.type(lo), a)
+
+
+def average(a: Any, axis: Any = None, weights: Any = None) -> Any:
+    """The mean along ``axis``, weighted by ``weights`` (``a``'s shape, or 1-D along one
+    ``axis``): ``sum(a * w) / sum(w)``."""
+    x = _as_tensor(a)
+    if weights is None:
+        return api.mean(x, axis=axis)
+    w = _as_tensor(weights)
+    if api.ndim(w) != api.ndim(x):
+        if axis is None or isinstance(axis, (tuple, list)) or api.ndim(w) != 1:
+            raise ValueError(
+                "average: weights of another shape than the array\n"
+                "  expected: weights of the array's shape, or 1-D weights with one axis\n"
+                f"  found:    weights of {api.ndim(w)} dimensions, axis={axis!r}\n"
+                "  fix:      pass axis=<the weights' axis>, or broadcast the weights"
+            )
+        shape = [1] * api.ndim(x)
+        shape[_axis(axis, api.ndim(x))] = w.shape[0]
+        w = api.reshape(w, tuple(shape))
+    return api.divide(
+        api.sum(x * w, axis=axis), api.sum(api.broadcast_to(w, api.shape(x)), axis=axis)
+    )
+
+
+def meshgrid(*xi: Any, indexing: str = "xy") -> list[Any]:
+    """Coordinate arrays of 1-D ``xi`` (``"xy"``: the first two swapped, as NumPy)."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', found {indexing!r}")
+    arrays = [api.ravel(_as_tensor(x)) for x in xi]
+    sizes = [a.shape[0] for a in arrays]
+    if indexing == "xy" and len(arrays) > 1:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, a in enumerate(arrays):
+        at = i
+        if indexing == "xy" and len(arrays) > 1 and i < 2:
+            at = 1 - i
+        shape = [1] * len(arrays)
+        shape[at] = a.shape[0]
+        out.append(api.broadcast_to(api.reshape(a, tuple(shape)), tuple(sizes)))
+    return out
+
+
+def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
+    """The first choice whose condition holds, element by element, else ``default``."""
+    if len(condlist) != len(choicelist):
+        raise ValueError(
+            f"select: {len(condlist)} conditions for {len(choicelist)} choices; give as many"
+        )
+    out = default
+    for cond, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
+        out = api.where(cond, choice, out)
+    return out
+
+
+def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
+    """Sum over ``axes`` of ``a`` and ``b`` (an int: the last of ``a``, the first of ``b``;
+    or two sequences of axes), as an einsum."""
+    x, y = _as_tensor(a), _as_tensor(b)
+    nx, ny = api.ndim(x), api.ndim(y)
+    if isinstance(axes, int):
+        ax = list(range(nx - axes, nx))
+        bx = list(range(axes))
+    else:
+        ax, bx = (
+            ([axes[0]] if isinstance(axes[0], int) else list(axes[0])),
+            ([axes[1]] if isinstance(axes[1], int) else list(axes[1])),
+        )
+    ax = [_axis(i, nx) for i in ax]
+    bx = [_axis(i, ny) for i in bx]
+    if len(ax) != len(bx):
+        raise ValueError(f"tensordot: {len(ax)} axes of a against {len(bx)} of b")
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    sa = [next(letters) for _ in range(nx)]
+    sb = [next(letters) for _ in range(ny)]
+    for i, j in zip(ax, bx, strict=True):
+        sb[j] = sa[i]
+    out = [c for i, c in enumerate(sa) if i not in ax] + [
+        c for j, c in enumerate(sb) if j not in bx
+    ]
+    return api.einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", x, y)
+
+
+def inner(a: Any, b: Any) -> Any:
+    """Sum over the last axes of ``a`` and ``b``."""
+    x, y = _as_tensor(a), _as_tensor(b)
+    if api.ndim(x) == 0 or api.ndim(y) == 0:
+        return api.multiply(x, y)
+    return tensordot(x, y, ([-1], [-1]))
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _dtype(x: Any) -> Any:
+    return x.dtype
+
+
+def _axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of {ndim} dimensions")
+    return axis % ndim
+
+
+def _along(axis: int, index: slice) -> tuple[Any, ...]:
+    return (slice(None),) * axis + (index,)
+
+
+def _take_index(x: Any, axis: int, i: Any) -> Any:
+    """``x`` at index ``i`` (maybe symbolic) of ``axis``, the axis kept with length 1."""
+    return x[_along(axis, slice(i, i + 1))]
+
+
+__all__ = [
+    "allclose",
+    "arctan2",
+    "argsort",
+    "atleast_1d",
+    "atleast_2d",
+    "average",
+    "diagonal",
+    "diff",
+    "expm1",
+    "eye",
+    "hstack",
+    "hypot",
+    "identity",
+    "inner",
+    "isclose",
+    "log1p",
+    "log2",
+    "log10",
+    "median",
+    "meshgrid",
+    "nan_to_num",
+    "newaxis",
+    "outer",
+    "reciprocal",
+    "roll",
+    "select",
+    "tensordot",
+    "tile",
+    "trace",
+    "vstack",
+]
