@@ -103,6 +103,7 @@ _EXACT_UNARY = ("neg", "abs", "floor", "ceil", "sign", "sqrt")
 _MATH: dict[str, Callable[[Array], Array]] = {
     "exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
     "erf": erf64, "sigmoid": sigmoid64, "softplus": lambda x: np.logaddexp(x, 0.0),
+    "expm1": np.expm1, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
 }  # fmt: skip
 
 

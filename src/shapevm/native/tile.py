@@ -23,12 +23,12 @@ array([[ 0.35 ,  0.846],
 >>> total = p.build(p.op("greater", x, b), reduce="max", axes=1)  # any(x > b) per row
 >>> tile.run(total, np.float32([[0.0, 1.0], [-2.0, -3.0]]), np.float32([0.5, 0.0]))
 array([ True, False])
->>> p.op("expm1", x)
+>>> p.op("exp2", x)
 Traceback (most recent call last):
 ...
-shapevm.native.NativeKernelError: tile: unknown op 'expm1'
+shapevm.native.NativeKernelError: tile: unknown op 'exp2'
   expected: one of the op table's fusible ops: neg, abs, exp, log, sqrt, tanh, ...
-  found:    expm1
+  found:    exp2
   fix:      write it out with the ops above (did you mean 'exp'?)
 """
 

@@ -2,8 +2,8 @@
 
 Models imported from ONNX use them (``Tan``, ``Asinh``, ``Round``, ``IsNaN``, ``Softplus``,
 ``Mod`` with ``fmod=1``); NumPy programs the accurate logarithms (``log1p``, ``log2``...).
-Each is one NumPy ufunc. Only ``softplus`` joins fused native kernels (``FUSIBLE``); the
-others are rare in hot code, so they run as their ufunc.
+Each is one NumPy ufunc. ``softplus``, ``expm1`` and the logarithms join fused native
+kernels (``FUSIBLE``); the others are rare in hot code, so they run as their ufunc.
 """
 
 from __future__ import annotations
@@ -62,21 +62,25 @@ _TRIG: list[tuple[str, np.ufunc, str]] = [
     ("acosh", np.arccosh, "elementwise inverse hyperbolic cosine (nan below 1)"),
     ("atanh", np.arctanh, "elementwise inverse hyperbolic tangent (nan outside [-1, 1])"),
 ]
-# The logarithms and exponentials NumPy computes without the cancellation of their
-# spelled-out forms (log1p(1e-8) is 1e-8, log(1 + 1e-8) is 0 in float32), and exact where
-# it matters (log2(8) is 3): each its own ufunc.
-_TRIG += [
-    ("expm1", np.expm1, "elementwise exp(x) - 1, accurate near 0"),
-    ("log1p", np.log1p, "elementwise log(1 + x), accurate near 0 (nan below -1)"),
-    ("log2", np.log2, "elementwise base-2 logarithm"),
-    ("log10", np.log10, "elementwise base-10 logarithm"),
-]
 # Outside their domain the four inverse functions give nan; their ufunc would warn there when
 # the interpreter runs it in place, so they keep to their (quiet) kernel.
-_DOMAIN = {"asin", "acos", "acosh", "atanh", "log1p", "log2", "log10"}
+_DOMAIN = {"asin", "acos", "acosh", "atanh"}
 for _name, _fn, _doc in _TRIG:
     _uf = None if _name in _DOMAIN else _fn
     define(_name, 1, rules.elementwise, float_dtype, _quiet(_fn), _EW, _doc, ufunc=_uf)
+
+# The logarithms and exponentials NumPy computes without the cancellation of their
+# spelled-out forms (log1p(1e-8) is 1e-8, log(1 + 1e-8) is 0 in float32), and exact where
+# it matters (log2(8) is 3). They join fused kernels (vmath.h has each), as log and exp do.
+for _name, _fn, _doc in (
+    ("expm1", np.expm1, "elementwise exp(x) - 1, accurate near 0"),
+    ("log1p", np.log1p, "elementwise log(1 + x), accurate near 0 (nan below -1)"),
+    ("log2", np.log2, "elementwise base-2 logarithm (exact at powers of two)"),
+    ("log10", np.log10, "elementwise base-10 logarithm"),
+):
+    _uf = np.expm1 if _name == "expm1" else None  # the logarithms warn below their domain
+    define(_name, 1, rules.elementwise, float_dtype, _quiet(_fn), _EW | OpFlag.FUSIBLE, _doc,
+           ufunc=_uf)  # fmt: skip
 
 define(
     "round",

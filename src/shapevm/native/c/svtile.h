@@ -73,7 +73,11 @@
     X(NOT_EQUAL, "not_equal", 2)                                                           \
     X(CAST, "cast", 1)                                                                     \
     X(WHERE, "where", 3)                                                                   \
-    X(SOFTPLUS, "softplus", 1)
+    X(SOFTPLUS, "softplus", 1)                                                             \
+    X(EXPM1, "expm1", 1)                                                                   \
+    X(LOG1P, "log1p", 1)                                                                   \
+    X(LOG2, "log2", 1)                                                                     \
+    X(LOG10, "log10", 1)
 
 #define SV_TILE_OP_ENUM_(id, name, arity) SV_TOP_##id,
 enum sv_tile_op { SV_TILE_OPS(SV_TILE_OP_ENUM_) SV_TOP_COUNT };

@@ -86,6 +86,10 @@ SV_TK_UNARY(tanh, vtanh(a))
 SV_TK_UNARY(erf, verf(a))
 SV_TK_UNARY(sigmoid, vsigmoid(a))
 SV_TK_UNARY(softplus, vsoftplus(a))
+SV_TK_UNARY(expm1, vexpm1(a))
+SV_TK_UNARY(log1p, vlog1p(a))
+SV_TK_UNARY(log2, vlog2(a))
+SV_TK_UNARY(log10, vlog10(a))
 SV_TK_UNARY(floor, vfloor(a))
 SV_TK_UNARY(ceil, -vfloor(-a))
 SV_TK_UNARY(sign, vsign(a))
@@ -196,6 +200,10 @@ static const sv_tile_kernels SV_FN(tile_kernels) = {
             [SV_TOP_NOT_EQUAL] = SV_FN(tk_not_equal),
             [SV_TOP_WHERE] = SV_FN(tk_where),
             [SV_TOP_SOFTPLUS] = SV_FN(tk_softplus),
+            [SV_TOP_EXPM1] = SV_FN(tk_expm1),
+            [SV_TOP_LOG1P] = SV_FN(tk_log1p),
+            [SV_TOP_LOG2] = SV_FN(tk_log2),
+            [SV_TOP_LOG10] = SV_FN(tk_log10),
             [SV_TK_COPY] = SV_FN(tk_copy),
             [SV_TK_NE0] = SV_FN(tk_ne0),
             [SV_TK_SQUARE] = SV_FN(tk_square),

@@ -105,6 +105,44 @@ SV_INLINE vf vsoftplus(vf x) {
     return vsel(vnan_mask(x), x, y);
 }
 
+/* log(1 + x) to a few ulp near 0, where log(u) of the rounded u = 1 + x is off by the
+ * rounding: log(u) * x / (u - 1) divides it out (Goldberg's trick); u - 1 == 0 means
+ * |x| is below half an ulp of 1, where log1p(x) is x. */
+SV_INLINE vf vlog1p(vf x) {
+    vf u = vsplat(1.0f) + x;
+    vf d = u - vsplat(1.0f);
+    vi same = d == vsplat(0.0f);
+    vf y = vlog(u) * (x / vsel(same, vsplat(1.0f), d));
+    y = vsel(same, x, y);
+    y = vsel(x == vsplat(__builtin_inff()), x, y); /* inf / inf */
+    return vsel(vnan_mask(x), x, y);
+}
+
+/* exp(x) - 1 to a few ulp near 0 (Kahan): (u - 1) * x / log(u) for u = exp(x) rounded; u
+ * of 1 means x below half an ulp, where expm1(x) is x; u - 1 of -1 is the limit below. */
+SV_INLINE vf vexpm1(vf x) {
+    vf u = vexp(x);
+    vf d = u - vsplat(1.0f);
+    vi one = u == vsplat(1.0f);
+    vi far = (d == vsplat(-1.0f)) | (u == vsplat(__builtin_inff()));
+    vf y = d * (x / vlog(vsel(one | far, vsplat(2.0f), u)));
+    y = vsel(far, d, y);
+    y = vsel(one, x, y);
+    return vsel(vnan_mask(x), x, y);
+}
+
+/* log2(x): exact at powers of two (a normal x with no mantissa bits is 2^e), else
+ * log(x) / ln 2. */
+SV_INLINE vf vlog2(vf x) {
+    vi bits = (vi)x;
+    vi e = ((bits >> 23) & visplat(0xff)) - visplat(127);
+    vi pow2 = ((bits & visplat(0x007fffff)) == visplat(0)) & (x > vsplat(0.0f)) &
+              (x < vsplat(__builtin_inff())) & (x >= vsplat(1.17549435e-38f));
+    return vsel(pow2, vcvt_f(e), vlog(x) * vsplat(1.44269504088896341f));
+}
+
+SV_INLINE vf vlog10(vf x) { return vlog(x) * vsplat(0.434294481903251828f); }
+
 SV_INLINE vf vtanh(vf x) {
     vf a = vabs(x);
     vf z = x * x;
