@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from shapevm.jit.backend.nodes import Kernel
+from shapevm.jit.backend.nodes import MAXIN, Kernel
 from shapevm.jit.graph import Op
 from shapevm.ops import DType
 from shapevm.runtime.scheduler import int_comparison, kernel_dtype, native_enabled
@@ -42,6 +42,9 @@ class Node:
 
 MAX_OUTPUTS = 4
 """Results one executor instruction writes (``SVX_MAXOUT`` in ``exec.h``)."""
+MAX_INPUTS = MAXIN
+"""Tensors one executor instruction reads (``SVX_MAXIN``; the tile interpreter takes 16).
+A chain that grew past it failed to lower, and took its region's native code with it."""
 
 
 @dataclass
@@ -152,31 +155,50 @@ def _trailing_axes(op: Op, ndim: int) -> int | None:
     return len(axes)
 
 
-def grow_chain(low: Any, start: Op) -> tuple[Chain, list[int]] | None:
-    """The chain that starts at ``start``, and the positions of the ops it covers."""
+def grow_chain(
+    low: Any, start: Op, pull: bool = True, dry: bool = False
+) -> tuple[Chain, list[int]] | None:
+    """The chain that starts at ``start``, and the positions of the ops it covers.
+
+    ``pull``: a later op also joins when its operands are only tensors already computed
+    (or inputs, constants), if what it computes meets the chain further on: each term of
+    ``log(1 + exp(x)) + tanh(x) * x`` reads ``x`` alone, and the sum joins them. Without
+    it (the fallback when that chain is too large for the tile interpreter), an op joins
+    only when it reads a value of the chain. ``dry``: the chain's inputs and results are
+    the graph's value ids, and the lowering is left as it was (no tensors made), to see
+    whether the tile interpreter takes it; None for a reduction of a computed tensor."""
     from shapevm.jit.backend.lower import _shape_equal
 
     graph = low.graph
     if _is_reduction(low, start, any_axes=True):
+        if dry:
+            return None
         return _reduction_only(low, start)  # a reduction of a tensor computed before
     if not _fusible(low, start):
         return None
     shape = graph.value(start.outs[0]).shape
     members: list[Op] = []
     inside: set[int] = set()
+    outside: set[int] = set()  # the tensors the chain reads
     for op in graph.ops[start.pos :]:
         if op.pos in low.claimed or op.kind != "call" or not _fusible(low, op):
             continue
         out_shape = graph.value(op.outs[0]).shape
         if op is not start:
-            if not any(v in inside for v in op.ins):
+            if not pull and not any(v in inside for v in op.ins):
                 continue
             if not _shape_equal(out_shape, shape) and not _broadcasts(out_shape, shape):
                 continue
         if not all(v in inside or v in low.of_value or _readable(low, v) for v in op.ins):
             continue
+        reads = outside | {v for v in op.ins if v not in inside}
+        if len(reads) > MAX_INPUTS:
+            continue  # one instruction reads no more: the rest makes a chain of its own
+        outside = reads
         members.append(op)
         inside.add(op.outs[0])
+    if pull:
+        members = _joined(members, start)
     members = _drop_small_escapes(low, members, shape)
     if not members:
         return None
@@ -194,7 +216,29 @@ def grow_chain(low: Any, start: Op) -> tuple[Chain, list[int]] | None:
             ):
                 reduce_op = op  # (a chain with a reduction writes its reduced value only)
             break
-    return _build(low, members, shape, reduce_op)
+    return _build(low, members, shape, reduce_op, dry)
+
+
+def _joined(members: list[Op], start: Op) -> list[Op]:
+    """The members that meet ``start`` through values they share: computations of the
+    chain's shape that never meet it stay chains of their own."""
+    made = {op.outs[0]: op.pos for op in members}
+    parent = {op.pos: op.pos for op in members}
+    if start.pos not in parent:  # it could not run here: nothing joins it
+        return []
+
+    def root(p: int) -> int:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    for op in members:
+        for v in op.ins:
+            if v in made:
+                parent[root(made[v])] = root(op.pos)
+    home = root(start.pos)
+    return [op for op in members if root(op.pos) == home]
 
 
 def _escapes(low: Any, op: Op, positions: set[int]) -> bool:
@@ -257,9 +301,20 @@ def _drop_small_escapes(low: Any, members: list[Op], shape: Sequence[Any]) -> li
 
 
 def _build(
-    low: Any, members: list[Op], shape: Any, reduce_op: Op | None
+    low: Any, members: list[Op], shape: Any, reduce_op: Op | None, dry: bool = False
 ) -> tuple[Chain, list[int]]:
     graph = low.graph
+
+    def source(val: int) -> int:
+        if dry:
+            return val
+        tid: int = low.tensor(val) if val not in low.of_value else low.of_value[val]
+        return tid
+
+    def result(val: int) -> int:
+        tid: int = val if dry else low.result(val)
+        return tid
+
     inputs: list[int] = []
     in_index: dict[int, int] = {}
     node_of: dict[int, int] = {}
@@ -280,7 +335,7 @@ def _build(
             else:
                 if val not in in_index:
                     in_index[val] = len(inputs)
-                    inputs.append(low.tensor(val) if val not in low.of_value else low.of_value[val])
+                    inputs.append(source(val))
                 args.append(("in", in_index[val]))
         value = graph.value(op.outs[0])
         assert op.info is not None
@@ -289,13 +344,13 @@ def _build(
         node_of[op.outs[0]] = len(nodes) - 1
     positions = {op.pos for op in members}
     chain = Chain(tuple(shape), inputs, nodes, [])
-    chain.input_dtypes = [low.tensors[t].dtype for t in inputs]
+    chain.input_dtypes = [graph.value(t).dtype if dry else low.tensors[t].dtype for t in inputs]
     if reduce_op is not None:
         ndim = len(shape)
         chain.reduce = reduce_op.info.name  # type: ignore[union-attr]
         chain.reduce_axes = _trailing_axes(reduce_op, ndim) or 0
         chain.keepdims = bool(reduce_op.attrs.get("keepdims"))
-        out = low.result(reduce_op.outs[0])
+        out = result(reduce_op.outs[0])
         chain.outputs.append((len(nodes) - 1, out))
         positions.add(reduce_op.pos)
     else:
@@ -303,7 +358,7 @@ def _build(
             v = op.outs[0]
             escapes = v in graph.live_out or any(u not in positions for u in low.users(v))
             if escapes:
-                chain.outputs.append((node_of[v], low.result(v)))
+                chain.outputs.append((node_of[v], result(v)))
     return chain, sorted(positions)
 
 
@@ -345,9 +400,19 @@ def lower_elementwise(low: Any, op: Op) -> bool:
     """A fused chain from ``op`` (see the module docstring), run by the tile interpreter
     (tier 2) until generated code for it is patched in (tier 3)."""
     from shapevm.jit.backend import nodes as N
-    from shapevm.jit.backend.tiles import tile_kernel
+    from shapevm.jit.backend.lower import Unsupported
+    from shapevm.jit.backend.tiles import programs, tile_kernel
 
-    grown = grow_chain(low, op)
+    # Pulling in the terms that meet the chain may make it larger than the tile
+    # interpreter takes (16 inputs, 64 registers): tried first on a dry chain.
+    pull = True
+    trial = grow_chain(low, op, pull=True, dry=True)
+    if trial is not None and trial[0].outputs:
+        try:
+            programs(trial[0])
+        except Unsupported:
+            pull = False
+    grown = grow_chain(low, op, pull)
     if grown is None:
         return False
     chain, positions = grown

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from shapevm import _native
+from shapevm.jit.backend import nodes as N
 from shapevm.jit.backend.chains import Chain
 from shapevm.jit.backend.lower import Unsupported
 from shapevm.native import NativeKernelError, tile
@@ -37,8 +38,12 @@ def _dtype(d: Any) -> str:
 
 def programs(chain: Chain) -> list[Any]:
     """The tile programs of a chain, one per result."""
-    if len(chain.inputs) > tile.MAX_INPUTS:
-        raise Unsupported(f"a chain of {len(chain.inputs)} inputs (the tile interpreter takes 16)")
+    # an executor instruction reads at most MAXIN tensors (the tile interpreter, 16)
+    limit = min(tile.MAX_INPUTS, N.MAXIN)
+    if len(chain.inputs) > limit:
+        raise Unsupported(
+            f"a chain of {len(chain.inputs)} inputs (an executor instruction reads {limit})"
+        )
     out = []
     for node_index, _tensor in chain.outputs:
         p = tile.Program()
