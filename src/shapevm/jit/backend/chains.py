@@ -3,7 +3,9 @@
 `lower_elementwise` takes an elementwise op (any op the op table marks ``ELEMENTWISE`` and
 ``FUSIBLE``) and grows a `Chain` from it: the later ops whose result has the chain's shape
 (or a shape that broadcasts to it, when nothing outside the chain reads it) and whose
-operands are values of the chain, tensors already computed, constants or literals. A
+operands are values of the chain, tensors already computed, constants or literals, as
+long as what they compute meets the chain (each term of a sum joins the chain of the
+sum), and while the chain reads at most `MAX_INPUTS` tensors. A
 reduction over trailing axes of a chain value that nothing else reads closes the chain
 (sum, max, min, prod, mean). Values that something outside the chain reads are its
 outputs. A reduction of a plain tensor is a chain of no ops and a reduction; over other
