@@ -157,32 +157,20 @@ define(
 )
 # sort and top_k compare elements and full/iota/dim_value make new ones: neither is a mere
 # view, so they are not LAYOUT (which a pass may lower to a change of strides).
-define(
-    "sort",
-    1,
-    rules.sort,
-    same_dtype,
-    _sort,
-    OpFlag.NONE,
-    "sort along axis (nan last ascending, first descending)",
-    (
-        AttrSpec("axis", AttrKind.INT, -1, "the axis to sort"),
-        AttrSpec("descending", AttrKind.BOOL, False, "largest first"),
-    ),
+_SORT_ATTRS = (
+    AttrSpec("axis", AttrKind.INT, -1, "the axis to sort"),
+    AttrSpec("descending", AttrKind.BOOL, False, "largest first"),
 )
-define(
-    "argsort",
-    1,
-    rules.sort,
-    arg_reduce_dtype,
-    _argsort,
-    OpFlag.NONE,
-    "i64 indices that sort along axis, stable (ties: lower index first; nan as in sort)",
+for _name, _dtype_rule, _kernel, _doc in (
+    ("sort", same_dtype, _sort, "sort along axis (nan last ascending, first descending)"),
     (
-        AttrSpec("axis", AttrKind.INT, -1, "the axis to sort"),
-        AttrSpec("descending", AttrKind.BOOL, False, "largest first"),
+        "argsort",
+        arg_reduce_dtype,
+        _argsort,
+        "i64 indices that sort along axis, stable (ties: lower index first; nan as in sort)",
     ),
-)
+):
+    define(_name, 1, rules.sort, _dtype_rule, _kernel, OpFlag.NONE, _doc, _SORT_ATTRS)
 define(
     "top_k",
     1,
