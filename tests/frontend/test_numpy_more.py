@@ -4,6 +4,7 @@ JIT agrees with the interpreter on them."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -72,6 +73,17 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
                        sum(ns.meshgrid(x[0], x[:, 0], indexing="ij"))),
         "b, c",
     ),
+    "nan_reductions": (
+        lambda ns, x: (ns.nansum(_specials(ns, x)), ns.nanmean(_specials(ns, x), axis=1),
+                       ns.nanmax(_specials(ns, x), axis=0), ns.nanmin(_specials(ns, x), axis=1,
+                       keepdims=True)),
+        "b, c",
+    ),
+    "numpy2_methods": (
+        lambda ns, x: (x.mT, divmod(x, 2.0)[0], divmod(x, 2.0)[1], x.max(axis=1, initial=0.5),
+                       x.min(initial=-0.5), x.mean(dtype=np.float32), x.prod(0, dtype=np.float32)),
+        "b, c, 3",
+    ),
     "tensordot": (
         lambda ns, x: (ns.tensordot(x, x, axes=([1], [1])), ns.tensordot(x, x, axes=2),
                        ns.inner(x, x), ns.tensordot(x[0], x[0], axes=0)),
@@ -84,7 +96,8 @@ def _mirror(name: str) -> tuple[Callable[..., Any], Callable[..., Any], str]:
     body, spec = BODIES[name]
 
     def ref(x: Any) -> Any:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's all-nan slices
             return body(np, x)
 
     return (lambda x: body(snp, x), ref, spec)
@@ -131,3 +144,5 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         snp.roll(np.ones((2, 2, 2), np.float32), (1, 2), (0, 1, 2))
     with pytest.raises(ValueError, match="average: weights of another shape"):
         snp.average(np.ones((2, 3), np.float32), weights=np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="matrix transpose of an array of 1 dimensions"):
+        sv.jit(lambda v: v.mT)(np.ones(3, np.float32))

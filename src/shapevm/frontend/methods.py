@@ -298,7 +298,25 @@ def _transpose(self: Tracer, *axes: Any) -> Any:
     return snp.transpose(self, axes or None)
 
 
+def _matrix_transpose(self: Tracer) -> Any:
+    """``x.mT`` (NumPy 2): the last two axes swapped."""
+    if self.ndim < 2:
+        raise ValueError(
+            f"matrix transpose of an array of {self.ndim} dimensions\n"
+            "  expected: at least 2 dimensions\n"
+            f"  found:    shape {tuple(self.shape)}\n"
+            "  fix:      x[:, None] or x[None] makes a vector a matrix"
+        )
+    return snp.swapaxes(self, -1, -2)
+
+
+def _divmod(self: Any, other: Any) -> tuple[Any, Any]:
+    return snp.floor_divide(self, other), snp.mod(self, other)
+
+
 _METHODS: dict[str, Any] = {
+    "__divmod__": _divmod,
+    "__rdivmod__": _swap(_divmod),
     "__add__": snp.add,
     "__radd__": _swap(snp.add),
     "__sub__": snp.subtract,
@@ -366,3 +384,4 @@ _METHODS: dict[str, Any] = {
 for _name, _fn in _METHODS.items():
     setattr(Tracer, _name, _fn)
 Tracer.T = property(lambda self: snp.transpose(self))  # type: ignore[attr-defined]
+Tracer.mT = property(_matrix_transpose)  # type: ignore[attr-defined]

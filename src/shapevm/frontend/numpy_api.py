@@ -676,22 +676,30 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> 
     return _reduce("sum", x, axis, keepdims)
 
 
-def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
+    if dtype is not None:
+        x = astype(x, dtype)
     return _reduce("mean", x, axis, keepdims)
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("max", x, axis, keepdims)
+def max(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
+    """``np.max``; ``initial`` joins every reduced slice (a floor for the maximum)."""
+    out = _reduce("max", x, axis, keepdims)
+    return out if initial is None else maximum(out, initial)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    return _reduce("min", x, axis, keepdims)
+def min(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
+    """``np.min``; ``initial`` joins every reduced slice (a ceiling for the minimum)."""
+    out = _reduce("min", x, axis, keepdims)
+    return out if initial is None else minimum(out, initial)
 
 
 amax, amin = max, min
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
+    if dtype is not None:
+        x = astype(x, dtype)
     return _reduce("prod", x, axis, keepdims)
 
 

@@ -89,6 +89,45 @@ def median(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
     return out if keepdims and axis is not None else api.squeeze(out, axis=ax)
 
 
+def nansum(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """The sum with nan counted as 0."""
+    x = _as_tensor(a)
+    return api.sum(_nan_as(x, 0.0), axis=axis, keepdims=keepdims)
+
+
+def nanmean(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """The mean of the values that are not nan (nan where all are)."""
+    x = _as_tensor(a)
+    count = api.sum(api.logical_not(api.isnan(x)).astype(np.float32), axis=axis, keepdims=keepdims)
+    mean = api.divide(nansum(x, axis, keepdims), api.maximum(count, 1.0))  # 0 / 0 would warn
+    return api.where(api.equal(count, 0.0), np.float32(np.nan), mean)
+
+
+def nanmax(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """The maximum of the values that are not nan (nan where all are)."""
+    return _nan_extreme(a, axis, keepdims, api.max, -np.inf)
+
+
+def nanmin(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """The minimum of the values that are not nan (nan where all are)."""
+    return _nan_extreme(a, axis, keepdims, api.min, np.inf)
+
+
+def _nan_as(x: Any, value: float) -> Any:
+    if np.dtype(_dtype(x)).kind != "f":
+        return x
+    return api.where(api.isnan(x), np.dtype(_dtype(x)).type(value), x)
+
+
+def _nan_extreme(a: Any, axis: Any, keepdims: bool, reduce: Any, fill: float) -> Any:
+    x = _as_tensor(a)
+    out = reduce(_nan_as(x, fill), axis=axis, keepdims=keepdims)
+    if np.dtype(_dtype(x)).kind != "f":
+        return out
+    empty = api.all(api.isnan(x), axis=axis, keepdims=keepdims)
+    return api.where(empty, np.dtype(_dtype(x)).type(np.nan), out)
+
+
 def diff(a: Any, n: int = 1, axis: int = -1) -> Any:
     """Differences of neighbours along ``axis``, ``n`` times (``!=`` for bools, as NumPy)."""
     x = _as_tensor(a)
@@ -385,6 +424,10 @@ __all__ = [
     "median",
     "meshgrid",
     "nan_to_num",
+    "nanmax",
+    "nanmean",
+    "nanmin",
+    "nansum",
     "newaxis",
     "outer",
     "reciprocal",
