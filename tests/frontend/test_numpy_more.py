@@ -31,7 +31,8 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
     "argsort": (lambda ns, x: (ns.argsort(x, axis=0), ns.argsort(x), ns.argsort(x, None)), "b, c"),
     "sort_flat": (lambda ns, x: ns.sort(x, axis=None), "b, c"),
     "median": (
-        lambda ns, x: (ns.median(x), ns.median(x, axis=1), ns.median(x, axis=0, keepdims=True)),
+        lambda ns, x: (ns.median(x), ns.median(x, axis=1), ns.median(x, axis=0, keepdims=True),
+                       ns.median(x, keepdims=True)),
         "b, c",
     ),
     "median_nan": (lambda ns, x: ns.median(_specials(ns, x), axis=1), "b, c"),

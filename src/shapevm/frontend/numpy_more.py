@@ -86,7 +86,9 @@ def median(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
     hi = _take_index(s, ax, n // 2)
     mid = (lo + hi) * 0.5
     out = api.where(api.any(api.isnan(x), axis=ax, keepdims=True), np.float32(np.nan), mid)
-    return out if keepdims and axis is not None else api.squeeze(out, axis=ax)
+    if not keepdims:
+        return api.squeeze(out, axis=ax)
+    return out if axis is not None else api.reshape(out, (1,) * api.ndim(a))
 
 
 def nansum(a: Any, axis: Any = None, keepdims: bool = False) -> Any:

@@ -381,8 +381,7 @@ def _divisibility_constraints(lhs: SymDim, rhs: SymDim) -> list[str] | None:
     candidates = sorted(found, key=lambda xc: (str(xc[0]), xc[1]))
 
     def holds(chosen: list[tuple[Any, int]]) -> bool:
-        rules: dict[Any, Any] = {E.Atom("mod", xc): {} for xc in chosen}
-        return not E._substitute(E._exact_quotients(dict(diff), rules), rules)
+        return E.vanishes_if_divisible(diff, chosen)
 
     if not candidates or not holds(candidates):
         return None

@@ -26,7 +26,7 @@ from __future__ import annotations
 import operator
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from shapevm.shapes.errors import InconclusiveDimensionOperation, ScopeMixError
@@ -619,6 +619,13 @@ def _substitute(p: Poly, subs: Mapping[Atom, Poly]) -> Poly:
                 term = poly_mul(term, factor)
         out = poly_add(out, term)
     return out
+
+
+def vanishes_if_divisible(p: Poly, divisible: Sequence[tuple[DimSize, int]]) -> bool:
+    """Whether ``p`` is 0 once each ``x`` of ``divisible`` is a multiple of its ``c``
+    (``mod(x, c) == 0``): ``16*b*floordiv(s, 2) - 8*b*s`` is, with ``(s, 2)``."""
+    rules: dict[Atom, Poly] = {Atom("mod", (x, c)): {} for x, c in divisible}
+    return not _substitute(_exact_quotients(dict(p), rules), rules)
 
 
 def _exact_division(p: Poly, d: Poly) -> Poly | None:
