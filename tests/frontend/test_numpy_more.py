@@ -147,3 +147,15 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         snp.average(np.ones((2, 3), np.float32), weights=np.ones(3, np.float32))
     with pytest.raises(ValueError, match="matrix transpose of an array of 1 dimensions"):
         sv.jit(lambda v: v.mT)(np.ones(3, np.float32))
+    x = np.ones((2, 3), np.float32)
+    for call, headline in (
+        (lambda: snp.diff(x, -1), "diff of a negative order"),
+        (lambda: snp.meshgrid(x[0], indexing="yx"), "meshgrid: unknown indexing"),
+        (lambda: snp.select([x > 0], [x, x]), "select: as many conditions as choices"),
+        (lambda: snp.tensordot(x, x, ([0, 1], [0])), "tensordot: as many axes of a as of b"),
+    ):
+        with pytest.raises(ValueError, match=headline) as err:
+            call()
+        assert all(f"{label}:" in str(err.value) for label in ("expected", "found", "fix"))
+    with pytest.raises(sv.TracingError, match="axis 2 is out of range"):
+        snp.roll(x, 1, axis=2)

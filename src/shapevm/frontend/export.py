@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shapevm import _pytree
+from shapevm.bytecode.errors import format_message
 from shapevm.bytecode.program import Program
 from shapevm.bytecode.serialize import deserialize as _from_bytes
 from shapevm.bytecode.serialize import load as _from_file
@@ -196,21 +197,21 @@ class Exported:
             params = ", ".join(
                 f"{n}: {_aval(a)}" for n, a in zip(self._arg_names, self.in_avals, strict=True)
             )
-            return (
-                f"{self.fun_name!r} takes its inputs in order, not as a dict of feeds\n"
-                f"  expected: ({params})\n"
-                f"  found:    a dict with keys {_shorten(str(sorted(map(str, args[0]))))}\n"
-                "  fix:      call it with *(feeds[name] for name in exported.arg_names)"
+            return format_message(
+                f"{self.fun_name!r} takes its inputs in order, not as a dict of feeds",
+                expected=f"({params})",
+                found=f"a dict with keys {_shorten(str(sorted(map(str, args[0]))))}",
+                fix="call it with *(feeds[name] for name in exported.arg_names)",
             )
         if self._flat_arrays and len(args) == len(self.leaf_kinds):
             for name, arg, aval in zip(self._arg_names, args, self.in_avals, strict=True):
                 if isinstance(arg, (list, tuple)):
                     kind = type(arg).__name__
-                    return (
-                        f"argument {name!r} of {self.fun_name!r} is a {kind}, not an array\n"
-                        f"  expected: an array {_aval(aval)}\n"
-                        f"  found:    a {kind} of length {len(arg)}\n"
-                        f"  fix:      pass np.asarray({name}, np.{aval.dtype})"
+                    return format_message(
+                        f"argument {name!r} of {self.fun_name!r} is a {kind}, not an array",
+                        expected=f"an array {_aval(aval)}",
+                        found=f"a {kind} of length {len(arg)}",
+                        fix=f"pass np.asarray({name}, np.{aval.dtype})",
                     )
         return (
             f"exported function {self.fun_name!r} called with arguments structured as "

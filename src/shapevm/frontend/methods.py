@@ -302,10 +302,12 @@ def _matrix_transpose(self: Tracer) -> Any:
     """``x.mT`` (NumPy 2): the last two axes swapped."""
     if self.ndim < 2:
         raise ValueError(
-            f"matrix transpose of an array of {self.ndim} dimensions\n"
-            "  expected: at least 2 dimensions\n"
-            f"  found:    shape {tuple(self.shape)}\n"
-            "  fix:      x[:, None] or x[None] makes a vector a matrix"
+            format_message(
+                f"matrix transpose of an array of {self.ndim} dimensions",
+                expected="at least 2 dimensions",
+                found=f"shape {tuple(self.shape)}",
+                fix="x[:, None] or x[None] makes a vector a matrix",
+            )
         )
     return snp.swapaxes(self, -1, -2)
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from shapevm.bytecode.errors import format_message
 from shapevm.frontend import numpy_api as api
-from shapevm.frontend.numpy_api import _as_tensor, _binary, _unary_float
+from shapevm.frontend.numpy_api import _as_tensor, _axis, _binary, _slice_axis, _unary_float
 from shapevm.frontend.tracer import bind_op
 from shapevm.shapes import DimExpr, min_dim
 
@@ -51,12 +52,14 @@ def hypot(x: Any, y: Any) -> Any:
 def reciprocal(x: Any) -> Any:
     """``1 / x`` of a float array (NumPy's integer reciprocal truncates: not offered)."""
     a = _as_tensor(x)
-    if np.dtype(_dtype(a)).kind != "f":
+    if _kind(a) != "f":
         raise TypeError(
-            "reciprocal of an integer array\n"
-            "  expected: a float array\n"
-            f"  found:    {np.dtype(_dtype(a))}\n"
-            "  fix:      divide: 1 / x.astype(np.float32)"
+            format_message(
+                "reciprocal of an integer array",
+                expected="a float array",
+                found=str(np.dtype(a.dtype)),
+                fix="divide: 1 / x.astype(np.float32)",
+            )
         )
     return api.divide(1.0, a)
 
@@ -78,12 +81,12 @@ def median(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
         x, ax = api.ravel(x), 0
     else:
         ax = _axis(axis, api.ndim(x))
-    if np.dtype(_dtype(x)).kind != "f":
+    if _kind(x) != "f":
         x = x.astype(np.float32)
     n = x.shape[ax]
     s = api.sort(x, axis=ax)
-    lo = _take_index(s, ax, (n - 1) // 2)
-    hi = _take_index(s, ax, n // 2)
+    lo = _slice_axis(s, ax, (n - 1) // 2, (n - 1) // 2 + 1)
+    hi = _slice_axis(s, ax, n // 2, n // 2 + 1)
     mid = (lo + hi) * 0.5
     out = api.where(api.any(api.isnan(x), axis=ax, keepdims=True), np.float32(np.nan), mid)
     if not keepdims:
@@ -116,30 +119,30 @@ def nanmin(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
 
 
 def _nan_as(x: Any, value: float) -> Any:
-    if np.dtype(_dtype(x)).kind != "f":
+    if _kind(x) != "f":
         return x
-    return api.where(api.isnan(x), np.dtype(_dtype(x)).type(value), x)
+    return api.where(api.isnan(x), np.dtype(x.dtype).type(value), x)
 
 
 def _nan_extreme(a: Any, axis: Any, keepdims: bool, reduce: Any, fill: float) -> Any:
     x = _as_tensor(a)
     out = reduce(_nan_as(x, fill), axis=axis, keepdims=keepdims)
-    if np.dtype(_dtype(x)).kind != "f":
+    if _kind(x) != "f":
         return out
     empty = api.all(api.isnan(x), axis=axis, keepdims=keepdims)
-    return api.where(empty, np.dtype(_dtype(x)).type(np.nan), out)
+    return api.where(empty, np.dtype(x.dtype).type(np.nan), out)
 
 
 def diff(a: Any, n: int = 1, axis: int = -1) -> Any:
     """Differences of neighbours along ``axis``, ``n`` times (``!=`` for bools, as NumPy)."""
     x = _as_tensor(a)
     if n < 0:
-        raise ValueError(f"diff: order must be non-negative, found n={n}")
+        raise _bad("diff of a negative order", "n >= 0", f"n={n}", "pass n=0 or more")
     ax = _axis(axis, api.ndim(x))
     for _ in range(n):
-        hi = x[_along(ax, slice(1, None))]
-        lo = x[_along(ax, slice(None, -1))]
-        x = api.not_equal(hi, lo) if np.dtype(_dtype(x)) == np.bool_ else api.subtract(hi, lo)
+        length = x.shape[ax]
+        hi, lo = _slice_axis(x, ax, 1, length), _slice_axis(x, ax, 0, length - 1)
+        x = api.not_equal(hi, lo) if _kind(x) == "b" else api.subtract(hi, lo)
     return x
 
 
@@ -154,8 +157,11 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     if len(shifts) == 1 and len(axes) > 1:
         shifts = tuple(shifts) * len(axes)
     if len(shifts) != len(axes):
-        raise ValueError(
-            f"roll: {len(shifts)} shifts for {len(axes)} axes; give one shift, or one per axis"
+        raise _bad(
+            f"roll: {len(shifts)} shifts for {len(axes)} axes",
+            "one shift, or one per axis",
+            f"shift={shift!r}, axis={axis!r}",
+            "give as many shifts as axes",
         )
     for k, ax in zip(shifts, axes, strict=True):
         ax = _axis(ax, api.ndim(x))
@@ -165,10 +171,11 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
                 continue
             k = int(k) % length
             if k:
-                x = api.concatenate(
-                    [x[_along(ax, slice(length - k, None))], x[_along(ax, slice(0, length - k))]],
-                    axis=ax,
+                tail, head = (
+                    _slice_axis(x, ax, length - k, length),
+                    _slice_axis(x, ax, 0, length - k),
                 )
+                x = api.concatenate([tail, head], axis=ax)
             continue
         index = api.mod(api.arange(length) - int(k), length)
         x = api.take(x, index, axis=ax)
@@ -235,11 +242,11 @@ def diagonal(a: Any, offset: int = 0) -> Any:
     """The ``offset`` diagonal of a 2-D array (sizes may be symbolic)."""
     x = _as_tensor(a)
     if api.ndim(x) != 2:
-        raise ValueError(
-            "diagonal of an array that is not 2-D\n"
-            "  expected: a 2-D array (the axis1=0, axis2=1 case)\n"
-            f"  found:    {api.ndim(x)} dimensions\n"
-            "  fix:      reshape to 2-D, or take the diagonal with einsum ('ii->i')"
+        raise _bad(
+            "diagonal of an array that is not 2-D",
+            "a 2-D array (the axis1=0, axis2=1 case)",
+            f"{api.ndim(x)} dimensions",
+            "reshape to 2-D, or take the diagonal with einsum ('ii->i')",
         )
     rows, cols = x.shape
     count = min_dim(rows + builtins.min(offset, 0), cols - builtins.max(offset, 0))
@@ -281,7 +288,7 @@ def nan_to_num(
     """nan, inf and -inf of a float array replaced (by default: 0 and the dtype's largest
     and smallest finite values); other dtypes unchanged."""
     a = _as_tensor(x)
-    dtype = np.dtype(_dtype(a))
+    dtype = np.dtype(a.dtype)
     if dtype.kind != "f":
         return a
     info = np.finfo(dtype)
@@ -301,11 +308,11 @@ def average(a: Any, axis: Any = None, weights: Any = None) -> Any:
     w = _as_tensor(weights)
     if api.ndim(w) != api.ndim(x):
         if axis is None or isinstance(axis, (tuple, list)) or api.ndim(w) != 1:
-            raise ValueError(
-                "average: weights of another shape than the array\n"
-                "  expected: weights of the array's shape, or 1-D weights with one axis\n"
-                f"  found:    weights of {api.ndim(w)} dimensions, axis={axis!r}\n"
-                "  fix:      pass axis=<the weights' axis>, or broadcast the weights"
+            raise _bad(
+                "average: weights of another shape than the array",
+                "weights of the array's shape, or 1-D weights with one axis",
+                f"weights of {api.ndim(w)} dimensions, axis={axis!r}",
+                "pass axis=<the weights' axis>, or broadcast the weights",
             )
         shape = [1] * api.ndim(x)
         shape[_axis(axis, api.ndim(x))] = w.shape[0]
@@ -318,7 +325,12 @@ def average(a: Any, axis: Any = None, weights: Any = None) -> Any:
 def meshgrid(*xi: Any, indexing: str = "xy") -> list[Any]:
     """Coordinate arrays of 1-D ``xi`` (``"xy"``: the first two swapped, as NumPy)."""
     if indexing not in ("xy", "ij"):
-        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', found {indexing!r}")
+        raise _bad(
+            "meshgrid: unknown indexing",
+            "'xy' or 'ij'",
+            repr(indexing),
+            "use 'xy' (NumPy's default) or 'ij'",
+        )
     arrays = [api.ravel(_as_tensor(x)) for x in xi]
     sizes = [a.shape[0] for a in arrays]
     if indexing == "xy" and len(arrays) > 1:
@@ -337,8 +349,11 @@ def meshgrid(*xi: Any, indexing: str = "xy") -> list[Any]:
 def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
     """The first choice whose condition holds, element by element, else ``default``."""
     if len(condlist) != len(choicelist):
-        raise ValueError(
-            f"select: {len(condlist)} conditions for {len(choicelist)} choices; give as many"
+        raise _bad(
+            "select: as many conditions as choices",
+            f"{len(choicelist)} conditions",
+            f"{len(condlist)}",
+            "give one condition per choice",
         )
     out = default
     for cond, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
@@ -362,7 +377,12 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     ax = [_axis(i, nx) for i in ax]
     bx = [_axis(i, ny) for i in bx]
     if len(ax) != len(bx):
-        raise ValueError(f"tensordot: {len(ax)} axes of a against {len(bx)} of b")
+        raise _bad(
+            "tensordot: as many axes of a as of b",
+            f"{len(ax)} axes of b",
+            f"{len(bx)}",
+            "pair each summed axis of a with one of b",
+        )
     letters = iter("abcdefghijklmnopqrstuvwxyz")
     sa = [next(letters) for _ in range(nx)]
     sb = [next(letters) for _ in range(ny)]
@@ -385,23 +405,14 @@ def inner(a: Any, b: Any) -> Any:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def _dtype(x: Any) -> Any:
-    return x.dtype
+def _kind(x: Any) -> str:
+    """NumPy's dtype kind of an array or tracer: ``"f"``, ``"i"``, ``"b"``..."""
+    return str(np.dtype(x.dtype).kind)
 
 
-def _axis(axis: int, ndim: int) -> int:
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for an array of {ndim} dimensions")
-    return axis % ndim
-
-
-def _along(axis: int, index: slice) -> tuple[Any, ...]:
-    return (slice(None),) * axis + (index,)
-
-
-def _take_index(x: Any, axis: int, i: Any) -> Any:
-    """``x`` at index ``i`` (maybe symbolic) of ``axis``, the axis kept with length 1."""
-    return x[_along(axis, slice(i, i + 1))]
+def _bad(what: str, expected: str, found: str, fix: str) -> ValueError:
+    """The ValueError NumPy raises for the same call, in the package's layout."""
+    return ValueError(format_message(what, expected=expected, found=found, fix=fix))
 
 
 __all__ = [

@@ -379,16 +379,12 @@ def _divisibility_constraints(lhs: SymDim, rhs: SymDim) -> list[str] | None:
         if a.op in ("floordiv", "mod") and isinstance(a.args[1], int) and a.args[1] > 1
     }
     candidates = sorted(found, key=lambda xc: (str(xc[0]), xc[1]))
-
-    def holds(chosen: list[tuple[Any, int]]) -> bool:
-        return E.vanishes_if_divisible(diff, chosen)
-
-    if not candidates or not holds(candidates):
+    if not candidates or not E.vanishes_if_divisible(diff, candidates):
         return None
     needed = list(candidates)
     for xc in candidates:
         fewer = [c for c in needed if c != xc]
-        if holds(fewer):
+        if E.vanishes_if_divisible(diff, fewer):
             needed = fewer
     return [f"mod({x}, {c}) == 0" for x, c in needed]
 

@@ -419,27 +419,28 @@ def _exact_quotients(p: Poly, remainders: Mapping[Atom, Poly]) -> Poly:
     (``256*floordiv(h, 16)*floordiv(w, 16)`` is ``16*h*floordiv(w, 16)``, then ``h*w``).
     Each rewrite is an identity, and divides a coefficient by its divisor; the bound only
     guards against remainder rules that feed each other."""
-    changed = True
     for _ in range(256):
-        if not changed:
+        rewritten = _one_exact_quotient(p, remainders)
+        if rewritten is None:
             break
-        changed = False
-        for mono, coeff in list(p.items()):
-            for i, (atom, exp) in enumerate(mono):
-                if atom.op != "floordiv" or exp != 1 or not isinstance(atom.args[1], int):
-                    continue
-                x, c = atom.args
-                r = remainders.get(Atom("mod", (x, c)))
-                if r is None or coeff % c:
-                    continue
-                rest: Poly = {mono[:i] + mono[i + 1 :]: coeff // c}
-                p = poly_add(p, {mono: coeff}, -1)
-                p = poly_add(p, poly_mul(rest, poly_add(as_poly(x), r, -1)))
-                changed = True
-                break
-            if changed:
-                break
+        p = rewritten
     return p
+
+
+def _one_exact_quotient(p: Poly, remainders: Mapping[Atom, Poly]) -> Poly | None:
+    """``p`` with its first quotient that a remainder rule makes exact rewritten, or None."""
+    for mono, coeff in p.items():
+        for i, (atom, exp) in enumerate(mono):
+            if atom.op != "floordiv" or exp != 1 or not isinstance(atom.args[1], int):
+                continue
+            x, c = atom.args
+            r = remainders.get(Atom("mod", (x, c)))
+            if r is None or coeff % c:
+                continue
+            rest: Poly = {mono[:i] + mono[i + 1 :]: coeff // c}
+            out = poly_add(p, {mono: coeff}, -1)
+            return poly_add(out, poly_mul(rest, poly_add(as_poly(x), r, -1)))
+    return None
 
 
 def _recombine_mod(p: Poly, scope: SymbolicScope) -> Poly:

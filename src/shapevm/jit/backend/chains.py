@@ -157,25 +157,22 @@ def _trailing_axes(op: Op, ndim: int) -> int | None:
     return len(axes)
 
 
-def grow_chain(
-    low: Any, start: Op, pull: bool = True, dry: bool = False
-) -> tuple[Chain, list[int]] | None:
-    """The chain that starts at ``start``, and the positions of the ops it covers.
+Grown = tuple[list[Op], tuple[Any, ...], "Op | None"]
+"""A chain's ops in order, its shape, and the reduction that closes it."""
+
+
+def grow_chain(low: Any, start: Op, pull: bool = True) -> Grown | None:
+    """The ops of the chain that starts at ``start`` (not a reduction of a computed
+    tensor: `_reduction_only`), its shape and closing reduction, or None.
 
     ``pull``: a later op also joins when its operands are only tensors already computed
     (or inputs, constants), if what it computes meets the chain further on: each term of
     ``log(1 + exp(x)) + tanh(x) * x`` reads ``x`` alone, and the sum joins them. Without
     it (the fallback when that chain is too large for the tile interpreter), an op joins
-    only when it reads a value of the chain. ``dry``: the chain's inputs and results are
-    the graph's value ids, and the lowering is left as it was (no tensors made), to see
-    whether the tile interpreter takes it; None for a reduction of a computed tensor."""
+    only when it reads a value of the chain."""
     from shapevm.jit.backend.lower import _shape_equal
 
     graph = low.graph
-    if _is_reduction(low, start, any_axes=True):
-        if dry:
-            return None
-        return _reduction_only(low, start)  # a reduction of a tensor computed before
     if not _fusible(low, start):
         return None
     shape = graph.value(start.outs[0]).shape
@@ -218,7 +215,7 @@ def grow_chain(
             ):
                 reduce_op = op  # (a chain with a reduction writes its reduced value only)
             break
-    return _build(low, members, shape, reduce_op, dry)
+    return members, tuple(shape), reduce_op
 
 
 def _joined(members: list[Op], start: Op) -> list[Op]:
@@ -305,6 +302,9 @@ def _drop_small_escapes(low: Any, members: list[Op], shape: Sequence[Any]) -> li
 def _build(
     low: Any, members: list[Op], shape: Any, reduce_op: Op | None, dry: bool = False
 ) -> tuple[Chain, list[int]]:
+    """The chain of ``members`` and the positions it covers. ``dry``: its inputs and
+    results are the graph's value ids and the lowering is left as it was (no tensors
+    made), to see whether the tile interpreter takes it."""
     graph = low.graph
 
     def source(val: int) -> int:
@@ -405,31 +405,34 @@ def lower_elementwise(low: Any, op: Op) -> bool:
     from shapevm.jit.backend.lower import Unsupported
     from shapevm.jit.backend.tiles import programs, tile_kernel
 
-    # Pulling in the terms that meet the chain may make it larger than the tile
-    # interpreter takes (16 inputs, 64 registers): tried first on a dry chain.
-    pull = True
-    trial = grow_chain(low, op, pull=True, dry=True)
-    if trial is not None and trial[0].outputs:
-        try:
-            programs(trial[0])
-        except Unsupported:
-            pull = False
-    grown = grow_chain(low, op, pull)
-    if grown is None:
-        return False
-    chain, positions = grown
+    progs = None
+    if _is_reduction(low, op, any_axes=True):
+        chain, positions = _reduction_only(low, op)  # a reduction of a tensor computed before
+    else:
+        # Pulling in the terms that meet the chain may make it larger than the tile
+        # interpreter takes (64 registers, 128 instructions): tried first on a dry chain.
+        grown = grow_chain(low, op, pull=True)
+        if grown is not None:
+            dry, _ = _build(low, *grown, dry=True)
+            try:
+                progs = programs(dry) if dry.outputs else None
+            except Unsupported:
+                grown = grow_chain(low, op, pull=False)
+        if grown is None:
+            return False
+        chain, positions = _build(low, *grown)
     if not chain.outputs:  # nothing reads what the chain computes: dead code
         low.claim(*positions)
         return True
     # One executor instruction writes at most MAX_OUTPUTS results; a chain with more is
-    # run as several passes over the same inputs, each writing a share of the results.
-    parts = [
-        chain
-        if len(chain.outputs) <= MAX_OUTPUTS
-        else replace(chain, outputs=chain.outputs[i : i + MAX_OUTPUTS])
-        for i in range(0, len(chain.outputs), MAX_OUTPUTS)
-    ]
-    runs = [tile_kernel(part) for part in parts]  # Unsupported: no tier-2 form
+    # run as several passes over the same inputs, each writing a share of the results
+    # (the tile programs are one per result, in the order of the results).
+    cuts = range(0, len(chain.outputs), MAX_OUTPUTS)
+    parts = [replace(chain, outputs=chain.outputs[i : i + MAX_OUTPUTS]) for i in cuts]
+    runs = [
+        tile_kernel(part, None if progs is None else progs[i : i + MAX_OUTPUTS])
+        for i, part in zip(cuts, parts, strict=True)
+    ]  # Unsupported: no tier-2 form
     pcs = tuple(sorted(low.graph.ops[p].pc for p in positions))
     label = "chain" if chain.nodes[0].op != "identity" else chain.reduce or "chain"
     for part, run in zip(parts, runs, strict=True):

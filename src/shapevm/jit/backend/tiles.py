@@ -76,6 +76,7 @@ def programs(chain: Chain) -> list[Any]:
     return out
 
 
-def tile_kernel(chain: Chain) -> Any:
-    """The executor kernel that runs ``chain`` on the tile interpreter."""
-    return _native.chain_kernel(programs(chain))
+def tile_kernel(chain: Chain, progs: list[Any] | None = None) -> Any:
+    """The executor kernel that runs ``chain`` on the tile interpreter (``progs``: its
+    `programs`, when the lowering has them already)."""
+    return _native.chain_kernel(programs(chain) if progs is None else progs)

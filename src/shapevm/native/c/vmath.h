@@ -224,15 +224,6 @@ SV_INLINE vf verf(vf x) {
     return vsel(vnan_mask(x), x, y);
 }
 
-SV_INLINE vf verfc(vf x) {
-    vf a = vabs(x);
-    vf one = vsplat(1.0f);
-    vf tail = verfc_tail(vmax(a, one));
-    vf big = vsel(x < vsplat(0.0f), vsplat(2.0f) - tail, tail);
-    vf y = vsel(a < one, one - verf_small(vmin(a, one) * vcopysign(one, x)), big);
-    return vsel(vnan_mask(x), x, y);
-}
-
 SV_INLINE vf vsqrt(vf x) {
     vf r;
     for (int i = 0; i < SV_VW; i++) r[i] = __builtin_sqrtf(x[i]);
@@ -240,22 +231,26 @@ SV_INLINE vf vsqrt(vf x) {
 }
 
 /* The activations of fused epilogues; codes are SV_ACT_* of svnative.h. */
-SV_INLINE vf vgelu_tanh(vf x) {
-    /* 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
-     * exp is vexp's polynomial on t = -2u clamped to [-88, 88.5], scaled by 2^n in one
-     * step (n >= -127: a result below 2^-126 flushes to 0, harmless next to 1), and inf
-     * above the clamp: fewer and shorter chains than vexp, which dominated the epilogue of
-     * dense layers.  x = -inf gives -inf / inf = nan, as NumPy's formula does. */
-    vf t = x * vfma(vsplat(-0.0713548162726f), x * x, vsplat(-1.5957691216057308f));
+
+/* x / (1 + exp(t)): exp on t clamped to [-88, 88.5], scaled by 2^n in one step (a value
+ * below 2^-126 flushes to 0, harmless next to 1), inf past the clamp. */
+SV_INLINE vf vdiv_1p_exp(vf x, vf t) {
     vf e = vexp_1step(vmin(vmax(t, vsplat(-88.0f)), vsplat(88.5f)));
     e = vsel(t > vsplat(88.5f), vsplat(__builtin_inff()), e);
     return x / (vsplat(1.0f) + e);
+}
+SV_INLINE vf vgelu_tanh(vf x) {
+    /* 0.5 x (1 + tanh(u)) == x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3):
+     * fewer and shorter chains than vexp, which dominated the epilogue of dense layers.
+     * x = -inf gives -inf / inf = nan, as NumPy's formula does. */
+    vf t = x * vfma(vsplat(-0.0713548162726f), x * x, vsplat(-1.5957691216057308f));
+    return vdiv_1p_exp(x, t);
 }
 /* 0.5 x erfc(-x / sqrt 2), with erfc(a) for a = |x| / sqrt 2 as t exp(-a^2 + P(t)),
  * t = 1 / (1 + a/2) (Numerical Recipes' erfcc: relative error below 1.2e-7 for every
  * a >= 0, so the tail of negative x keeps its relative accuracy), and erfc(-a) as
  * 2 - erfc(a).  One path for every lane: a division, ten FMAs and one exp, against
- * erf's two polynomials, its division and its split exp(-a^2) (verfc). */
+ * the 1 - erf of erf's two polynomials, division and split exp(-a^2) (verf). */
 SV_INLINE vf vgelu_erf(vf x) {
     vf a = vabs(x) * vsplat(0.70710678118654752f);
     vf t = vsplat(1.0f) / vfma(a, vsplat(0.5f), vsplat(1.0f));
@@ -276,14 +271,10 @@ SV_INLINE vf vgelu_erf(vf x) {
     return x * vsel(x < vsplat(0.0f), half_e, vsplat(1.0f) - half_e);
 }
 SV_INLINE vf vsilu(vf x) {
-    /* x / (1 + exp(-x)), exp as in vgelu_tanh: one scaling step (below 2^-126 it flushes to
-     * 0 next to 1), inf past the clamp, so x = -inf gives -inf / inf = nan as x * sigmoid(x)
-     * does.  Half the work of x * vsigmoid(x), whose exp keeps subnormal results and whose
-     * two selects a product with x does not need. */
-    vf t = -x;
-    vf e = vexp_1step(vmin(vmax(t, vsplat(-88.0f)), vsplat(88.5f)));
-    e = vsel(t > vsplat(88.5f), vsplat(__builtin_inff()), e);
-    return x / (vsplat(1.0f) + e);
+    /* x / (1 + exp(-x)): x = -inf gives -inf / inf = nan as x * sigmoid(x) does.  Half the
+     * work of x * vsigmoid(x), whose exp keeps subnormal results and whose two selects a
+     * product with x does not need. */
+    return vdiv_1p_exp(x, -x);
 }
 SV_INLINE vf vrelu(vf x) { return vsel(x > vsplat(0.0f), x, vsel(vnan_mask(x), x, vsplat(0.0f))); }
 
