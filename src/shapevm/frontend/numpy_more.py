@@ -349,12 +349,10 @@ def meshgrid(*xi: Any, indexing: str = "xy") -> list[Any]:
 def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
     """The first choice whose condition holds, element by element, else ``default``."""
     if len(condlist) != len(choicelist):
-        raise _bad(
-            "select: as many conditions as choices",
-            f"{len(choicelist)} conditions",
-            f"{len(condlist)}",
-            "give one condition per choice",
-        )
+        raise _count(
+            "select: as many conditions as choices", len(choicelist), len(condlist),
+            "conditions", "give one condition per choice",
+        )  # fmt: skip
     out = default
     for cond, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
         out = api.where(cond, choice, out)
@@ -377,12 +375,10 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     ax = [_axis(i, nx) for i in ax]
     bx = [_axis(i, ny) for i in bx]
     if len(ax) != len(bx):
-        raise _bad(
-            "tensordot: as many axes of a as of b",
-            f"{len(ax)} axes of b",
-            f"{len(bx)}",
+        raise _count(
+            "tensordot: as many axes of a as of b", len(ax), len(bx), "axes of b",
             "pair each summed axis of a with one of b",
-        )
+        )  # fmt: skip
     letters = iter("abcdefghijklmnopqrstuvwxyz")
     sa = [next(letters) for _ in range(nx)]
     sb = [next(letters) for _ in range(ny)]
@@ -413,6 +409,11 @@ def _kind(x: Any) -> str:
 def _bad(what: str, expected: str, found: str, fix: str) -> ValueError:
     """The ValueError NumPy raises for the same call, in the package's layout."""
     return ValueError(format_message(what, expected=expected, found=found, fix=fix))
+
+
+def _count(what: str, expected: int, found: int, unit: str, fix: str) -> ValueError:
+    """`_bad` for two lists that must be as long as each other."""
+    return _bad(what, f"{expected} {unit}", str(found), fix)
 
 
 __all__ = [
