@@ -1,8 +1,11 @@
-"""float64 references of the kernels' math, and the accuracy measures the tests use."""
+"""float64 references of the kernels' math, the accuracy measures the tests use, and a
+count of the pages a warm kernel faults in."""
 
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -66,3 +69,32 @@ def ulp_err(y: Array, ref: Array) -> Array:
     spacing = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
     spacing = np.maximum(spacing, np.float64(np.finfo(np.float32).smallest_subnormal))
     return np.abs(np.asarray(y, np.float64) - ref) / spacing  # type: ignore[no-any-return]
+
+
+_WARM_FAULTS = """
+import resource, sys
+import numpy as np
+from shapevm import native
+rng = np.random.default_rng(3)
+{setup}
+call = lambda: {call}
+for _ in range(5):
+    call()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    call()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def warm_faults(setup: str, call: str) -> int:
+    """Pages a fresh process faults in over 20 calls of ``call`` after 5 (every thread of
+    the pool counts): a kernel that keeps its scratch faults in none. Fresh, so that glibc's
+    thresholds are its defaults, not what the tests before left them at."""
+    code = _WARM_FAULTS.format(setup=setup, call=call)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
+NO_FAULT_COUNTS = "the debug build's allocator keeps freed memory in quarantine"
+"""Why the fault counts are not checked on the debug build."""

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shapevm import native
-from tests.native.reference import rel_err
+from tests.native.reference import NO_FAULT_COUNTS, rel_err, warm_faults
 
 Array = np.ndarray[Any, Any]
 
@@ -175,3 +175,16 @@ def test_attention_refuses_bad_arguments(call: Any, headline: str, found: str) -
         call()
     assert str(info.value).splitlines()[0] == headline
     assert found in info.value.found
+
+
+@pytest.mark.skipif(native.info()["debug"], reason=NO_FAULT_COUNTS)
+def test_a_warm_call_faults_in_no_memory() -> None:
+    """Each head's scores and packed keys and values are the thread's scratch, kept from
+    call to call: allocated and freed per head, they made the pool's worker fault pages in
+    again on every call (glibc returns the top of a thread's heap to the system)."""
+    faults = warm_faults(
+        "qkv = rng.standard_normal((1, 37, 3, 4, 64), np.float32).transpose(2, 0, 3, 1, 4)\n"
+        "out = np.empty((1, 4, 37, 64), np.float32)",
+        "native.attention(qkv[0], qkv[1], qkv[2], scale=0.125, out=out)",
+    )
+    assert faults <= 5, f"20 warm calls faulted in {faults} pages"

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shapevm import native
-from tests.native.reference import act64, rel_err
+from tests.native.reference import NO_FAULT_COUNTS, act64, rel_err, warm_faults
 
 Array = np.ndarray[Any, Any]
 
@@ -262,3 +262,16 @@ def test_dense_into_its_own_residual_with_rows_backwards_or_apart() -> None:
     apart = np.lib.stride_tricks.as_strided(buf, (40, 24), (96, 4))
     with pytest.raises(native.NativeKernelError, match=r"residual does not match out"):
         native.dense(x, packed, residual=apart, out=buf[:, :24])
+
+
+@pytest.mark.skipif(native.info()["debug"], reason=NO_FAULT_COUNTS)
+def test_matmul_of_two_arrays_keeps_its_packs() -> None:
+    """The packed right operand (1 MiB here) and the copy of a strided left one are the
+    thread's scratch: allocated per call, each was a new mapping, 256 faults a call."""
+    for left in ("a", "np.asfortranarray(a)"):
+        faults = warm_faults(
+            "a = rng.standard_normal((64, 512), np.float32)\n"
+            "b = rng.standard_normal((512, 512), np.float32)",
+            f"native.matmul({left}, b)",
+        )
+        assert faults <= 5, f"20 warm products of {left} and b faulted in {faults} pages"

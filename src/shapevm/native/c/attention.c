@@ -115,19 +115,19 @@ static void att_task(void *vctx, int64_t task) {
         oo += i * a->sbo[d];
     }
     att_head h = {.q = a->q + oq, .mask = a->mask ? a->mask + om : NULL, .o = a->o + oo};
-    h.s = sv_alloc((size_t)QB * KB * sizeof(float));
-    int rk = sv_pack_b(&h.kt, a->k + ok, a->d, a->sk, 1, a->srk);
-    int rv = sv_pack_b(&h.v, a->v + ov, a->sk, a->dv, a->srv, 1);
-    if (h.s && rk == 0 && rv == 0) {
-        int64_t qb1 = (g + 1) * j->blocks_per_group;
-        if (qb1 > j->qblocks) qb1 = j->qblocks;
-        for (int64_t qb = g * j->blocks_per_group; qb < qb1; qb++) query_block(j, &h, qb * QB);
-    } else {
+    /* this thread's scratch, kept between tasks and calls (sv_thread_scratch) */
+    h.s = sv_thread_scratch(SV_SCRATCH_ATT_S, (size_t)QB * KB * sizeof(float));
+    float *kt = sv_thread_scratch(SV_SCRATCH_ATT_K, sv_pack_b_floats(a->d, a->sk) * sizeof(float));
+    float *v = sv_thread_scratch(SV_SCRATCH_ATT_V, sv_pack_b_floats(a->sk, a->dv) * sizeof(float));
+    if (!h.s || !kt || !v) {
         atomic_store(&j->failed, 1);
+        return;
     }
-    if (rk == 0) sv_packed_b_free(&h.kt);
-    if (rv == 0) sv_packed_b_free(&h.v);
-    sv_free(h.s);
+    sv_pack_b_into(&h.kt, kt, a->k + ok, a->d, a->sk, 1, a->srk);
+    sv_pack_b_into(&h.v, v, a->v + ov, a->sk, a->dv, a->srv, 1);
+    int64_t qb1 = (g + 1) * j->blocks_per_group;
+    if (qb1 > j->qblocks) qb1 = j->qblocks;
+    for (int64_t qb = g * j->blocks_per_group; qb < qb1; qb++) query_block(j, &h, qb * QB);
 }
 
 int sv_attention_run(const sv_attention *a, int threads) {

@@ -116,45 +116,6 @@ void sv_packed_conv_free(sv_packed_conv *p) {
     p->w = p->bias = p->rows = p->wino = NULL;
 }
 
-/* ---- per-thread scratch, kept between calls (freed when the thread ends) ---- */
-
-typedef struct scratch {
-    void *data;
-    size_t size;
-} scratch;
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void scratch_free(void *v) {
-    scratch *s = v;
-    sv_scratch_free(s->data, s->size);
-    free(s);
-}
-
-static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
-
-/* At least `bytes` of 64-byte aligned memory for this thread, or NULL. */
-void *sv_conv_scratch(size_t bytes) {
-    pthread_once(&scratch_once, scratch_init);
-    scratch *s = pthread_getspecific(scratch_key);
-    if (!s) {
-        s = calloc(1, sizeof *s);
-        if (!s || pthread_setspecific(scratch_key, s) != 0) {
-            free(s);
-            return NULL;
-        }
-    }
-    if (s->size < bytes) {
-        size_t size;
-        void *p = sv_scratch_grow(s->data, s->size, bytes, &size);
-        if (!p) return NULL;
-        s->data = p;
-        s->size = size;
-    }
-    return s->data;
-}
-
 /* ---- the driver ---- */
 
 typedef struct conv_job {
@@ -284,7 +245,7 @@ static void conv_task(void *vctx, int64_t task) {
     size_t slab_f = j->direct ? 0 : (size_t)((j->tight ? 1 : p->cbin) * j->bs + 15) & ~(size_t)15;
     size_t out_f = j->out_blocked ? 0 : (size_t)(p->cbout * npix * SV_CB);
     size_t ptr_bytes = (size_t)npix * sizeof(float *);
-    char *mem = sv_conv_scratch((slab_f + out_f) * sizeof(float) + ptr_bytes);
+    char *mem = sv_thread_scratch(SV_SCRATCH_CONV, (slab_f + out_f) * sizeof(float) + ptr_bytes);
     if (!mem) {
         atomic_store(&j->failed, 1);
         return;

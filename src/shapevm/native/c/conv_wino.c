@@ -123,7 +123,7 @@ static void wino_task(void *vctx, int64_t task) {
     size_t bytes = (slab_f + v_f + m_f + out_f) * sizeof(float) +
                    (size_t)T * (2 * sizeof(float *) + sizeof(int64_t) + 1) +
                    (size_t)(16 * p->cbin) * sizeof(int64_t);
-    char *mem = sv_conv_scratch(bytes);
+    char *mem = sv_thread_scratch(SV_SCRATCH_CONV, bytes);
     if (!mem) {
         atomic_store(&j->failed, 1);
         return;

@@ -76,11 +76,15 @@ static void pack_task(void *vctx, int64_t task) {
  * and values) stays on its thread. */
 #define PACK_PARALLEL_MIN_FLOATS (1 << 17)
 
-int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk, int64_t sn) {
+size_t sv_pack_b_floats(int64_t k, int64_t n) {
     int64_t panels = (n + SV_NR - 1) / SV_NR;
-    size_t count = (size_t)(panels > 0 ? panels : 1) * (size_t)(k > 0 ? k : 1) * SV_NR;
-    float *data = sv_alloc(count * sizeof(float));
-    if (!data) return -1;
+    return (size_t)(panels > 0 ? panels : 1) * (size_t)(k > 0 ? k : 1) * SV_NR;
+}
+
+void sv_pack_b_into(sv_packed_b *out, float *data, const float *w, int64_t k, int64_t n,
+                    int64_t sk, int64_t sn) {
+    int64_t panels = (n + SV_NR - 1) / SV_NR;
+    size_t count = sv_pack_b_floats(k, n);
     pack_job j = {.w = w, .data = data, .k = k, .n = n, .sk = sk, .sn = sn, .panels = panels};
     int t = count >= PACK_PARALLEL_MIN_FLOATS ? sv_pool_threads() : 1;
     int64_t ntasks = t > 1 ? 4 * (int64_t)t : 1;
@@ -92,6 +96,12 @@ int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk
     out->n = n;
     out->panels = panels;
     out->data = data;
+}
+
+int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk, int64_t sn) {
+    float *data = sv_alloc(sv_pack_b_floats(k, n) * sizeof(float));
+    if (!data) return -1;
+    sv_pack_b_into(out, data, w, k, n, sk, sn);
     return 0;
 }
 
@@ -268,26 +278,26 @@ void sv_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t sam, int6
               const float *b, int64_t sbk, int64_t sbn, float *c, int64_t ldc,
               const sv_epilogue *ep, int threads) {
     if (m <= 0 || n <= 0) return;
+    /* the copies live in this thread's scratch: allocated and freed in every call, they
+     * were faulted in again whenever glibc had given the freed memory back */
     const float *arows = a;
     int64_t lda = sam;
-    float *acopy = NULL;
-    sv_packed_b pb = {0};
     if (sak != 1 && k > 1) {
-        acopy = sv_alloc((size_t)m * (size_t)k * sizeof(float));
+        float *acopy = sv_thread_scratch(SV_SCRATCH_GEMM_A, (size_t)m * (size_t)k * sizeof(float));
         if (!acopy) goto fallback;
         for (int64_t i = 0; i < m; i++)
             for (int64_t kk = 0; kk < k; kk++) acopy[i * k + kk] = a[i * sam + kk * sak];
         arows = acopy;
         lda = k;
     }
-    if (sv_pack_b(&pb, b, k, n, sbk, sbn) != 0) goto fallback;
+    float *packed = sv_thread_scratch(SV_SCRATCH_GEMM_B, sv_pack_b_floats(k, n) * sizeof(float));
+    if (!packed) goto fallback;
+    sv_packed_b pb;
+    sv_pack_b_into(&pb, packed, b, k, n, sbk, sbn);
     sv_dense(m, arows, lda, &pb, c, ldc, ep, threads);
-    sv_packed_b_free(&pb);
-    sv_free(acopy);
     return;
 fallback:
     /* no memory for the packed copies: the plain triple loop, then the epilogue */
-    sv_free(acopy);
     for (int64_t i = 0; i < m; i++)
         for (int64_t jj = 0; jj < n; jj++) {
             float s = 0.0f;

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* mremap */
 #endif
 #include "sv_internal.h"
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -122,9 +123,12 @@ void sv_free(void *p) { free(p); }
  * on its first call).  No transparent huge pages: with the usual defrag=madvise the kernel
  * may compact memory synchronously at the fault, a stall in a call.  Measured on W2 (2 MiB
  * aligned mappings advised MADV_HUGEPAGE): first calls on a new shape 10-30% faster, but
- * three processes of eleven had a 6-10 ms call, CPU time in the kernel at a fault.  A
- * small buffer stays on the heap, whose pages are already resident.  Contents are not
- * kept. */
+ * three processes of eleven had a 6-10 ms call, CPU time in the kernel at a fault (on a
+ * virtual machine, a huge page drawn from guest memory the host has not backed yet costs
+ * milliseconds: 2 GiB advised so took 7.3 s to touch the first time, 0.11 s after).  A
+ * small buffer stays on the heap, where glibc often has resident memory that the model's
+ * build freed (mapped from 64 KiB on, W1's first calls on new shapes took 5-20% longer).
+ * Contents are not kept. */
 #if defined(__linux__) && !defined(SV_DEBUG) /* the debug build keeps ASan's redzones */
 #define SV_SCRATCH_MAPS
 static int mapped(size_t size) { return size >= SV_SCRATCH_MAP; }
@@ -161,4 +165,47 @@ void sv_scratch_free(void *p, size_t size) {
 #endif
     (void)size;
     sv_free(p);
+}
+
+/* Per-thread scratch slots (sv_thread_scratch): one block of pointers per thread, made at
+ * its first request and freed with the thread.  Allocating and freeing a kernel's scratch
+ * in every task cost a worker thread page faults on every call: glibc gives the top of a
+ * thread's heap back to the kernel when a free leaves more than its trim threshold there
+ * (W3 at 1 x 37: ten faults a call, 14 us of 190, from attention's per-head scores and
+ * packs). */
+typedef struct thread_scratch {
+    void *data[SV_SCRATCH_SLOTS];
+    size_t size[SV_SCRATCH_SLOTS];
+} thread_scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void thread_scratch_free(void *v) {
+    thread_scratch *t = v;
+    for (int i = 0; i < SV_SCRATCH_SLOTS; i++) sv_scratch_free(t->data[i], t->size[i]);
+    free(t);
+}
+
+static void scratch_init(void) { pthread_key_create(&scratch_key, thread_scratch_free); }
+
+void *sv_thread_scratch(int slot, size_t bytes) {
+    if (slot < 0 || slot >= SV_SCRATCH_SLOTS) return NULL;
+    pthread_once(&scratch_once, scratch_init);
+    thread_scratch *t = pthread_getspecific(scratch_key);
+    if (!t) {
+        t = calloc(1, sizeof *t);
+        if (!t || pthread_setspecific(scratch_key, t) != 0) {
+            free(t);
+            return NULL;
+        }
+    }
+    if (t->size[slot] < bytes || !t->data[slot]) {
+        size_t size;
+        void *p = sv_scratch_grow(t->data[slot], t->size[slot], bytes ? bytes : 64, &size);
+        if (!p) return NULL;
+        t->data[slot] = p;
+        t->size[slot] = size;
+    }
+    return t->data[slot];
 }

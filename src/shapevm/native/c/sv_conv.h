@@ -145,7 +145,6 @@ int sv_pack_conv_wino(sv_packed_conv *p, const float *w, const int64_t ws[4]);
 int sv_conv2d_wino(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
                    int x_layout, float *y, int y_layout, const float *residual, int act,
                    float slope, int res_first, int threads, int64_t oh, int64_t ow);
-void *sv_conv_scratch(size_t bytes);
 
 /* The kernels of one instruction set (conv_kern.h, pool_kern.h), in sv_isa_table.conv. */
 typedef struct sv_conv_kern {

@@ -164,10 +164,29 @@ void sv_free(void *p);
 #define SV_SCRATCH_MAP ((size_t)1 << 20) /* from this size on, a growing mapping */
 void *sv_scratch_grow(void *old, size_t old_size, size_t bytes, size_t *size);
 void sv_scratch_free(void *p, size_t size);
+/* This thread's grow-only scratch of one kind (a slot): at least `bytes` of 64-byte aligned
+ * memory, kept between calls and freed when the thread ends; NULL on failure.  A kernel
+ * asks for its slot once per task and does not call another user of the same slot while
+ * it holds it. */
+enum {
+    SV_SCRATCH_CONV,      /* a convolution task's slabs */
+    SV_SCRATCH_ATT_S,     /* an attention head's block of scores */
+    SV_SCRATCH_ATT_K,     /* ... its keys, packed */
+    SV_SCRATCH_ATT_V,     /* ... its values, packed */
+    SV_SCRATCH_GEMM_A,    /* sv_sgemm's copy of a strided left operand */
+    SV_SCRATCH_GEMM_B,    /* ... and its packed right operand */
+    SV_SCRATCH_SLOTS
+};
+void *sv_thread_scratch(int slot, size_t bytes);
 
 /* gemm.c */
 int sv_pack_b(sv_packed_b *out, const float *w, int64_t k, int64_t n, int64_t sk, int64_t sn);
 void sv_packed_b_free(sv_packed_b *p);
+/* The floats a pack of W[k, n] takes, and the pack into memory the caller owns (`data`,
+ * 64-byte aligned, at least that many floats; sv_packed_b_free must not be called on it). */
+size_t sv_pack_b_floats(int64_t k, int64_t n);
+void sv_pack_b_into(sv_packed_b *out, float *data, const float *w, int64_t k, int64_t n,
+                    int64_t sk, int64_t sn);
 void sv_dense(int64_t m, const float *a, int64_t lda, const sv_packed_b *b, float *c,
               int64_t ldc, const sv_epilogue *ep, int threads);
 void sv_sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t sam, int64_t sak,
