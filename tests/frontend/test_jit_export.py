@@ -152,6 +152,20 @@ def test_traced_values_cannot_be_used_as_python_values() -> None:
         )
 
 
+def test_a_numpy_table_indexed_by_a_traced_array_says_how_to_index_it() -> None:
+    """NumPy converts a traced index to an array (nothing dispatches ``ndarray[...]``): the
+    error names that case and the spelling that traces, which then runs."""
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    with pytest.raises(sv.ConcreteValueError, match=r"shapevm\.numpy\.asarray\(table\)\[ids\]"):
+        sv.jit(lambda x: x + table[snp.arange(x.shape[0])], shapes="b, 2")(
+            np.ones((3, 2), np.float32)
+        )
+    y = sv.jit(lambda x: x + snp.asarray(table)[snp.arange(x.shape[0])], shapes="b, 2")(
+        np.ones((3, 2), np.float32)
+    )
+    np.testing.assert_array_equal(y, 1.0 + table[:3])
+
+
 def test_cond_on_data_and_on_undecided_dimensions() -> None:
     f = sv.jit(lambda x: lax.cond(x.sum() > 0, lambda: x * 2.0, lambda: x - 1.0), shapes="b")
     np.testing.assert_array_equal(f(np.ones(3, np.float32)), [2.0, 2.0, 2.0])

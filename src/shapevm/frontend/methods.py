@@ -210,11 +210,16 @@ def _mask(x: Tracer, mask: Any) -> Any:
     return bind_op("mask_select", [x, mask])
 
 
-def _concrete_error(x: Tracer, what: str) -> ConcreteValueError:
+_CONCRETE_FIX = (
+    "use shapevm.numpy.where for data-dependent choices, shapevm.lax.cond for "
+    "data-dependent branches, or mark the argument static (static_argnums)"
+)
+
+
+def _concrete_error(x: Tracer, what: str, fix: str = _CONCRETE_FIX) -> ConcreteValueError:
     return ConcreteValueError(
         f"{what} of a traced array {x!r}: its value is only known when the program runs.\n"
-        "  fix: use shapevm.numpy.where for data-dependent choices, shapevm.lax.cond for "
-        "data-dependent branches, or mark the argument static (static_argnums)"
+        f"  fix: {fix}"
     )
 
 
@@ -231,7 +236,16 @@ def _float(self: Tracer) -> float:
 
 
 def _array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
-    raise _concrete_error(self, "conversion to a NumPy array (np.asarray)")
+    # NumPy converts what it cannot dispatch: most often a NumPy array indexed by a traced
+    # one (an embedding table `table[ids]`, positions `table[arange(s)]`)
+    raise _concrete_error(
+        self,
+        "conversion to a NumPy array (np.asarray)",
+        "NumPy asked for its values: a NumPy array indexed by a traced array (table[ids]) "
+        "or a NumPy function that does not dispatch. Make the NumPy array traced first "
+        "(shapevm.numpy.asarray(table)[ids], shapevm.numpy.take(table, ids, axis=0)) or use "
+        "the shapevm.numpy function",
+    )
 
 
 def _iter(self: Tracer) -> Iterator[Any]:

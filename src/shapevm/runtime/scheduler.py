@@ -132,6 +132,7 @@ def native_names(info: OpInfo) -> list[str]:
         "concatenate",
         "pad",
         "full",
+        "iota",
         "take",
     ):
         return ["native_view"]

@@ -201,6 +201,26 @@ def test_many_threads_call_one_executor() -> None:
     assert ex.stats()["calls"] == 800
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_iota_counts_in_each_dtype(dtype: Any) -> None:
+    """``arange(a)`` of the call's length, NumPy's conversion of each integer."""
+    ts = [Tensor(0, "input", F32, (A,), arg=0), Tensor(1, "temp", np.dtype(dtype), (A,))]
+    ex = executor(ts, [Kernel(N.OP_IOTA, [], [1])], [0], [1])
+    for n in (0, 1, 300):
+        (y,) = ex((n, 1), np.zeros(n, np.float32))
+        assert y.dtype == dtype
+        np.testing.assert_array_equal(y, np.arange(n, dtype=dtype))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "shape"), [(np.bool_, (A,)), (np.int16, (A,)), (np.float32, (A, 2))]
+)
+def test_an_iota_of_another_dtype_or_rank_is_refused(dtype: Any, shape: Any) -> None:
+    ts = [Tensor(0, "input", F32, (A,), arg=0), Tensor(1, "temp", np.dtype(dtype), shape)]
+    with pytest.raises(native.NativeKernelError, match="iota: a result of rank 1"):
+        executor(ts, [Kernel(N.OP_IOTA, [], [1])], [0], [1])
+
+
 @pytest.mark.parametrize(
     ("dtype", "value"),
     [(np.float32, -1.5), (np.float64, 2.25), (np.int64, -7.0), (np.int32, 9.0),

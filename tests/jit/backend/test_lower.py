@@ -877,8 +877,48 @@ def test_a_causal_mask_written_any_way_is_the_attention_kernels_causal_mode(name
     labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
     if name in CAUSAL:
         assert rec.variant.function.whole and labels[-1] == "attention (causal)", labels
+        assert "iota" not in labels, labels  # the mask's indices are the kernel's, not computed
     else:
         assert "attention (causal)" not in labels, labels
+
+
+POS_TABLE = np.random.default_rng(11).standard_normal((600, 16)).astype(np.float32)
+INV_FREQ = (1.0 / 100.0 ** (np.arange(8) / 8)).astype(np.float32)
+
+POSITIONS: dict[str, Callable[[Any], Any]] = {
+    "rotary angles of arange(s) as float32": lambda x: (
+        snp.cos(snp.arange(x.shape[1]).astype(np.float32)[:, None] * INV_FREQ) * x[..., :8]
+        - snp.sin(snp.arange(x.shape[1]).astype(np.float32)[:, None] * INV_FREQ) * x[..., 8:]
+    ),
+    "arange(s, dtype=float32)": lambda x: x * snp.arange(x.shape[1], dtype=np.float32)[:, None],
+    "a table of positions indexed by arange(s)": lambda x: (
+        x + snp.asarray(POS_TABLE)[snp.arange(x.shape[1])]
+    ),
+    "int32 positions": lambda x: (
+        x + snp.arange(x.shape[1], dtype=np.int32).astype(np.float32)[:, None]
+    ),
+    "a mask from arange that no attention reads": lambda x: snp.where(
+        snp.arange(x.shape[1])[:, None] < 5, x, 0.0
+    ).sum(axis=1),
+}
+
+
+@pytest.mark.parametrize("name", list(POSITIONS))
+def test_positions_from_arange_run_in_the_native_call(name: str) -> None:
+    """``arange(s)`` (``iota``: a model's positions, a rotary embedding's angles, ONNX's
+    ``Range``) is the executor's iota instruction, so the function stays one native call
+    (it was an interpreted step before the region); so is a mask made from it that a
+    ``where`` outside attention reads (that ``where`` was interpreted). Each agrees with
+    the interpreter."""
+    b, s = sv.symbolic_shape("b, s")
+    exp = sv.export(sv.jit(POSITIONS[name]))(sv.ShapeDtypeStruct((b, s, 16), np.float32))
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for shape in [(2, 5), (1, 1), (3, 40), (1, 600)]:
+        x = RNG.standard_normal((*shape, 16)).astype(np.float32)
+        np.testing.assert_allclose(jitted(x), exp.call(x), rtol=2e-5, atol=2e-5)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    assert rec.variant.function.direct is not None and "iota" in labels, labels
 
 
 def test_a_slice_of_the_last_axis_split_by_a_reshape_is_read_in_place() -> None:
@@ -924,15 +964,15 @@ def test_ids_compared_with_a_constant_that_adds_axes_keep_their_result_shape() -
 def test_an_op_no_native_kernel_runs_is_cut_out_before_lowering(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``iota`` (``arange``) and integer arithmetic have no native kernel: the function is
-    cut around them before anything is lowered, so each native piece is lowered once
-    (trying first and cutting at the failure lowered what came before a second time)."""
+    """Integer arithmetic has no native kernel: the function is cut around it before
+    anything is lowered, so each native piece is lowered once (trying first and cutting at
+    the failure lowered what came before a second time). ``iota`` (``arange``) has one."""
     from shapevm.jit.backend import function as F
 
     (b,) = sv.symbolic_shape("b")
 
     def f(x: Any) -> Any:
-        rows = snp.arange(x.shape[0])  # iota: int64, interpreted
+        rows = snp.arange(x.shape[0])  # iota: int64, native
         h = snp.tanh(x @ W.T + BIAS)
         return h * 2.0 + (rows - 1).astype(snp.float32)[:, None]
 
@@ -943,7 +983,7 @@ def test_an_op_no_native_kernel_runs_is_cut_out_before_lowering(
     monkeypatch.setattr(F, "lower_region", lambda *a, **k: calls.append(1) or real(*a, **k))
     nf = lower_function(ex, find_regions(ex.fn, ex.program))
     reasons = [p.reason for p in nf.interpreted]
-    assert reasons == ["iota has no native kernel for i64", "sub has no native kernel for i64"]
+    assert reasons == ["sub has no native kernel for i64"]
     assert len(calls) == len(nf.regions) >= 2, (len(calls), nf.regions)
     for n in (1, 4):
         run_both(exp, ex, nf, n)
@@ -970,7 +1010,7 @@ def test_a_capability_patch_does_not_cut_an_op_a_pattern_takes() -> None:
 
 
 def test_a_lowering_of_ones_own_is_asked_for_ops_without_a_native_kernel() -> None:
-    """Ops no built-in lowering can take (no native kernel for their dtype: `iota`) are cut
+    """Ops no built-in lowering can take (no native kernel for their dtype: `sub` of int64) are cut
     before lowering, but only with the built-in lowerings: one's own lowering
     (`lowerings_named([("mine", fn), ...])`) may take any op, so it is asked for them."""
     import shapevm as sv
@@ -981,7 +1021,7 @@ def test_a_lowering_of_ones_own_is_asked_for_ops_without_a_native_kernel() -> No
     from shapevm.runtime.interpreter import Executable
 
     def fn(x: Any) -> Any:
-        return x * 2.0 + snp.arange(x.shape[0]).astype(snp.float32)
+        return x * 2.0 + (snp.arange(x.shape[0]) - 1).astype(snp.float32)
 
     exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct(sv.symbolic_shape("n"), np.float32))
     ex = Executable(exp.program)
@@ -993,6 +1033,6 @@ def test_a_lowering_of_ones_own_is_asked_for_ops_without_a_native_kernel() -> No
 
     built_in = [f for _, f in LOWERINGS]
     report = find_regions(ex.fn, ex.program)
-    lower_function(ex, report, lowerings=built_in)  # the default set: iota is cut early
+    lower_function(ex, report, lowerings=built_in)  # the default set: sub is cut early
     lower_function(ex, report, lowerings=[mine, *built_in])
-    assert "iota" in asked
+    assert "sub" in asked

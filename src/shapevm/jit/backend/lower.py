@@ -102,6 +102,8 @@ class RegionLowering:
         self.blocked: dict[int, int] = {}  # value -> its tensor in the blocked conv layout
         self.deferred: dict[int, list[Callable[[], None]]] = {}  # see `defer`
         self.from_dims: dict[int, Unsupported] = {}  # see `_lower_op`
+        self.materializing = False  # lowering a deferred op for a reader (`_materialize`)
+        self._lowerings: Sequence[Lowering] = ()
 
     # -- tensors ----------------------------------------------------------------------------
     def new(self, kind: str, dtype: np.dtype[Any], shape: Sequence[Any], **kw: Any) -> int:
@@ -338,6 +340,7 @@ class RegionLowering:
 
     # -- the whole region -------------------------------------------------------------------
     def run(self, lowerings: Sequence[Lowering]) -> Lowered:
+        self._lowerings = lowerings
         for op in self.graph.ops:
             self._lower_op(op, lowerings)
             for emit in self.deferred.pop(op.pos, ()):
@@ -370,6 +373,10 @@ class RegionLowering:
         if op.kind == "resize":
             lower_reshape_value(self, op.ins[0], op.outs[0])
         elif op.kind == "call":
+            if not self._from_dims(op):
+                self._materialize_inputs(op)
+                if op.pos in self.claimed:  # a chain of its operands took it
+                    return
             kernels, claimed = len(self.kernels), len(self.claimed)
             try:
                 taken = any(lowering(self, op) for lowering in lowerings)
@@ -392,6 +399,29 @@ class RegionLowering:
                     raise failure
                 self.from_dims[op.pos] = failure
         # alloc/free/shape: the executor sizes everything itself
+
+    def _materialize_inputs(self, op: Op) -> None:
+        """Lower the deferred ops (values from the dimensions alone, `_lower_op`) that
+        ``op`` reads: no pattern took them before ``op``, which is not one of them, so it
+        needs them computed (``where(arange(s) < n, x, 0)`` outside attention)."""
+        for v in op.ins:
+            p = self.graph.value(v).producer
+            if v not in self.of_value and p in self.from_dims and p not in self.claimed:
+                self._materialize(self.graph.ops[p])
+
+    def _materialize(self, op: Op) -> None:
+        self._materialize_inputs(op)
+        if op.pos in self.claimed:
+            return
+        self.materializing = True
+        try:
+            taken = any(lowering(self, op) for lowering in self._lowerings)
+        except Unsupported:
+            taken = False
+        finally:
+            self.materializing = False
+        if taken:
+            del self.from_dims[op.pos]
 
     def finish(self) -> Lowered:
         outputs: list[int] = []
@@ -634,6 +664,66 @@ def lower_full(low: RegionLowering, op: Op) -> bool:
     low.emit(Kernel(N.OP_FILL, [], [res], fattr=[float(value)], pcs=(op.pc,), label="full"))
     low.claim(op.pos)
     return True
+
+
+_IOTA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64))
+
+
+def lower_iota(low: RegionLowering, op: Op) -> bool:
+    """``iota`` (``arange(s)``: positions, a rotary embedding's angles) as the executor's
+    iota instruction, unless only masks read it: a causal mask made from indices alone
+    waits for the attention pattern, which takes it whole (`_only_masks`), and is computed
+    only when a reader no pattern took needs it (`RegionLowering._materialize`)."""
+    if not _view_enabled(low, op, "iota"):
+        return False
+    (out,) = op.outs
+    if low.graph.value(out).dtype not in _IOTA_DTYPES:
+        return False
+    if not low.materializing and _only_masks(low, out):
+        return False
+    res = low.result(out)
+    low.emit(Kernel(N.OP_IOTA, [], [res], pcs=(op.pc,), label="iota"))
+    low.claim(op.pos)
+    return True
+
+
+def _only_masks(low: RegionLowering, vid: int) -> bool:
+    """Whether every op that reads ``vid``, through ops computing from the dimensions and
+    constants alone, is a ``where``: the value is a mask's, not a tensor anything else
+    needs."""
+    graph = low.graph
+    todo, seen, readers = [vid], set(), 0
+    while todo:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in graph.live_out:
+            return False
+        for pos in graph.users.get(v, []):
+            op = graph.ops[pos]
+            readers += 1
+            if op.info is not None and op.info.name == "where":
+                continue
+            if not all(u == v or _from_dims_alone(low, u) for u in op.ins):
+                return False
+            todo.extend(op.outs)
+    return readers > 0
+
+
+def _from_dims_alone(low: RegionLowering, vid: int) -> bool:
+    """Whether ``vid`` is a constant or computed from the dimensions and constants alone
+    (``iota``, ``full``, reshapes, broadcasts and elementwise ops of such values)."""
+    if low.const_array(vid) is not None:
+        return True
+    p = low.graph.value(vid).producer
+    if p < 0:
+        return False
+    op = low.graph.ops[p]
+    info = op.info
+    if op.kind != "call" or info is None or not (op.fusible or info.name in _FROM_DIMS):
+        return False
+    return all(_from_dims_alone(low, u) for u in op.ins)
 
 
 # -- matrix products ----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("concatenate", lower.lower_concatenate),
     ("pad", lower.lower_pad),
     ("full", lower.lower_full),
+    ("iota", lower.lower_iota),
     ("elementwise", chains.lower_elementwise),
 )
 

@@ -67,6 +67,7 @@ enum svx_op {
     SVX_OP_COPY,      /* in: x; out: y (same shape, any strides, same dtype) */
     SVX_OP_FILL,      /* out: y; f[0]: value (cast to y's dtype) */
     SVX_OP_EXTERNAL,  /* obj: a capsule of sv_exec_kernel (another kernel family) */
+    SVX_OP_IOTA,      /* out: y of rank 1: 0, 1, ..., n - 1 (f32, f64, i32 or i64) */
     SVX_OP_COUNT
 };
 
@@ -98,6 +99,7 @@ typedef struct sv_exec_kernel {
 
 int svx_copy(const svx_tensor *src, const svx_tensor *dst);
 int svx_fill(const svx_tensor *dst, double value);
+int svx_iota(const svx_tensor *dst);
 int svx_matmul(const svx_tensor *a, const svx_tensor *b, const svx_tensor *c, float alpha,
                int threads);
 #endif

@@ -67,6 +67,12 @@ static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, cons
             return -1;
         }
         return 0;
+    case SVX_OP_IOTA:
+        if (svx_iota(&t[in->out[0]])) {
+            *err = "iota: unsupported dtype or rank";
+            return -1;
+        }
+        return 0;
     case SVX_OP_EXTERNAL: {
         svx_tensor ins[SVX_MAXIN], outs[SVX_MAXOUT];
         for (int k = 0; k < in->nin; k++) ins[k] = t[in->in[k]];

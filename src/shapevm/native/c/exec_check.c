@@ -267,6 +267,13 @@ static const char *operand_rule(const Executor *e, const svx_instr *in) {
     case SVX_OP_FILL:
         if (sl[in->out[0]].dtype == SVX_F16) return "fill: a result of a dtype other than f16";
         return NULL;
+    case SVX_OP_IOTA: {
+        int d = sl[in->out[0]].dtype;
+        if (sl[in->out[0]].ndim != 1 ||
+            (d != SVX_F32 && d != SVX_F64 && d != SVX_I32 && d != SVX_I64))
+            return "iota: a result of rank 1 and dtype f32, f64, i32 or i64";
+        return NULL;
+    }
     default: return NULL;
     }
 }
@@ -321,7 +328,8 @@ static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObj
             in->obj = Py_NewRef(obj);
         } else if ((in->op == SVX_OP_MATMUL && (in->nin != 2 || in->nout != 1)) ||
                    (in->op == SVX_OP_COPY && (in->nin != 1 || in->nout != 1)) ||
-                   (in->op == SVX_OP_FILL && (in->nin != 0 || in->nout != 1))) {
+                   ((in->op == SVX_OP_FILL || in->op == SVX_OP_IOTA) &&
+                    (in->nin != 0 || in->nout != 1))) {
             return bad("wrong operand count", found), -1;
         }
         const char *rule = operand_rule(e, in);

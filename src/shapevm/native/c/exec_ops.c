@@ -1,4 +1,4 @@
-/* The executor's own kernels: strided copy and fill of any dtype, and the batched matrix
+/* The executor's own kernels: strided copy and fill of any dtype, iota, and the batched matrix
  * product over resolved tensors (dense layers and the other families have their own). */
 #include "exec.h"
 #include <string.h>
@@ -53,6 +53,28 @@ int svx_copy(const svx_tensor *src, const svx_tensor *dst) {
         }
     } while (next_index(idx, dst->shape, nd - 1));
     return 0;
+}
+
+/* 0, 1, ..., n - 1 into a vector (np.arange): each value converted as NumPy converts an
+ * integer (exact below 2^24 in f32). */
+int svx_iota(const svx_tensor *dst) {
+    if (dst->ndim != 1) return -1;
+    int64_t n = dst->shape[0], s = dst->strides[0];
+    switch (dst->dtype) {
+    case SVX_F32:
+        for (int64_t i = 0; i < n; i++) ((float *)dst->data)[i * s] = (float)i;
+        return 0;
+    case SVX_F64:
+        for (int64_t i = 0; i < n; i++) ((double *)dst->data)[i * s] = (double)i;
+        return 0;
+    case SVX_I32:
+        for (int64_t i = 0; i < n; i++) ((int32_t *)dst->data)[i * s] = (int32_t)i;
+        return 0;
+    case SVX_I64:
+        for (int64_t i = 0; i < n; i++) ((int64_t *)dst->data)[i * s] = i;
+        return 0;
+    default: return -1;
+    }
 }
 
 int svx_fill(const svx_tensor *dst, double value) {
