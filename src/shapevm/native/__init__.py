@@ -76,6 +76,7 @@ pool_kernel = _native.pool_kernel
 global_pool_kernel = _native.global_pool_kernel
 attention_kernel = _native.attention_kernel
 take_kernel = _native.take_kernel
+reduce_kernel = _native.reduce_kernel
 set_profiling = _native.set_profiling
 
 ACTIVATIONS: Final = (
@@ -240,6 +241,7 @@ __all__ = [
     "pack_conv2d",
     "pack_dense",
     "pool_kernel",
+    "reduce_kernel",
     "reorder_kernel",
     "rms_norm",
     "rowop_kernel",

@@ -213,6 +213,33 @@ def test_iota_counts_in_each_dtype(dtype: Any) -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "found"),
+    [(("median", 1, 2), "median"), (("sum", 2, 1), "axes [2, 1)"), (("sum", 0, 9), "axes [0, 9)")],
+)
+def test_a_reduce_kernel_of_an_unknown_kind_or_axes_is_refused(args: Any, found: str) -> None:
+    with pytest.raises(native.NativeKernelError, match="reduce_kernel") as info:
+        native.reduce_kernel(*args)
+    assert f"found:    {found}" in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "prod", "max", "min"])
+def test_a_middle_reduction_over_an_empty_axis(kind: str) -> None:
+    """Over no rows: sum 0, prod 1, mean NaN (as NumPy, without its warning); max and min
+    have no identity and fail the call, as NumPy raises."""
+    ts = [Tensor(0, "input", F32, (2, A, B), arg=0), Tensor(1, "temp", F32, (2, B))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.reduce_kernel(kind, 1, 2))],
+                  [0], [1])  # fmt: skip
+    x = np.zeros((2, 0, 3), np.float32)
+    if kind in ("max", "min"):
+        with pytest.raises(native.ExecFailure, match="no identity"):
+            ex((0, 3), x)
+        return
+    (y,) = ex((0, 3), x)
+    want = {"sum": 0.0, "mean": np.nan, "prod": 1.0}[kind]
+    np.testing.assert_array_equal(y, np.full((2, 3), want, np.float32))
+
+
+@pytest.mark.parametrize(
     ("dtype", "shape"), [(np.bool_, (A,)), (np.int16, (A,)), (np.float32, (A, 2))]
 )
 def test_an_iota_of_another_dtype_or_rank_is_refused(dtype: Any, shape: Any) -> None:

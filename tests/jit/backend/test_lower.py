@@ -455,6 +455,37 @@ def test_a_reduction_over_leading_axes_runs_native(reduce: Callable[[Any], Any])
         run_both(exp, ex, nf, n, rtol=1e-6, atol=1e-6)
 
 
+MIDDLE_REDUCTIONS: dict[str, Callable[[Any], Any]] = {
+    "mean axis 1": lambda h: h.mean(axis=1),
+    "sum axis 0": lambda h: h.sum(axis=0),
+    "max axes 1 and 2 keepdims": lambda h: snp.max(h, axis=(1, 2), keepdims=True),
+    "min axis -3": lambda h: snp.min(h, axis=-3),
+    "prod axis 1": lambda h: snp.prod(1.0 + 0.01 * h, axis=1),
+}
+
+
+@pytest.mark.parametrize("name", list(MIDDLE_REDUCTIONS))
+def test_a_reduction_over_middle_axes_adds_whole_rows(name: str) -> None:
+    """A reduction over adjacent axes before the last (mean pooling over a sequence, a sum
+    over a batch) is the executor's reduce kernel, which reads rows in memory order (split
+    among tasks when there are few outputs and many rows); it agrees with the interpreter on
+    strided inputs and NaN (max and min keep it, as NumPy)."""
+    a, b, c = sv.symbolic_shape("a, b, c")
+    fn = MIDDLE_REDUCTIONS[name]
+    exp = sv.export(sv.jit(lambda x: fn(snp.tanh(x) * 3.0)))(
+        sv.ShapeDtypeStruct((a, b, c, 5), np.float32)
+    )
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for shape in [(2, 3, 4), (1, 1, 1), (3, 700, 2), (4096, 1, 3)]:
+        x = RNG.standard_normal((*shape, 5)).astype(np.float32)
+        x[0, 0, 0, 1] = np.nan
+        for arg in (x, np.asfortranarray(x)):
+            np.testing.assert_allclose(jitted(arg), exp.call(arg), rtol=2e-5, atol=2e-5)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    assert rec.variant.function.whole and labels[-1] in ("sum", "mean", "max", "min", "prod")
+
+
 def test_a_row_picked_from_a_batch_is_not_taken_for_contiguous() -> None:
     """``h[:, 0]`` of ``h: [b, s, d]`` (a class token) is ``b`` rows ``s * d`` apart: a
     reshape of it needs a copy. Slices were judged contiguous when an extent could not be

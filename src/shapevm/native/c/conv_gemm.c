@@ -99,7 +99,8 @@ static void rows_task(void *vctx, int64_t task) {
     int64_t oy1 = min64(oy0 + j->rows_per_task, j->oh);
     int64_t k1 = s->cin * s->kh * s->kw + 1, plane = j->oh * j->ow;
     size_t slab_f = (size_t)(s->cin * j->slab_rows * j->wp);
-    float *slab = sv_thread_scratch(SV_SCRATCH_CONV, (slab_f + (size_t)(k1 * SV_NR)) * sizeof(float));
+    float *slab =
+        sv_thread_scratch(SV_SCRATCH_CONV, (slab_f + (size_t)(k1 * SV_NR)) * sizeof(float));
     if (!slab) {
         atomic_store(&j->failed, 1);
         return;

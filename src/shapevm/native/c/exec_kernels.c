@@ -6,6 +6,7 @@
 #include "pyutil.h"
 #include "exec.h"
 #include "svtile.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -731,6 +732,229 @@ static PyObject *py_take_kernel(PyObject *self, PyObject *args) {
     return make_capsule(run_take, t);
 }
 
+/* ---- a reduction over middle axes, the trailing ones kept (mean pooling: x.mean(axis=1)
+ * of [b, s, d]) ----
+ * y[a, i] = reduce over r of x[a, r, i], with a the leading kept axes, r the reduced axes
+ * [r0, r1) and i the trailing kept axes.  A task takes a leading index and a block of the
+ * trailing ones and adds whole rows of x into accumulators (double for sum, mean and prod;
+ * float for max and min): the rows are read in memory order, where a reduction moved last
+ * read x along a strided axis (a 32 x 128 x 256 mean: 890 us against NumPy's 127). */
+typedef struct redmid_self {
+    int kind; /* SV_RED_SUM, _MAX, _MIN, _PROD, _MEAN */
+    int r0, r1;
+} redmid_self;
+
+#define REDMID_BLOCK 128 /* trailing elements per task */
+
+typedef struct redmid_job {
+    const redmid_self *r;
+    const svx_tensor *x, *y;
+    int64_t outer, rows, inner, blocks;
+    int64_t splits; /* parts of the rows, each a task of its own (few outputs, many rows) */
+    double *part;   /* splits > 1: each part's result, [split][outer][inner] */
+} redmid_job;
+
+/* offset of flat index `flat` over axes [lo, hi) of a shape, with the given strides */
+static int64_t offset_of(int64_t flat, const int64_t *shape, const int64_t *strides, int lo,
+                         int hi) {
+    int64_t off = 0;
+    for (int d = hi - 1; d >= lo; d--) {
+        int64_t i = flat % shape[d];
+        flat /= shape[d];
+        off += i * strides[d];
+    }
+    return off;
+}
+
+/* whether axes [lo, hi) of a tensor are one run of memory, row-major with unit stride */
+static bool one_run(const svx_tensor *t, int lo, int hi) {
+    int64_t run = 1;
+    for (int d = hi - 1; d >= lo; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != run) return false;
+        run *= t->shape[d];
+    }
+    return true;
+}
+
+/* max and min as NumPy's: a NaN wins */
+static double redmid_pick(int kind, double best, double v) {
+    if (best != best) return best;
+    if (v != v) return v;
+    return kind == SV_RED_MAX ? (v > best ? v : best) : (v < best ? v : best);
+}
+
+static double redmid_start(int kind) {
+    return kind == SV_RED_PROD ? 1.0 : 0.0;
+}
+
+static void redmid_store(const redmid_job *j, int64_t a, int64_t i0, int64_t n,
+                         const double *acc) {
+    const svx_tensor *y = j->y;
+    int r0 = j->r->r0, kind = j->r->kind;
+    float *out = (float *)y->data + offset_of(a, y->shape, y->strides, 0, r0);
+    double scale = kind == SV_RED_MEAN ? 1.0 / (double)j->rows : 1.0;
+    bool run = one_run(y, r0, y->ndim);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t yo = run ? i0 + k : offset_of(i0 + k, y->shape, y->strides, r0, y->ndim);
+        out[yo] = (float)(kind == SV_RED_MAX || kind == SV_RED_MIN ? acc[k] : acc[k] * scale);
+    }
+}
+
+static void redmid_task(void *vctx, int64_t task) {
+    const redmid_job *j = vctx;
+    const svx_tensor *x = j->x;
+    int r0 = j->r->r0, r1 = j->r->r1, nd = x->ndim, kind = j->r->kind;
+    int64_t split = task % j->splits, blk = task / j->splits;
+    int64_t a = blk / j->blocks, i0 = blk % j->blocks * REDMID_BLOCK;
+    int64_t n = j->inner - i0 < REDMID_BLOCK ? j->inner - i0 : REDMID_BLOCK;
+    int64_t lo = j->rows * split / j->splits, hi = j->rows * (split + 1) / j->splits;
+    int64_t xa = offset_of(a, x->shape, x->strides, 0, r0);
+    bool run = one_run(x, r1, nd);
+    int64_t xo[REDMID_BLOCK];
+    for (int64_t k = 0; k < n; k++)
+        xo[k] = run ? i0 + k : offset_of(i0 + k, x->shape, x->strides, r1, nd);
+    double acc[REDMID_BLOCK];
+    bool extreme = kind == SV_RED_MAX || kind == SV_RED_MIN;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *row =
+            (const float *)x->data + xa + offset_of(r, x->shape, x->strides, r0, r1);
+        if (r == lo) {
+            for (int64_t k = 0; k < n; k++) acc[k] = extreme ? row[xo[k]] : redmid_start(kind);
+            if (extreme) continue;
+        }
+        if (extreme)
+            for (int64_t k = 0; k < n; k++) acc[k] = redmid_pick(kind, acc[k], row[xo[k]]);
+        else if (kind == SV_RED_PROD)
+            for (int64_t k = 0; k < n; k++) acc[k] *= row[xo[k]];
+        else if (run)
+            for (int64_t k = 0; k < n; k++) acc[k] += row[i0 + k];
+        else
+            for (int64_t k = 0; k < n; k++) acc[k] += row[xo[k]];
+    }
+    if (j->splits == 1) {
+        redmid_store(j, a, i0, n, acc);
+        return;
+    }
+    size_t at = ((size_t)split * (size_t)j->outer + (size_t)a) * (size_t)j->inner;
+    double *p = j->part + at + (size_t)i0;
+    memcpy(p, acc, (size_t)n * sizeof(double));
+}
+
+/* the parts of split rows into the result (splits > 1) */
+static void redmid_combine(const redmid_job *j) {
+    int kind = j->r->kind;
+    bool extreme = kind == SV_RED_MAX || kind == SV_RED_MIN;
+    double acc[REDMID_BLOCK];
+    size_t plane = (size_t)j->outer * (size_t)j->inner;
+    for (int64_t a = 0; a < j->outer; a++)
+        for (int64_t i0 = 0; i0 < j->inner; i0 += REDMID_BLOCK) {
+            int64_t n = j->inner - i0 < REDMID_BLOCK ? j->inner - i0 : REDMID_BLOCK;
+            const double *p = j->part + (size_t)a * (size_t)j->inner + (size_t)i0;
+            memcpy(acc, p, (size_t)n * sizeof(double));
+            for (int64_t sp = 1; sp < j->splits; sp++)
+                for (int64_t k = 0; k < n; k++) {
+                    double v = p[(size_t)sp * plane + (size_t)k];
+                    acc[k] = extreme            ? redmid_pick(kind, acc[k], v)
+                             : kind == SV_RED_PROD ? acc[k] * v
+                                                   : acc[k] + v;
+                }
+            redmid_store(j, a, i0, n, acc);
+        }
+}
+
+static int run_redmid(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                      int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const redmid_self *r = vself;
+    if (nin != 1 || nout != 1) {
+        *err = "reduce: takes x and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    int nr = r->r1 - r->r0;
+    bool fits = x->dtype == SVX_F32 && y->dtype == SVX_F32 && r->r0 >= 0 && nr >= 1 &&
+                r->r1 < x->ndim && y->ndim == x->ndim - nr;
+    for (int d = 0; fits && d < x->ndim; d++)
+        if (d < r->r0 || d >= r->r1) fits = y->shape[d < r->r0 ? d : d - nr] == x->shape[d];
+    if (!fits) {
+        *err = "reduce: float32 x and a result of x's shape less its middle reduced axes";
+        return -1;
+    }
+    redmid_job j = {.r = r, .x = x, .y = y, .outer = 1, .rows = 1, .inner = 1, .splits = 1};
+    for (int d = 0; d < r->r0; d++) j.outer *= x->shape[d];
+    for (int d = r->r0; d < r->r1; d++) j.rows *= x->shape[d];
+    for (int d = r->r1; d < x->ndim; d++) j.inner *= x->shape[d];
+    if (j.outer == 0 || j.inner == 0) return 0;
+    if (j.rows == 0) {
+        if (r->kind == SV_RED_MAX || r->kind == SV_RED_MIN) {
+            *err = "reduce: max or min over an axis of length 0 (it has no identity)";
+            return SVX_DATA_ERROR;
+        }
+        double acc[REDMID_BLOCK];
+        for (int k = 0; k < REDMID_BLOCK; k++)
+            acc[k] = r->kind == SV_RED_MEAN ? NAN : redmid_start(r->kind);
+        j.rows = 1; /* a mean's NaN stays NaN */
+        for (int64_t a = 0; a < j.outer; a++)
+            for (int64_t i0 = 0; i0 < j.inner; i0 += REDMID_BLOCK)
+                redmid_store(&j, a, i0, j.inner - i0 < REDMID_BLOCK ? j.inner - i0 : REDMID_BLOCK,
+                             acc);
+        return 0;
+    }
+    j.blocks = (j.inner + REDMID_BLOCK - 1) / REDMID_BLOCK;
+    int64_t tasks = j.outer * j.blocks;
+    double work = (double)j.outer * (double)j.rows * (double)j.inner;
+    int threads = sv_pool_threads();
+    if (threads <= 1 || work < 32768.0) {
+        for (int64_t t = 0; t < tasks; t++) redmid_task(&j, t);
+        return 0;
+    }
+    /* few outputs over many rows (a mean over a batch of 4096): the rows in parts too, a
+     * few tasks per thread, each part at least 64 rows */
+    if (tasks < 4 * (int64_t)threads) {
+        int64_t want = (4 * (int64_t)threads + tasks - 1) / tasks, most = j.rows / 64;
+        j.splits = want < most ? want : most > 1 ? most : 1;
+    }
+    if (j.splits > 1) {
+        j.part = sv_thread_scratch(SV_SCRATCH_REDUCE, (size_t)j.splits * (size_t)j.outer *
+                                                          (size_t)j.inner * sizeof(double));
+        if (!j.part) j.splits = 1;
+    }
+    sv_parallel(tasks * j.splits, redmid_task, &j);
+    if (j.splits > 1) redmid_combine(&j);
+    return 0;
+}
+
+/* reduce_kernel(kind, first, stop) -> kernel */
+static PyObject *py_reduce_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *kind;
+    int r0, r1;
+    if (!PyArg_ParseTuple(args, "sii", &kind, &r0, &r1)) return NULL;
+    int k = !strcmp(kind, "sum")    ? SV_RED_SUM
+            : !strcmp(kind, "mean") ? SV_RED_MEAN
+            : !strcmp(kind, "max")  ? SV_RED_MAX
+            : !strcmp(kind, "min")  ? SV_RED_MIN
+            : !strcmp(kind, "prod") ? SV_RED_PROD
+                                    : -1;
+    if (k < 0)
+        return sv_raise("reduce_kernel", "an unknown reduction", "sum, mean, max, min or prod",
+                        kind, "pass one of those");
+    if (r0 < 0 || r1 <= r0 || r1 >= SVX_MAXDIM) {
+        char found[48];
+        snprintf(found, sizeof found, "axes [%d, %d)", r0, r1);
+        return sv_raise("reduce_kernel", "reduced axes out of range",
+                        "0 <= first < stop < 8: axes before the last", found,
+                        "reduce a group of middle axes");
+    }
+    redmid_self *r = PyMem_Malloc(sizeof *r);
+    if (!r) return PyErr_NoMemory();
+    r->kind = k;
+    r->r0 = r0;
+    r->r1 = r1;
+    return make_capsule(run_redmid, r);
+}
+
 PyMethodDef sv_exec_kernel_methods[] = {
     {"conv_kernel", py_conv_kernel, METH_VARARGS,
      "conv_kernel(packed, activation, in_blocked, out_blocked, residual_first=False) -> an "
@@ -745,6 +969,9 @@ PyMethodDef sv_exec_kernel_methods[] = {
      "chain_kernel(programs) -> an executor kernel running one tile program per result"},
     {"rowop_kernel", (PyCFunction)(void (*)(void))py_rowop_kernel, METH_VARARGS | METH_KEYWORDS,
      "rowop_kernel(kind, eps=0.0, scale=1.0, gamma=None, beta=None) -> an executor kernel"},
+    {"reduce_kernel", py_reduce_kernel, METH_VARARGS,
+     "reduce_kernel(kind, first, stop) -> an executor kernel: kind ('sum', 'mean', 'max', "
+     "'min', 'prod') over the axes [first, stop), the trailing axes kept"},
     {"take_kernel", py_take_kernel, METH_VARARGS,
      "take_kernel(axis) -> an executor kernel: numpy.take(x, indices, axis) with bounds checks"},
     {"attention_kernel", (PyCFunction)(void (*)(void))py_attention_kernel,

@@ -175,6 +175,7 @@ enum {
     SV_SCRATCH_ATT_V,     /* ... its values, packed */
     SV_SCRATCH_GEMM_A,    /* sv_sgemm's copy of a strided left operand */
     SV_SCRATCH_GEMM_B,    /* ... and its packed right operand */
+    SV_SCRATCH_REDUCE,    /* a reduction's partial results (the calling thread's) */
     SV_SCRATCH_SLOTS
 };
 void *sv_thread_scratch(int slot, size_t bytes);
