@@ -159,3 +159,14 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         assert all(f"{label}:" in str(err.value) for label in ("expected", "found", "fix"))
     with pytest.raises(sv.TracingError, match="axis 2 is out of range"):
         snp.roll(x, 1, axis=2)
+
+
+def test_where_between_two_scalars_makes_an_array_of_their_common_type() -> None:
+    """``where(x > 0, 1.0, -1.0)``: both branches Python numbers (it was refused, as an op
+    of scalars alone); float32 or int32, as a weak type resolves."""
+    x = np.array([[1.5, -2.0, 0.0]], np.float32)
+    f = sv.jit(lambda v: snp.where(v > 0, 1.0, -1.0), shapes="b, 3")
+    g = sv.jit(lambda v: snp.where(v > 0, 1, 0), shapes="b, 3")
+    np.testing.assert_array_equal(f(x), np.where(x > 0, 1.0, -1.0).astype(np.float32))
+    assert f(x).dtype == np.float32 and g(x).dtype == np.int32
+    np.testing.assert_array_equal(g(x), [[1, 0, 0]])

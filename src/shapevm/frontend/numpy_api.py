@@ -364,7 +364,9 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
         return nonzero(condition)
     if x is None or y is None:
         raise TypeError("where() takes either 1 or 3 arguments")
-    (a, b), _ = _common([x, y])
+    (a, b), dt = _common([x, y])
+    if _dtype_of(a) is None and _dtype_of(b) is None:  # where(mask, 1.0, -1.0)
+        a = asarray(a, dt.numpy)
     cond = condition
     if _dtype_of(cond) not in (DType.BOOL, None):
         cond = not_equal(cond, 0)

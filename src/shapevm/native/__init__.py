@@ -77,6 +77,7 @@ global_pool_kernel = _native.global_pool_kernel
 attention_kernel = _native.attention_kernel
 take_kernel = _native.take_kernel
 reduce_kernel = _native.reduce_kernel
+compare_kernel = _native.compare_kernel
 set_profiling = _native.set_profiling
 
 ACTIVATIONS: Final = (
@@ -224,6 +225,7 @@ __all__ = [
     "attention",
     "attention_kernel",
     "avg_pool2d",
+    "compare_kernel",
     "conv2d",
     "conv2d_blocked",
     "conv_kernel",

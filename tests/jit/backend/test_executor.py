@@ -212,6 +212,32 @@ def test_iota_counts_in_each_dtype(dtype: Any) -> None:
         np.testing.assert_array_equal(y, np.arange(n, dtype=dtype))
 
 
+@pytest.mark.parametrize("kind", ["less", "less_equal", "greater", "greater_equal", "equal",
+                                  "not_equal"])  # fmt: skip
+@pytest.mark.parametrize(("da", "db"), [(np.int64, np.int64), (np.int32, np.int64)])
+def test_compare_kernel_is_exact_for_any_integers(kind: str, da: Any, db: Any) -> None:
+    """Two integer tensors compared exactly (past 2**24, where float32 lanes would round
+    16777217 to 16777216), the second broadcast along the first axis."""
+    ts = [
+        Tensor(0, "input", np.dtype(da), (A, B), arg=0),
+        Tensor(1, "input", np.dtype(db), (B,), arg=1),
+        Tensor(2, "view", np.dtype(db), (A, B), base=1, viewop=N.V_BROADCAST, contiguous=False),
+        Tensor(3, "temp", np.dtype(np.bool_), (A, B)),
+    ]
+    run = native.compare_kernel(kind)
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0, 2], [3], obj=run)], [0, 1], [3])
+    big = 2**24
+    a = np.array([[big + 1, -5, 0, big], [3, 3, -(2**31), 2**31 - 1]], da)
+    b = np.array([big, -5, 1, big + 1], db)
+    (y,) = ex((2, 4), a, b)
+    np.testing.assert_array_equal(y, getattr(np, kind)(a, b))
+
+
+def test_an_unknown_comparison_is_refused() -> None:
+    with pytest.raises(native.NativeKernelError, match="compare_kernel: an unknown comparison"):
+        native.compare_kernel("less_than")
+
+
 @pytest.mark.parametrize(
     ("args", "found"),
     [(("median", 1, 2), "median"), (("sum", 2, 1), "axes [2, 1)"), (("sum", 0, 9), "axes [0, 9)")],

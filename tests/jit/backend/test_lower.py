@@ -486,6 +486,38 @@ def test_a_reduction_over_middle_axes_adds_whole_rows(name: str) -> None:
     assert rec.variant.function.whole and labels[-1] in ("sum", "mean", "max", "min", "prod")
 
 
+def test_a_length_mask_compares_integers_exactly_in_the_native_call() -> None:
+    """``arange(s)[None, :] < lengths[:, None]`` (masked mean pooling of a batch of
+    sequences of different lengths) and a comparison of two int64 inputs past 2**24 are the
+    executor's compare kernel: the function is one native call (the comparison was
+    interpreted between two regions) and agrees with the interpreter exactly."""
+
+    def pool(x: Any, lengths: Any, a: Any, b: Any) -> Any:
+        mask = (snp.arange(x.shape[1])[None, :] < lengths[:, None]).astype(np.float32)
+        mean = (x * mask[..., None]).sum(axis=1) / snp.maximum(mask.sum(axis=1)[:, None], 1.0)
+        return mean * snp.where(a > b, 1.0, -1.0)[:, None]
+
+    b_, s_ = sv.symbolic_shape("b, s")
+    specs = [
+        sv.ShapeDtypeStruct((b_, s_, 8), np.float32),
+        sv.ShapeDtypeStruct((b_,), np.int64),
+        sv.ShapeDtypeStruct((b_,), np.int64),
+        sv.ShapeDtypeStruct((b_,), np.int64),
+    ]
+    exp = sv.export(sv.jit(pool))(*specs)
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for b, s in [(3, 5), (1, 1), (4, 37)]:
+        x = RNG.standard_normal((b, s, 8)).astype(np.float32)
+        lengths = RNG.integers(0, s + 2, b)
+        a = 2**24 + RNG.integers(0, 2, b)
+        args = (x, lengths, a, np.full(b, 2**24, np.int64))
+        np.testing.assert_allclose(jitted(*args), exp.call(*args), rtol=1e-6, atol=1e-6)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    assert rec.variant.function.whole, labels
+    assert labels.count("less") == 1 and labels.count("greater") == 1, labels
+
+
 def test_a_row_picked_from_a_batch_is_not_taken_for_contiguous() -> None:
     """``h[:, 0]`` of ``h: [b, s, d]`` (a class token) is ``b`` rows ``s * d`` apart: a
     reshape of it needs a copy. Slices were judged contiguous when an extent could not be

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from shapevm import native
 from shapevm.bytecode.isa import Reg
 from shapevm.bytecode.program import OpCall
 from shapevm.jit.backend import affine, probe
@@ -724,6 +725,46 @@ def _from_dims_alone(low: RegionLowering, vid: int) -> bool:
     if op.kind != "call" or info is None or not (op.fusible or info.name in _FROM_DIMS):
         return False
     return all(_from_dims_alone(low, u) for u in op.ins)
+
+
+_INT_COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
+
+
+def lower_int_compare(low: RegionLowering, op: Op) -> bool:
+    """A comparison of two int32/int64 tensors, computed or passed in (a length mask,
+    ``arange(s)[None, :] < lengths[:, None]``): the executor's exact compare kernel, over
+    views of the operands broadcast to the result. A fused chain reads integers as float32
+    lanes, exact only against a constant below 2**24 (`chains`), so such a comparison was
+    interpreted and cut its function in two."""
+    info = op.info
+    if info is None or info.name not in _INT_COMPARISONS:
+        return False
+    operands = low.literals(op)
+    if len(operands) != 2 or any(kind != "v" for kind, _ in operands):
+        return False
+    values = [low.graph.value(v) for _, v in operands]
+    if any(v.dtype not in (np.int32, np.int64) for v in values):
+        return False
+    if any(low.const_array(v) is not None for _, v in operands):
+        return False  # against a constant: a chain takes it (exact below 2**24)
+    if not all(
+        native_enabled(info.name, "native_chain", DType.from_numpy(v.dtype)) for v in values
+    ):
+        return False
+    (out,) = op.outs
+    shape = tuple(low.graph.value(out).shape)
+    ins = []
+    for _, vid in operands:
+        tid = low.tensor(vid)
+        if not _shape_equal(low.tensors[tid].shape, shape):
+            tid = low.new("view", low.tensors[tid].dtype, shape, base=tid,
+                          viewop=N.V_BROADCAST, contiguous=False)  # fmt: skip
+        ins.append(tid)
+    res = low.result(out)
+    run = native.compare_kernel(info.name)
+    low.emit(Kernel(N.OP_EXTERNAL, ins, [res], obj=run, pcs=(op.pc,), label=info.name))
+    low.claim(op.pos)
+    return True
 
 
 # -- matrix products ----------------------------------------------------------------------------

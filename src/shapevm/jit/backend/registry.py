@@ -26,6 +26,7 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("pad", lower.lower_pad),
     ("full", lower.lower_full),
     ("iota", lower.lower_iota),
+    ("int_compare", lower.lower_int_compare),
     ("elementwise", chains.lower_elementwise),
 )
 

@@ -925,6 +925,86 @@ static int run_redmid(const void *vself, const svx_tensor *ins, int nin, const s
     return 0;
 }
 
+/* ---- a comparison of two integer tensors (a length mask: arange(s) < lengths[:, None]) ----
+ * The tile interpreter reads integers as float32 lanes, exact only below 2^24; this compares
+ * int32 and int64 values exactly.  Both operands come as views of the result's shape
+ * (broadcast axes of stride 0). */
+enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE };
+typedef struct compare_self {
+    int kind;
+} compare_self;
+
+static int64_t int_at(const svx_tensor *t, int64_t off) {
+    return t->dtype == SVX_I64 ? ((const int64_t *)t->data)[off]
+                               : ((const int32_t *)t->data)[off];
+}
+
+static int run_compare(const void *vself, const svx_tensor *ins, int nin,
+                       const svx_tensor *outs, int nout, const int32_t *iattr,
+                       const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    int kind = ((const compare_self *)vself)->kind;
+    if (nin != 2 || nout != 1) {
+        *err = "compare: takes two tensors and gives one result";
+        return -1;
+    }
+    const svx_tensor *a = &ins[0], *b = &ins[1], *y = &outs[0];
+    bool fits = (a->dtype == SVX_I32 || a->dtype == SVX_I64) &&
+                (b->dtype == SVX_I32 || b->dtype == SVX_I64) && y->dtype == SVX_BOOL &&
+                a->ndim == y->ndim && b->ndim == y->ndim;
+    for (int d = 0; fits && d < y->ndim; d++)
+        fits = a->shape[d] == y->shape[d] && b->shape[d] == y->shape[d];
+    if (!fits) {
+        *err = "compare: int32 or int64 operands of the bool result's shape";
+        return -1;
+    }
+    int64_t total = 1;
+    for (int d = 0; d < y->ndim; d++) total *= y->shape[d];
+    for (int64_t f = 0; f < total; f++) {
+        int64_t ao = 0, bo = 0, yo = 0, rest = f;
+        for (int d = y->ndim - 1; d >= 0; d--) {
+            int64_t i = rest % y->shape[d];
+            rest /= y->shape[d];
+            ao += i * a->strides[d];
+            bo += i * b->strides[d];
+            yo += i * y->strides[d];
+        }
+        int64_t u = int_at(a, ao), v = int_at(b, bo);
+        bool r = kind == CMP_LT   ? u < v
+                 : kind == CMP_LE ? u <= v
+                 : kind == CMP_GT ? u > v
+                 : kind == CMP_GE ? u >= v
+                 : kind == CMP_EQ ? u == v
+                                  : u != v;
+        ((uint8_t *)y->data)[yo] = r;
+    }
+    return 0;
+}
+
+/* compare_kernel(kind) -> kernel */
+static PyObject *py_compare_kernel(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!kind) {
+        PyErr_Clear();
+        kind = "";
+    }
+    static const char *names[] = {"less", "less_equal", "greater", "greater_equal", "equal",
+                                  "not_equal"};
+    int k = -1;
+    for (int i = 0; i < 6; i++)
+        if (!strcmp(kind, names[i])) k = i;
+    if (k < 0)
+        return sv_raise("compare_kernel", "an unknown comparison",
+                        "less, less_equal, greater, greater_equal, equal or not_equal",
+                        *kind ? kind : "not a str", "pass one of those names");
+    compare_self *c = PyMem_Malloc(sizeof *c);
+    if (!c) return PyErr_NoMemory();
+    c->kind = k;
+    return make_capsule(run_compare, c);
+}
+
 /* reduce_kernel(kind, first, stop) -> kernel */
 static PyObject *py_reduce_kernel(PyObject *self, PyObject *args) {
     (void)self;
@@ -969,6 +1049,9 @@ PyMethodDef sv_exec_kernel_methods[] = {
      "chain_kernel(programs) -> an executor kernel running one tile program per result"},
     {"rowop_kernel", (PyCFunction)(void (*)(void))py_rowop_kernel, METH_VARARGS | METH_KEYWORDS,
      "rowop_kernel(kind, eps=0.0, scale=1.0, gamma=None, beta=None) -> an executor kernel"},
+    {"compare_kernel", py_compare_kernel, METH_O,
+     "compare_kernel(kind) -> an executor kernel: an exact comparison of two int32/int64 "
+     "tensors"},
     {"reduce_kernel", py_reduce_kernel, METH_VARARGS,
      "reduce_kernel(kind, first, stop) -> an executor kernel: kind ('sum', 'mean', 'max', "
      "'min', 'prod') over the axes [first, stop), the trailing axes kept"},
