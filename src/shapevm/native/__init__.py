@@ -78,6 +78,7 @@ attention_kernel = _native.attention_kernel
 take_kernel = _native.take_kernel
 reduce_kernel = _native.reduce_kernel
 compare_kernel = _native.compare_kernel
+arg_kernel = _native.arg_kernel
 set_profiling = _native.set_profiling
 
 ACTIVATIONS: Final = (
@@ -222,6 +223,7 @@ __all__ = [
     "PackedConv",
     "PackedDense",
     "arena_pools",
+    "arg_kernel",
     "attention",
     "attention_kernel",
     "avg_pool2d",

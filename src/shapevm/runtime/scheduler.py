@@ -105,6 +105,7 @@ NATIVE_DOCS: Final = {
     "native_view": "the native tier: layout ops as views and copies",
     "native_conv": "the native tier: convolution on the packed micro-kernel",
     "native_pool": "the native tier: pooling",
+    "native_index": "the native tier: argmax and argmin along an axis",
 }
 """The native tier's kernels, as variants of the ops they run (on ``cpu``). The interpreter
 never picks them (they apply to no call of its own); the JIT's lowerings use one only while
@@ -120,6 +121,8 @@ def native_names(info: OpInfo) -> list[str]:
         return ["native_conv"]
     if info.name in ("max_pool2d", "avg_pool2d"):
         return ["native_pool"]
+    if info.name in ("argmax", "argmin"):
+        return ["native_index"]
     if OpFlag.FUSIBLE in info.flags:
         return (
             ["native_chain", "native_rowop"] if OpFlag.REDUCTION in info.flags else ["native_chain"]

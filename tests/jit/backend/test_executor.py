@@ -212,6 +212,19 @@ def test_iota_counts_in_each_dtype(dtype: Any) -> None:
         np.testing.assert_array_equal(y, np.arange(n, dtype=dtype))
 
 
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_arg_kernel_over_an_empty_axis_fails_the_call(kind: str) -> None:
+    ts = [Tensor(0, "input", F32, (A, B), arg=0), Tensor(1, "temp", np.dtype(np.int64), (A,))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.arg_kernel(kind, 1))],
+                  [0], [1])  # fmt: skip
+    with pytest.raises(native.ExecFailure, match=f"{kind} of an empty sequence"):
+        ex((2, 0), np.zeros((2, 0), np.float32))
+    (y,) = ex((2, 3), np.array([[1, 3, 3], [2, 0, 0]], np.float32))
+    assert y.tolist() == ([1, 0] if kind == "argmax" else [0, 1])
+    with pytest.raises(native.NativeKernelError, match="arg_kernel: an unknown search"):
+        native.arg_kernel("argsort", 0)
+
+
 @pytest.mark.parametrize("kind", ["less", "less_equal", "greater", "greater_equal", "equal",
                                   "not_equal"])  # fmt: skip
 @pytest.mark.parametrize(("da", "db"), [(np.int64, np.int64), (np.int32, np.int64)])

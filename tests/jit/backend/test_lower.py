@@ -518,6 +518,36 @@ def test_a_length_mask_compares_integers_exactly_in_the_native_call() -> None:
     assert labels.count("less") == 1 and labels.count("greater") == 1, labels
 
 
+ARGS: dict[str, Callable[[Any], Any]] = {
+    "argmax of logits": lambda x: snp.argmax(x @ W.T, axis=-1),
+    "argmin axis 1 keepdims": lambda x: snp.argmin(snp.tanh(x), axis=1, keepdims=True),
+    "argmax axis 0": lambda x: snp.argmax(x * 2.0, axis=0),
+    "one-hot of the argmax": lambda x: (
+        (snp.argmax(x, axis=-1)[:, None] == np.arange(32)[None, :]).astype(np.float32) * x
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ARGS))
+def test_argmax_and_argmin_run_native_and_pick_the_first(name: str) -> None:
+    """``argmax``/``argmin`` along an axis (greedy decoding, a router's top expert; its
+    one-hot compares two integer tensors) are the executor's search kernel: the whole
+    function is one native call and agrees with the interpreter, ties and NaN included
+    (the first index of the extreme, a NaN's if any, as NumPy)."""
+    exp, ex, nf = lowered(ARGS[name])
+    assert not nf.interpreted and nf.whole, nf.interpreted
+    assert any(label in ("argmax", "argmin") for label in labels(nf)), labels(nf)
+    from shapevm.jit.backend.variant import Variant
+
+    for n in (1, 5, 300):
+        x = np.round(RNG.standard_normal((n, 32)), 1).astype(np.float32)  # ties
+        if n == 5:
+            x[2, 7] = x[3, 0] = np.nan
+        variant = Variant(ex, ("exact", (n,)), nf, {"b": n})
+        (got,) = variant.run([x], {"b": n})
+        np.testing.assert_array_equal(got, exp.call(x))
+
+
 def test_a_row_picked_from_a_batch_is_not_taken_for_contiguous() -> None:
     """``h[:, 0]`` of ``h: [b, s, d]`` (a class token) is ``b`` rows ``s * d`` apart: a
     reshape of it needs a copy. Slices were judged contiguous when an extent could not be

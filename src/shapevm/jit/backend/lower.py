@@ -745,8 +745,10 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
     values = [low.graph.value(v) for _, v in operands]
     if any(v.dtype not in (np.int32, np.int64) for v in values):
         return False
-    if any(low.const_array(v) is not None for _, v in operands):
-        return False  # against a constant: a chain takes it (exact below 2**24)
+    for _, v in operands:  # against a scalar below 2**24: a chain takes it
+        array = low.const_array(v)
+        if array is not None and array.size == 1 and abs(int(array.reshape(()))) < 2**24:
+            return False
     if not all(
         native_enabled(info.name, "native_chain", DType.from_numpy(v.dtype)) for v in values
     ):
@@ -763,6 +765,34 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
     res = low.result(out)
     run = native.compare_kernel(info.name)
     low.emit(Kernel(N.OP_EXTERNAL, ins, [res], obj=run, pcs=(op.pc,), label=info.name))
+    low.claim(op.pos)
+    return True
+
+
+def lower_arg(low: RegionLowering, op: Op) -> bool:
+    """``argmax``/``argmin`` of a float32 tensor along one axis (greedy decoding's next
+    token, a router's expert): the executor's search kernel, which returns the first index
+    of the extreme (a NaN's, if any), as NumPy does. Over the flattened operand
+    (``axis=None``) it stays interpreted."""
+    info = op.info
+    if info is None or info.name not in ("argmax", "argmin"):
+        return False
+    (src,) = op.ins
+    value = low.graph.value(src)
+    axis = op.attrs.get("axis")
+    if value.dtype != F32 or axis is None or not value.shape:
+        return False
+    if not native_enabled(info.name, "native_index", DType.F32):
+        return False
+    axis %= len(value.shape)
+    tid = low.tensor(src)
+    out = low.result(op.outs[0])
+    if op.attrs.get("keepdims"):  # the kernel writes the result less its unit axis
+        kept = tuple(n for a, n in enumerate(value.shape) if a != axis)
+        out = low.new("view", low.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
+                      contiguous=True)  # fmt: skip
+    run = native.arg_kernel(info.name, axis)
+    low.emit(Kernel(N.OP_EXTERNAL, [tid], [out], obj=run, pcs=(op.pc,), label=info.name))
     low.claim(op.pos)
     return True
 

@@ -982,6 +982,114 @@ static int run_compare(const void *vself, const svx_tensor *ins, int nin,
     return 0;
 }
 
+/* ---- argmax and argmin along one axis (greedy decoding's token, a router's expert) ----
+ * y[o, i] = the first index r of the largest (smallest) x[o, r, i]; a NaN counts as the
+ * extreme, its first index wins, as in NumPy. */
+typedef struct arg_self {
+    int max, axis;
+} arg_self;
+
+typedef struct arg_job {
+    const arg_self *a;
+    const svx_tensor *x, *y;
+    int64_t n, inner, per_task, total;
+} arg_job;
+
+static void arg_task(void *vctx, int64_t task) {
+    const arg_job *j = vctx;
+    const svx_tensor *x = j->x, *y = j->y;
+    int axis = j->a->axis, nd = x->ndim;
+    int64_t f1 = (task + 1) * j->per_task < j->total ? (task + 1) * j->per_task : j->total;
+    int64_t step = x->strides[axis];
+    for (int64_t f = task * j->per_task; f < f1; f++) {
+        int64_t o = f / j->inner, i = f % j->inner;
+        int64_t xo = offset_of(o, x->shape, x->strides, 0, axis) +
+                     offset_of(i, x->shape, x->strides, axis + 1, nd);
+        const float *p = (const float *)x->data + xo;
+        int64_t best = 0;
+        float bv = p[0];
+        if (bv == bv)
+            for (int64_t r = 1; r < j->n; r++) {
+                float v = p[r * step];
+                if (v != v) {
+                    best = r;
+                    break;
+                }
+                if (j->a->max ? v > bv : v < bv) {
+                    bv = v;
+                    best = r;
+                }
+            }
+        int64_t yo = offset_of(o, y->shape, y->strides, 0, axis) +
+                     offset_of(i, y->shape, y->strides, axis, y->ndim);
+        ((int64_t *)y->data)[yo] = best;
+    }
+}
+
+static int run_arg(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                   int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const arg_self *a = vself;
+    if (nin != 1 || nout != 1) {
+        *err = "argmax: takes x and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    bool fits = x->dtype == SVX_F32 && y->dtype == SVX_I64 && a->axis < x->ndim &&
+                y->ndim == x->ndim - 1;
+    for (int d = 0; fits && d < x->ndim; d++)
+        if (d != a->axis) fits = y->shape[d < a->axis ? d : d - 1] == x->shape[d];
+    if (!fits) {
+        *err = "argmax: float32 x and an int64 result of x's shape less the axis";
+        return -1;
+    }
+    arg_job j = {.a = a, .x = x, .y = y, .n = x->shape[a->axis], .inner = 1, .total = 1};
+    for (int d = 0; d < x->ndim; d++)
+        if (d != a->axis) j.total *= x->shape[d];
+    for (int d = a->axis + 1; d < x->ndim; d++) j.inner *= x->shape[d];
+    if (j.total == 0) return 0;
+    if (j.n == 0) {
+        *err = a->max ? "argmax of an empty sequence (an axis of length 0)"
+                      : "argmin of an empty sequence (an axis of length 0)";
+        return SVX_DATA_ERROR;
+    }
+    int threads = sv_pool_threads();
+    double work = (double)j.total * (double)j.n;
+    if (threads <= 1 || work < 32768.0 || j.total < 2) {
+        j.per_task = j.total;
+        arg_task(&j, 0);
+        return 0;
+    }
+    int64_t tasks = 4 * (int64_t)threads < j.total ? 4 * (int64_t)threads : j.total;
+    j.per_task = (j.total + tasks - 1) / tasks;
+    sv_parallel((j.total + j.per_task - 1) / j.per_task, arg_task, &j);
+    return 0;
+}
+
+/* arg_kernel(kind, axis) -> kernel */
+static PyObject *py_arg_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *kind;
+    int axis;
+    if (!PyArg_ParseTuple(args, "si", &kind, &axis)) return NULL;
+    int max = !strcmp(kind, "argmax") ? 1 : !strcmp(kind, "argmin") ? 0 : -1;
+    if (max < 0)
+        return sv_raise("arg_kernel", "an unknown search", "argmax or argmin", kind,
+                        "pass one of those");
+    if (axis < 0 || axis >= SVX_MAXDIM) {
+        char found[32];
+        snprintf(found, sizeof found, "axis %d", axis);
+        return sv_raise("arg_kernel", "an axis out of range", "0 <= axis < 8 (normalized)",
+                        found, "pass the axis counted from the front");
+    }
+    arg_self *a = PyMem_Malloc(sizeof *a);
+    if (!a) return PyErr_NoMemory();
+    a->max = max;
+    a->axis = axis;
+    return make_capsule(run_arg, a);
+}
+
 /* compare_kernel(kind) -> kernel */
 static PyObject *py_compare_kernel(PyObject *self, PyObject *arg) {
     (void)self;
@@ -1049,6 +1157,8 @@ PyMethodDef sv_exec_kernel_methods[] = {
      "chain_kernel(programs) -> an executor kernel running one tile program per result"},
     {"rowop_kernel", (PyCFunction)(void (*)(void))py_rowop_kernel, METH_VARARGS | METH_KEYWORDS,
      "rowop_kernel(kind, eps=0.0, scale=1.0, gamma=None, beta=None) -> an executor kernel"},
+    {"arg_kernel", py_arg_kernel, METH_VARARGS,
+     "arg_kernel(kind, axis) -> an executor kernel: argmax or argmin along the axis"},
     {"compare_kernel", py_compare_kernel, METH_O,
      "compare_kernel(kind) -> an executor kernel: an exact comparison of two int32/int64 "
      "tensors"},
