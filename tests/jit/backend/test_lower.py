@@ -519,6 +519,44 @@ def test_a_length_mask_compares_integers_exactly_in_the_native_call() -> None:
     assert labels.count("less") == 1 and labels.count("greater") == 1, labels
 
 
+WEIGHTED: dict[str, tuple[Callable[[Any], Any], bool]] = {
+    "masked sum over the sequence": (
+        lambda x: (snp.tanh(x) * (x[..., 0] > 0).astype(np.float32)[..., None]).sum(axis=1),
+        True,
+    ),
+    "mask first, mean": (lambda x: (x[..., :1] * x).mean(axis=1), True),
+    "full-size weights over the batch": (lambda x: (x * x).sum(axis=0), True),
+    "a product of chains (the chain writes it)": (
+        lambda x: (snp.abs(x[..., :1]) * snp.tanh(x)).mean(axis=1),
+        False,
+    ),
+    "the product read twice": (
+        lambda x: (snp.tanh(x) * x).sum(axis=1) + (snp.tanh(x) * x)[:, 0],
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(WEIGHTED))
+def test_a_sum_of_a_product_over_middle_axes_never_writes_the_product(name: str) -> None:
+    """``(x * w).sum(axis=1)`` of tensors already computed, with nothing else reading the
+    product (masked mean pooling of a layer's states: ``w`` a mask broadcast along the
+    features, or full-sized) is one pass of the reduce kernel over ``x`` and ``w``; a
+    product something else reads, or that a chain computing an operand takes in, is
+    computed as before. Each agrees with the interpreter."""
+    fn, fused = WEIGHTED[name]
+    a, b = sv.symbolic_shape("a, b")
+    exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct((a, b, 6), np.float32))
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for shape in [(2, 3), (1, 1), (3, 500), (700, 2)]:
+        x = OWN_RNG.standard_normal((*shape, 6)).astype(np.float32)
+        np.testing.assert_allclose(jitted(x), exp.call(x), rtol=2e-5, atol=2e-5)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    assert rec.variant.function.whole, labels
+    assert any(label.endswith("(x*w)") for label in labels) == fused, labels
+
+
 ARGS: dict[str, Callable[[Any], Any]] = {
     "argmax of logits": lambda x: snp.argmax(x @ W.T, axis=-1),
     "argmin axis 1 keepdims": lambda x: snp.argmin(snp.tanh(x), axis=1, keepdims=True),

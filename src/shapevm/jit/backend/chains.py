@@ -364,6 +364,81 @@ def _build(
     return chain, sorted(positions)
 
 
+def _middle_axes(low: Any, red: Op) -> tuple[int, ...] | None:
+    """The axes a float32 reduction reduces when they are adjacent and the last is kept."""
+    value = low.graph.value(red.ins[0])
+    ndim = len(value.shape)
+    reduced = _reduced_axes(red, ndim)
+    if (
+        value.dtype != np.float32
+        or _trailing_axes(red, ndim) is not None
+        or not reduced
+        or list(reduced) != list(range(reduced[0], reduced[-1] + 1))
+    ):
+        return None
+    return reduced
+
+
+def _reduce_result(low: Any, red: Op, reduced: tuple[int, ...]) -> int:
+    """The tensor the reduce kernel writes: the result, less its unit axes with keepdims."""
+    from shapevm.jit.backend import nodes as N
+
+    shape = tuple(low.graph.value(red.ins[0]).shape)
+    out: int = low.result(red.outs[0])
+    if red.attrs.get("keepdims"):
+        kept = tuple(n for a, n in enumerate(shape) if a not in reduced)
+        out = low.new("view", low.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
+                      contiguous=True)  # fmt: skip
+    return out
+
+
+def _lower_weighted_reduction(low: Any, op: Op) -> bool:
+    """``sum``/``mean`` over middle axes of a product ``x * w`` that nothing else reads
+    (masked mean pooling, ``(x * mask[..., None]).sum(axis=1)``): the reduce kernel
+    reduces the product in the pass that reads ``x``, without writing it."""
+    from shapevm import native
+    from shapevm.jit.backend import nodes as N
+    from shapevm.jit.backend.lower import _shape_equal
+
+    graph = low.graph
+    if op.info is None or op.info.name != "mul" or op.pos in low.claimed or len(op.ins) != 2:
+        return False
+    (prod,) = op.outs
+    readers = graph.users.get(prod, [])
+    if len(readers) != 1 or prod in graph.live_out:
+        return False
+    red = graph.ops[readers[0]]
+    if red.info is None or red.info.name not in ("sum", "mean") or red.ins[0] != prod:
+        return False
+    if not (_is_reduction(low, red, any_axes=True) and native_enabled("mul", "native_chain")):
+        return False
+    reduced = _middle_axes(low, red)
+    if reduced is None or any(k != "v" for k, _ in low.literals(op)):
+        return False
+    shape = tuple(graph.value(prod).shape)
+    if any(graph.value(v).dtype != np.float32 for v in op.ins):
+        return False
+    if not all(v in low.of_value or _readable(low, v) for v in op.ins):
+        return False
+    operands = list(op.ins)
+    if _shape_equal(graph.value(operands[1]).shape, shape):
+        operands.reverse()  # the full-sized operand first: its rows are read in place
+    ins = []
+    for v in operands:
+        tid = low.tensor(v)
+        if not _shape_equal(low.tensors[tid].shape, shape):
+            tid = low.new("view", low.tensors[tid].dtype, shape, base=tid,
+                          viewop=N.V_BROADCAST, contiguous=False)  # fmt: skip
+        ins.append(tid)
+    out = _reduce_result(low, red, reduced)
+    run = native.reduce_kernel(red.info.name, reduced[0], reduced[-1] + 1)
+    pcs = (op.pc, red.pc)
+    low.emit(Kernel(N.OP_EXTERNAL, ins, [out], obj=run, pcs=pcs, label=f"{red.info.name}(x*w)"))
+    low.claim(op.pos, red.pos)
+    low.patterns.append("elementwise")
+    return True
+
+
 def _lower_middle_reduction(low: Any, op: Op) -> bool:
     """A float32 reduction of a computed tensor over a group of adjacent axes before the
     last (``x.mean(axis=1)`` of ``[b, s, d]``: mean pooling; ``x.sum(axis=0)``): the
@@ -373,24 +448,13 @@ def _lower_middle_reduction(low: Any, op: Op) -> bool:
     from shapevm import native
     from shapevm.jit.backend import nodes as N
 
-    src = op.ins[0]
-    value = low.graph.value(src)
-    shape = tuple(value.shape)
-    reduced = _reduced_axes(op, len(shape))
-    if (
-        value.dtype != np.float32
-        or _trailing_axes(op, len(shape)) is not None
-        or not reduced
-        or list(reduced) != list(range(reduced[0], reduced[-1] + 1))
-    ):
+    reduced = _middle_axes(low, op)
+    if reduced is None:
         return False
     assert op.info is not None
+    src = op.ins[0]
     tid = low.of_value[src] if src in low.of_value else low.tensor(src)
-    out = low.result(op.outs[0])
-    kept = tuple(n for a, n in enumerate(shape) if a not in reduced)
-    if op.attrs.get("keepdims"):  # the kernel writes the result less its unit axes
-        out = low.new("view", low.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
-                      contiguous=True)  # fmt: skip
+    out = _reduce_result(low, op, reduced)
     run = native.reduce_kernel(op.info.name, reduced[0], reduced[-1] + 1)
     low.emit(Kernel(N.OP_EXTERNAL, [tid], [out], obj=run, pcs=(op.pc,), label=op.info.name))
     low.claim(op.pos)
@@ -440,6 +504,8 @@ def lower_elementwise(low: Any, op: Op) -> bool:
     from shapevm.jit.backend.tiles import programs, tile_kernel
 
     progs = None
+    if _lower_weighted_reduction(low, op):
+        return True
     if _is_reduction(low, op, any_axes=True) and _lower_middle_reduction(low, op):
         return True
     if _is_reduction(low, op, any_axes=True):
