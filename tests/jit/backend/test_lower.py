@@ -60,6 +60,26 @@ def run_both(
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)  # NaN and inf must match
 
 
+def native_agrees(
+    fn: Callable[[Any], Any],
+    dims: str,
+    last: int,
+    shapes: list[tuple[int, ...]],
+    prepare: Callable[[np.ndarray[Any, Any]], list[np.ndarray[Any, Any]]] = lambda x: [x],
+) -> tuple[Any, list[str]]:
+    """``fn`` exported over ``(*dims, last)`` and jitted (native from its first call): each
+    of ``shapes`` (values of ``dims``), as the arrays ``prepare`` makes of a random input,
+    agrees with the interpreter. The variant, and the labels of its kernels."""
+    spec = sv.ShapeDtypeStruct((*sv.symbolic_shape(dims), last), np.float32)
+    exp = sv.export(sv.jit(fn))(spec)
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for shape in shapes:
+        for arg in prepare(OWN_RNG.standard_normal((*shape, last)).astype(np.float32)):
+            np.testing.assert_allclose(jitted(arg), exp.call(arg), rtol=2e-5, atol=2e-5)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    return rec.variant, [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+
+
 SPELLINGS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "x @ W.T + b": (lambda x: x @ W.T + BIAS, "dense+bias"),
     "b + x @ W.T": (lambda x: BIAS + x @ W.T, "dense+bias"),
@@ -471,20 +491,15 @@ def test_a_reduction_over_middle_axes_adds_whole_rows(name: str) -> None:
     over a batch) is the executor's reduce kernel, which reads rows in memory order (split
     among tasks when there are few outputs and many rows); it agrees with the interpreter on
     strided inputs and NaN (max and min keep it, as NumPy)."""
-    a, b, c = sv.symbolic_shape("a, b, c")
     fn = MIDDLE_REDUCTIONS[name]
-    exp = sv.export(sv.jit(lambda x: fn(snp.tanh(x) * 3.0)))(
-        sv.ShapeDtypeStruct((a, b, c, 5), np.float32)
-    )
-    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
-    for shape in [(2, 3, 4), (1, 1, 1), (3, 700, 2), (4096, 1, 3)]:
-        x = OWN_RNG.standard_normal((*shape, 5)).astype(np.float32)
+
+    def with_nan(x: np.ndarray[Any, Any]) -> list[np.ndarray[Any, Any]]:
         x[0, 0, 0, 1] = np.nan
-        for arg in (x, np.asfortranarray(x)):
-            np.testing.assert_allclose(jitted(arg), exp.call(arg), rtol=2e-5, atol=2e-5)
-    rec = next(r for r in jitted.engines[0].records() if r.variant)
-    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
-    assert rec.variant.function.whole and labels[-1] in ("sum", "mean", "max", "min", "prod")
+        return [x, np.asfortranarray(x)]
+
+    shapes = [(2, 3, 4), (1, 1, 1), (3, 700, 2), (4096, 1, 3)]
+    variant, labels = native_agrees(lambda x: fn(snp.tanh(x) * 3.0), "a, b, c", 5, shapes, with_nan)
+    assert variant.function.whole and labels[-1] in ("sum", "mean", "max", "min", "prod")
 
 
 def test_a_length_mask_compares_integers_exactly_in_the_native_call() -> None:
@@ -545,15 +560,8 @@ def test_a_sum_of_a_product_over_middle_axes_never_writes_the_product(name: str)
     product something else reads, or that a chain computing an operand takes in, is
     computed as before. Each agrees with the interpreter."""
     fn, fused = WEIGHTED[name]
-    a, b = sv.symbolic_shape("a, b")
-    exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct((a, b, 6), np.float32))
-    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
-    for shape in [(2, 3), (1, 1), (3, 500), (700, 2)]:
-        x = OWN_RNG.standard_normal((*shape, 6)).astype(np.float32)
-        np.testing.assert_allclose(jitted(x), exp.call(x), rtol=2e-5, atol=2e-5)
-    rec = next(r for r in jitted.engines[0].records() if r.variant)
-    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
-    assert rec.variant.function.whole, labels
+    variant, labels = native_agrees(fn, "a, b", 6, [(2, 3), (1, 1), (3, 500), (700, 2)])
+    assert variant.function.whole, labels
     assert any(label.endswith("(x*w)") for label in labels) == fused, labels
 
 
@@ -1042,15 +1050,9 @@ def test_positions_from_arange_run_in_the_native_call(name: str) -> None:
     (it was an interpreted step before the region); so is a mask made from it that a
     ``where`` outside attention reads (that ``where`` was interpreted). Each agrees with
     the interpreter."""
-    b, s = sv.symbolic_shape("b, s")
-    exp = sv.export(sv.jit(POSITIONS[name]))(sv.ShapeDtypeStruct((b, s, 16), np.float32))
-    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
-    for shape in [(2, 5), (1, 1), (3, 40), (1, 600)]:
-        x = OWN_RNG.standard_normal((*shape, 16)).astype(np.float32)
-        np.testing.assert_allclose(jitted(x), exp.call(x), rtol=2e-5, atol=2e-5)
-    rec = next(r for r in jitted.engines[0].records() if r.variant)
-    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
-    assert rec.variant.function.direct is not None and "iota" in labels, labels
+    shapes = [(2, 5), (1, 1), (3, 40), (1, 600)]
+    variant, labels = native_agrees(POSITIONS[name], "b, s", 16, shapes)
+    assert variant.function.direct is not None and "iota" in labels, labels
 
 
 def test_a_slice_of_the_last_axis_split_by_a_reshape_is_read_in_place() -> None:
