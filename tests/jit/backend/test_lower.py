@@ -246,6 +246,47 @@ def test_the_memory_plan_reuses_buffers_and_reports_against_the_naive_plan() -> 
     assert planned < naive / 4
 
 
+@pytest.mark.parametrize("workload", ["W1", "W2", "W3"])
+@pytest.mark.parametrize("form", ["user", "library"])
+def test_tensors_that_share_a_buffer_never_live_at_the_same_time(workload: str, form: str) -> None:
+    """The plan puts the largest tensors first, each into the first buffer whose tensors
+    are all dead while it lives: any two tensors of a buffer are apart in time unless one
+    is computed in place of the other. W3's block takes 6 KiB of arena a token (its MLP's
+    hidden tensor, the layer norm's result and the residual), not the 8 it took when its
+    residual went into the buffer of q, k and v."""
+    from shapevm.models import traced
+    from shapevm.models import workloads as wl
+
+    exp = traced.export_workload(workload, wl.make_weights(workload), form=form)
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    for region in nf.regions:
+        low, plan = region.lowered, region.memory
+        root = {t.id: t.id for t in low.tensors}
+        for t in low.tensors:
+            if t.kind == "view" and t.base is not None:
+                root[t.id] = root[t.base]
+        span: dict[int, list[int]] = {}
+        for i, k in enumerate(low.kernels):
+            for tid in (*k.ins, *k.outs):
+                span.setdefault(root[tid], [i, i])[1] = i
+        inplace = {frozenset(p) for p in plan.inplace}
+        tenants: dict[int, list[int]] = {}
+        for tid in plan.temps:
+            tenants.setdefault(low.tensors[tid].buffer, []).append(tid)
+        for group in tenants.values():
+            for a in group:
+                for b in group:
+                    if a < b and a in span and b in span and frozenset((a, b)) not in inplace:
+                        (a0, a1), (b0, b1) = span[a], span[b]
+                        assert a1 < b0 or b1 < a0, (workload, a, b, span[a], span[b])
+    if workload == "W3":
+        (region,) = nf.regions
+        arena = sum(-(-max(s.evaluate({"b": 1, "s": 64}) for s in b.sizes) // 64) * 64
+                    for b in region.memory.buffers)  # fmt: skip
+        assert arena == 6144 * 64, arena
+
+
 def _conv_program(fn: Callable[..., Any]) -> tuple[Any, Any, Any]:
     b, h, w = sv.symbolic_shape("b, h, w", constraints=["h >= 8", "w >= 8"])
     exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct((b, 3, h, w), np.float32))

@@ -6,9 +6,10 @@ The plan is made once per program, for every shape at once:
 1. liveness in kernel order: a tensor lives from the kernel that writes it to the last
    kernel that reads it or any view of it;
 2. with ``mem_optimize``, a kernel's result takes the buffer of an operand that dies there
-   when the kernel allows it (same size: elementwise chains, a dense layer's residual),
-   else a free buffer whose size expression is the same, else any free buffer, else a new
-   one; without it, each tensor has its own buffer;
+   when the kernel allows it (same size: elementwise chains, a dense layer's residual);
+   then, largest first (sizes compared with every variable at 64), each tensor goes into
+   the first buffer none of whose tensors lives at the same time, else a new one; without
+   it, each tensor has its own buffer;
 3. a buffer's size is the largest of its tensors' sizes, as an expression of the
    dimension variables (a cell of the dimension heap), so one plan serves every shape.
 
@@ -18,6 +19,7 @@ interpreter runs it) are evaluated for given dimension values by `MemoryPlan.byt
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,8 +74,23 @@ def _align(n: int) -> int:
     return (n + 63) & ~63
 
 
+_REFERENCE_SIZE = 64
+"""Every dimension variable's value when sizes are compared to order the assignment (the
+order only: a buffer's size is the largest of its tensors' at each call)."""
+
+
+def _reference_bytes(size: Any) -> int:
+    if isinstance(size, int):
+        return size
+    try:
+        return int(size.evaluate(defaultdict(lambda: _REFERENCE_SIZE)))
+    except (ArithmeticError, KeyError, ValueError):
+        return 0
+
+
 def plan_memory(low: Lowered, optimize: bool = True) -> MemoryPlan:
     tensors = low.tensors
+    first: dict[int, int] = {}
     last: dict[int, int] = {}
     root = {t.id: t.id for t in tensors}
     for t in tensors:  # a view keeps its base alive
@@ -82,49 +99,74 @@ def plan_memory(low: Lowered, optimize: bool = True) -> MemoryPlan:
     for i, k in enumerate(low.kernels):
         for tid in (*k.ins, *k.outs):
             last[root[tid]] = max(last.get(root[tid], -1), i)
-    buffers: list[Buffer] = []
+        for tid in k.outs:
+            first.setdefault(root[tid], i)
+    # The temporaries in the order kernels write them; with `optimize`, a result joins the
+    # group of an operand that dies at its kernel when the kernel allows it (same size).
     temps: list[int] = []
     inplace: list[tuple[int, int]] = []
-    assigned: dict[int, int] = {}
+    group: dict[int, int] = {}  # temp -> the first temp of its in-place group
     for i, k in enumerate(low.kernels):
         for oi, written in enumerate(k.outs):
-            tid = root[written]  # a kernel writing through a view fills its base
-            t = tensors[tid]
-            if t.kind != "temp" or tid in assigned:
+            tid = root[written]
+            if tensors[tid].kind != "temp" or tid in group:
                 continue
             temps.append(tid)
-            size = t.nbytes_expr()
-            chosen = None
-            if optimize:
-                for out_index, in_index in k.inplace:
-                    if out_index != oi or in_index >= len(k.ins) or written != tid:
-                        continue
-                    u = k.ins[in_index]
-                    b = assigned.get(u)
-                    if (
-                        b is not None
-                        and root[u] == u
-                        and last.get(u) == i
-                        and _key(tensors[u].nbytes_expr()) == _key(size)
-                    ):
-                        chosen = b
-                        inplace.append((tid, u))
-                        break
-                if chosen is None:
-                    free = [j for j, b in enumerate(buffers) if b.busy_until < i]
-                    same = [j for j in free if any(_key(s) == _key(size) for s in buffers[j].sizes)]
-                    candidates = same or free
-                    chosen = candidates[0] if candidates else None
-            if chosen is None:
-                chosen = len(buffers)
-                buffers.append(Buffer())
-            buf = buffers[chosen]
-            buf.sizes.append(size)
-            buf.busy_until = max(buf.busy_until, last.get(tid, i))
-            assigned[tid] = chosen
-            t.buffer = chosen
+            group[tid] = tid
+            if not optimize:
+                continue
+            for out_index, in_index in k.inplace:
+                if out_index != oi or in_index >= len(k.ins) or written != tid:
+                    continue
+                u = k.ins[in_index]
+                if (
+                    u in group
+                    and root[u] == u
+                    and last.get(u) == i
+                    and _key(tensors[u].nbytes_expr()) == _key(tensors[tid].nbytes_expr())
+                ):
+                    group[tid] = group[u]
+                    inplace.append((tid, u))
+                    break
+    members: dict[int, list[int]] = {}
+    for tid in temps:
+        members.setdefault(group[tid], []).append(tid)
+    buffers: list[Buffer] = []
+    spans: list[list[tuple[int, int]]] = []  # each buffer's groups' lifetimes
+
+    def new_buffer() -> int:
+        buffers.append(Buffer())
+        spans.append([])
+        return len(buffers) - 1
+
+    # Groups largest first (sizes compared at one set of values), each into the first buffer
+    # none of whose groups lives at the same time: the large tensors get buffers of their
+    # own and the small ones fill in around them. Kernel order instead (a free buffer for
+    # each result as it comes) put a transformer block's residual in the buffer of its
+    # q, k, v and gave the MLP's hidden tensor one more: 8 KiB a token where 6 will do.
+    order = sorted(
+        members,
+        key=lambda g: (-max(_reference_bytes(tensors[t].nbytes_expr()) for t in members[g]), g),
+    )
+    for g in order:
+        lo = min(first.get(t, 0) for t in members[g])
+        hi = max(max(last.get(t, first.get(t, 0)), first.get(t, 0)) for t in members[g])
+        chosen = None
+        if optimize:
+            for b, used in enumerate(spans):
+                if all(hi < a or b_hi < lo for a, b_hi in used):
+                    chosen = b
+                    break
+        if chosen is None:
+            chosen = new_buffer()
+        spans[chosen].append((lo, hi))
+        buf = buffers[chosen]
+        for tid in members[g]:
+            buf.sizes.append(tensors[tid].nbytes_expr())
+            buf.busy_until = max(buf.busy_until, hi)
+            tensors[tid].buffer = chosen
     for t in tensors:  # temps nothing reads or writes (dead views' bases) still need room
-        if t.kind == "temp" and t.id not in assigned:
+        if t.kind == "temp" and t.id not in group:
             t.buffer = len(buffers)
             buffers.append(Buffer([t.nbytes_expr()], len(low.kernels)))
             temps.append(t.id)
