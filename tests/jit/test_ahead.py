@@ -39,33 +39,6 @@ def test_the_first_call_runs_native_and_other_shapes_borrow_it():
     assert (stats["compiled_calls"], stats["borrowed_calls"]) == (2, 1)
 
 
-def test_a_new_shape_borrows_the_executor_without_the_full_path(monkeypatch):
-    """A new shape's calls before it is hot go from the executor's binder straight to the
-    borrowed variant's executor (the full path's planning was most of a small call's first
-    time), counted as the full path counts them; the call that makes the key hot takes the
-    full path and gives the key its own variant."""
-    from shapevm.jit.engine import JitEngine
-
-    j = jitted_mlp()
-    j(*mlp_inputs(5))
-    (engine,) = j.engines
-    full = []
-    real_run = JitEngine.run
-    monkeypatch.setattr(
-        JitEngine, "run", lambda self, *a, **k: full.append(1) or real_run(self, *a, **k)
-    )
-    other = mlp_inputs(9)
-    for _ in range(2):  # hot_threshold is 3: two borrowed calls
-        assert_same(interpreted(j, *other), j(*other))
-    assert full == []
-    stats = j.jit_stats()
-    assert (stats["calls"], stats["compiled_calls"], stats["borrowed_calls"]) == (3, 3, 2)
-    j(*other)  # the third: hot, through the full path, which makes the key's variant
-    assert full == [1]
-    assert [r["key"] for r in j.jit_info()] == [("exact", (5,)), ("exact", (9,))]
-    assert engine.counters.borrowed_calls == 2
-
-
 def test_an_exported_program_is_lowered_by_jit_before_any_call():
     exp = exported_mlp()
     fast = exp.jit()

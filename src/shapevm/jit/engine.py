@@ -311,9 +311,6 @@ class JitEngine:
                 except self._mismatch:
                     pass  # the binder below explains it (or converts lists and scalars)
                 else:
-                    outs = self._borrowed_call(args, values)
-                    if outs is not None:
-                        return outs
                     return self.run(args, dict(zip(self.variables, values, strict=True)))
         ex = self.executable
         arrays = ex.binder.convert(args)
@@ -368,45 +365,6 @@ class JitEngine:
         finally:
             if job is not None:
                 self._submit(job)
-
-    def _borrowed_call(self, arrays: Sequence[Any], values: tuple[int, ...]) -> list[Any] | None:
-        """A call of a key that is not hot yet, which borrows the function's ready
-        shape-generic variant when that is one executor call: counted as `_decide` counts
-        it, then run by that executor directly (a new shape's first calls; the full path's
-        planning took 20-30 us of W1's first call at b=3, a 50 us call). None: take the
-        full path (the key is hot now, has a record, or nothing fits)."""
-        if (
-            bctrace.ACTIVE is not None
-            or self._report is None
-            or not self._records
-            or scheduler.generation() != self._generation
-            or isinstance(self.policy, AdaptivePolicy)
-        ):
-            return None
-        now = time.monotonic()
-        with stats.LOCK:
-            key = self.policy.key(values)
-            n = self._counts.get(key, 0) + 1 if key is not None else 0
-            if key is None or key in self._records or n >= self.options.hot_threshold:
-                return None
-            lender = self._lender()
-            if lender is None or lender.variant is None or not lender.variant.whole:
-                return None
-            fn = lender.variant.function
-            if fn.direct is None:
-                return None
-            if len(self._counts) >= _COUNTED_KEYS:
-                self._counts.clear()
-            self._counts[key] = n
-            self.counters.calls += 1
-            stats.COUNTERS.calls += 1
-            self.counters.borrowed_calls += 1
-            stats.COUNTERS.borrowed_calls += 1
-            self._hit(lender, now)
-        try:
-            return list(fn.direct(values, *arrays) if fn.direct_needs_dims else fn.direct(*arrays))
-        except self._failure as exc:  # an instruction failed (an index out of range)
-            raise fn.failure(exc) from exc
 
     def _remember_fast(
         self, arrays: Sequence[Any], values: tuple[int, ...], variant: Variant

@@ -379,19 +379,6 @@ def _middle_axes(low: Any, red: Op) -> tuple[int, ...] | None:
     return reduced
 
 
-def _reduce_result(low: Any, red: Op, reduced: tuple[int, ...]) -> int:
-    """The tensor the reduce kernel writes: the result, less its unit axes with keepdims."""
-    from shapevm.jit.backend import nodes as N
-
-    shape = tuple(low.graph.value(red.ins[0]).shape)
-    out: int = low.result(red.outs[0])
-    if red.attrs.get("keepdims"):
-        kept = tuple(n for a, n in enumerate(shape) if a not in reduced)
-        out = low.new("view", low.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
-                      contiguous=True)  # fmt: skip
-    return out
-
-
 def _lower_weighted_reduction(low: Any, op: Op) -> bool:
     """``sum``/``mean`` over middle axes of a product ``x * w`` that nothing else reads
     (masked mean pooling, ``(x * mask[..., None]).sum(axis=1)``): the reduce kernel
@@ -423,14 +410,8 @@ def _lower_weighted_reduction(low: Any, op: Op) -> bool:
     operands = list(op.ins)
     if _shape_equal(graph.value(operands[1]).shape, shape):
         operands.reverse()  # the full-sized operand first: its rows are read in place
-    ins = []
-    for v in operands:
-        tid = low.tensor(v)
-        if not _shape_equal(low.tensors[tid].shape, shape):
-            tid = low.new("view", low.tensors[tid].dtype, shape, base=tid,
-                          viewop=N.V_BROADCAST, contiguous=False)  # fmt: skip
-        ins.append(tid)
-    out = _reduce_result(low, red, reduced)
+    ins = [low.broadcast_view(low.tensor(v), shape) for v in operands]
+    out = low.reduced_result(red, reduced)
     run = native.reduce_kernel(red.info.name, reduced[0], reduced[-1] + 1)
     pcs = (op.pc, red.pc)
     low.emit(Kernel(N.OP_EXTERNAL, ins, [out], obj=run, pcs=pcs, label=f"{red.info.name}(x*w)"))
@@ -454,7 +435,7 @@ def _lower_middle_reduction(low: Any, op: Op) -> bool:
     assert op.info is not None
     src = op.ins[0]
     tid = low.of_value[src] if src in low.of_value else low.tensor(src)
-    out = _reduce_result(low, op, reduced)
+    out = low.reduced_result(op, reduced)
     run = native.reduce_kernel(op.info.name, reduced[0], reduced[-1] + 1)
     low.emit(Kernel(N.OP_EXTERNAL, [tid], [out], obj=run, pcs=(op.pc,), label=op.info.name))
     low.claim(op.pos)
@@ -470,19 +451,17 @@ def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
     tid = low.of_value[src] if src in low.of_value else low.tensor(src)
     value = low.graph.value(src)
     assert op.info is not None
-    out = low.result(op.outs[0])
     trailing = _trailing_axes(op, len(shape))
     keepdims = bool(op.attrs.get("keepdims"))
-    if trailing is None:  # the reduced axes moved last, in a view
+    if trailing is not None:
+        out = low.result(op.outs[0])
+    else:  # the reduced axes moved last, in a view; the result without its unit axes
         reduced = _reduced_axes(op, len(shape))
         perm = tuple(a for a in range(len(shape)) if a not in reduced) + reduced
+        out = low.reduced_result(op, reduced)
         shape = tuple(shape[a] for a in perm)
         tid = low.new("view", value.dtype, shape, base=tid, viewop=N.V_TRANSPOSE,
                       contiguous=False, params=perm)  # fmt: skip
-        if keepdims:  # the result without its unit axes, as a view
-            kept = shape[: len(shape) - len(reduced)]
-            out = low.new("view", low.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
-                          contiguous=True)  # fmt: skip
         trailing, keepdims = len(reduced), False
     chain = Chain(
         shape,

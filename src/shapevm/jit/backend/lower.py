@@ -144,6 +144,25 @@ class RegionLowering:
         self.of_value[vid] = tid
         return tid
 
+    def reduced_result(self, red: Op, axes: Sequence[int]) -> int:
+        """The tensor a reducing kernel writes for ``red``'s result: the result itself, or,
+        with ``keepdims``, a view of it without the reduced unit ``axes`` (of the operand)."""
+        out = self.result(red.outs[0])
+        if not red.attrs.get("keepdims"):
+            return out
+        shape = self.graph.value(red.ins[0]).shape
+        kept = tuple(n for a, n in enumerate(shape) if a not in axes)
+        return self.new("view", self.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
+                        contiguous=True)  # fmt: skip
+
+    def broadcast_view(self, tid: int, shape: Sequence[Any]) -> int:
+        """``tid`` itself if it has ``shape``, else a view of it broadcast to ``shape``
+        (stride 0 along the axes it broadcasts)."""
+        if _shape_equal(self.tensors[tid].shape, shape):
+            return tid
+        return self.new("view", self.tensors[tid].dtype, tuple(shape), base=tid,
+                        viewop=N.V_BROADCAST, contiguous=False)  # fmt: skip
+
     def result_through_layout(self, vid: int, unit_last: bool = True) -> int:
         """Like `result`, but when the value's only use is ``transpose`` then ``reshape``
         (attention's ``o.transpose(0, 2, 1, 3).reshape(b, s, d)``), the kernel writes the
@@ -754,14 +773,8 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
     ):
         return False
     (out,) = op.outs
-    shape = tuple(low.graph.value(out).shape)
-    ins = []
-    for _, vid in operands:
-        tid = low.tensor(vid)
-        if not _shape_equal(low.tensors[tid].shape, shape):
-            tid = low.new("view", low.tensors[tid].dtype, shape, base=tid,
-                          viewop=N.V_BROADCAST, contiguous=False)  # fmt: skip
-        ins.append(tid)
+    shape = low.graph.value(out).shape
+    ins = [low.broadcast_view(low.tensor(vid), shape) for _, vid in operands]
     res = low.result(out)
     run = native.compare_kernel(info.name)
     low.emit(Kernel(N.OP_EXTERNAL, ins, [res], obj=run, pcs=(op.pc,), label=info.name))
@@ -786,11 +799,7 @@ def lower_arg(low: RegionLowering, op: Op) -> bool:
         return False
     axis %= len(value.shape)
     tid = low.tensor(src)
-    out = low.result(op.outs[0])
-    if op.attrs.get("keepdims"):  # the kernel writes the result less its unit axis
-        kept = tuple(n for a, n in enumerate(value.shape) if a != axis)
-        out = low.new("view", low.tensors[out].dtype, kept, base=out, viewop=N.V_RESHAPE,
-                      contiguous=True)  # fmt: skip
+    out = low.reduced_result(op, (axis,))
     run = native.arg_kernel(info.name, axis)
     low.emit(Kernel(N.OP_EXTERNAL, [tid], [out], obj=run, pcs=(op.pc,), label=info.name))
     low.claim(op.pos)

@@ -38,7 +38,7 @@ def _key(d: Any) -> Any:
 @dataclass
 class Buffer:
     sizes: list[Any] = field(default_factory=list)  # byte-size expressions of its tensors
-    busy_until: int = -1
+    spans: list[tuple[int, int]] = field(default_factory=list)  # (first, last) kernel of each
 
 
 @dataclass
@@ -132,13 +132,6 @@ def plan_memory(low: Lowered, optimize: bool = True) -> MemoryPlan:
     for tid in temps:
         members.setdefault(group[tid], []).append(tid)
     buffers: list[Buffer] = []
-    spans: list[list[tuple[int, int]]] = []  # each buffer's groups' lifetimes
-
-    def new_buffer() -> int:
-        buffers.append(Buffer())
-        spans.append([])
-        return len(buffers) - 1
-
     # Groups largest first (sizes compared at one set of values), each into the first buffer
     # none of whose groups lives at the same time: the large tensors get buffers of their
     # own and the small ones fill in around them. Kernel order instead (a free buffer for
@@ -149,26 +142,21 @@ def plan_memory(low: Lowered, optimize: bool = True) -> MemoryPlan:
         key=lambda g: (-max(_reference_bytes(tensors[t].nbytes_expr()) for t in members[g]), g),
     )
     for g in order:
-        lo = min(first.get(t, 0) for t in members[g])
-        hi = max(max(last.get(t, first.get(t, 0)), first.get(t, 0)) for t in members[g])
-        chosen = None
-        if optimize:
-            for b, used in enumerate(spans):
-                if all(hi < a or b_hi < lo for a, b_hi in used):
-                    chosen = b
-                    break
-        if chosen is None:
-            chosen = new_buffer()
-        spans[chosen].append((lo, hi))
-        buf = buffers[chosen]
+        lo = min(first[t] for t in members[g])
+        hi = max(last[t] for t in members[g])
+        free = (i for i, b in enumerate(buffers) if all(hi < a or z < lo for a, z in b.spans))
+        index = next(free, None) if optimize else None
+        if index is None:
+            index = len(buffers)
+            buffers.append(Buffer())
+        buffers[index].spans.append((lo, hi))
         for tid in members[g]:
-            buf.sizes.append(tensors[tid].nbytes_expr())
-            buf.busy_until = max(buf.busy_until, hi)
-            tensors[tid].buffer = chosen
+            buffers[index].sizes.append(tensors[tid].nbytes_expr())
+            tensors[tid].buffer = index
     for t in tensors:  # temps nothing reads or writes (dead views' bases) still need room
         if t.kind == "temp" and t.id not in group:
             t.buffer = len(buffers)
-            buffers.append(Buffer([t.nbytes_expr()], len(low.kernels)))
+            buffers.append(Buffer([t.nbytes_expr()]))
             temps.append(t.id)
     return MemoryPlan(buffers, temps, inplace)
 

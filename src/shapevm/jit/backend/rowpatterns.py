@@ -520,8 +520,7 @@ def lower_attention(low: Any, op: Op) -> bool:
             operands.append(low.contiguous_last(low.tensor(v_v), (op.pc,)))
             if mask_v is not None:  # a view of the scores' shape, 0 strides where it broadcasts
                 base = low.contiguous_last(low.tensor(mask_v), (op.pc,))
-                operands.append(low.new("view", np.dtype(np.float32), scores, base=base,
-                                        viewop=N.V_BROADCAST, contiguous=False))  # fmt: skip
+                operands.append(low.broadcast_view(base, scores))
         except Unsupported as exc:
             raise Unsupported(str(exc), op.pc) from exc
         out = low.result_through_layout(pv.outs[0])

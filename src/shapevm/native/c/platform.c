@@ -127,7 +127,8 @@ void sv_free(void *p) { free(p); }
  * virtual machine, a huge page drawn from guest memory the host has not backed yet costs
  * milliseconds: 2 GiB advised so took 7.3 s to touch the first time, 0.11 s after).  A
  * small buffer stays on the heap, where glibc often has resident memory that the model's
- * build freed (mapped from 64 KiB on, W1's first calls on new shapes took 5-20% longer).
+ * build freed (mapped from 64 KiB on, W1's first calls at b=8 to 64 took 2-28% longer in
+ * an A/B of eight processes each).
  * Contents are not kept. */
 #if defined(__linux__) && !defined(SV_DEBUG) /* the debug build keeps ASan's redzones */
 #define SV_SCRATCH_MAPS
@@ -171,8 +172,8 @@ void sv_scratch_free(void *p, size_t size) {
  * its first request and freed with the thread.  Allocating and freeing a kernel's scratch
  * in every task cost a worker thread page faults on every call: glibc gives the top of a
  * thread's heap back to the kernel when a free leaves more than its trim threshold there
- * (W3 at 1 x 37: ten faults a call, 14 us of 190, from attention's per-head scores and
- * packs). */
+ * (W3 at 1 x 37: ten faults a call, at about 1.4 us each on the machine measured, from
+ * attention's per-head scores and packs). */
 typedef struct thread_scratch {
     void *data[SV_SCRATCH_SLOTS];
     size_t size[SV_SCRATCH_SLOTS];
