@@ -243,6 +243,20 @@ def test_the_least_recently_used_variant_is_evicted_and_counted():
     assert j.jit_stats()["evictions"] == 2
 
 
+def test_an_evicted_variant_that_ran_shared_code_still_reports_its_memory():
+    j = jitted_mlp(hot_threshold=1, background=False, max_variants=2)
+    j(*mlp_inputs(2))
+    j(*mlp_inputs(5))  # shares the code of (2,)
+    before = {r["key"]: (r["planned_bytes"], r["naive_bytes"]) for r in j.jit_info()}
+    assert next(r for r in j.jit_info() if r["key"] == ("exact", (5,)))["shares_code_with"]
+    j(*mlp_inputs(2))
+    j(*mlp_inputs(7))  # evicts (5,), the least recently used
+    (evicted,) = [r for r in j.jit_info() if r["status"] == "evicted"]
+    assert evicted["key"] == ("exact", (5,))
+    assert (evicted["planned_bytes"], evicted["naive_bytes"]) == before[("exact", (5,))]
+    assert evicted["planned_bytes"] > before[("exact", (2,))][0]  # its own values, not (2,)'s
+
+
 def test_a_full_budget_of_compiling_variants_refuses_and_counts(injected):
     def busy(x):
         return x * 5.0

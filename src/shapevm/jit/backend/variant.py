@@ -10,7 +10,7 @@ values.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shapevm.bytecode.program import Instr
@@ -35,6 +35,16 @@ class _RegionCall(NamedStep):
 
     def __call__(self, regs: list[Any]) -> None:
         self.region.run(regs, self.key, self.env)
+
+
+def regions_bytes(regions: Sequence[NativeRegion], env: Mapping[str, int]) -> tuple[int, int]:
+    """(planned, naive) bytes of ``regions`` at ``env``, summed over the regions."""
+    planned = naive = 0
+    for r in regions:
+        p, n = r.bytes(env)
+        planned += p
+        naive += n
+    return planned, naive
 
 
 class Variant:
@@ -67,12 +77,12 @@ class Variant:
         """(planned, naive) bytes at the key's dimension values (`MemoryPlan.bytes`):
         worked out when asked, not as the variant is made in its key's call (about 0.1 ms
         for W3's block, a third of its call at 1x37)."""
-        planned = naive = 0
-        for r in self.regions:
-            p, n = r.bytes(self.ref_env)
-            planned += p
-            naive += n
-        return planned, naive
+        return regions_bytes(self.regions, self.ref_env)
+
+    def memory_later(self) -> Callable[[], tuple[int, int]]:
+        """`memory_bytes` without the variant, for a record that drops it (see
+        `VariantRecord.drop_variant`)."""
+        return functools.partial(regions_bytes, self.regions, self.ref_env)
 
     @property
     def has_chains(self) -> bool:
