@@ -1211,3 +1211,24 @@ def test_a_lowering_of_ones_own_is_asked_for_ops_without_a_native_kernel() -> No
     lower_function(ex, report, lowerings=built_in)  # the default set: sub is cut early
     lower_function(ex, report, lowerings=[mine, *built_in])
     assert "sub" in asked
+
+
+def test_results_returned_in_another_order_than_computed_are_still_one_call() -> None:
+    """``return logits, ..., hidden`` (a head's logits before the hidden state they come
+    from) is one executor call that hands the results back in the order returned."""
+
+    def f(x: Any) -> Any:
+        hidden = snp.tanh(x @ W.T + BIAS)
+        return hidden.sum(axis=-1), x * 2.0, hidden
+
+    spec = sv.ShapeDtypeStruct((*sv.symbolic_shape("b"), 32), np.float32)
+    exp = sv.export(sv.jit(f))(spec)
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for b in (1, 5, 17):
+        x = OWN_RNG.standard_normal((b, 32)).astype(np.float32)
+        got, want = jitted(x), exp.call(x)
+        assert [g.shape for g in got] == [(b,), (b, 32), (b, 48)]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    assert rec.variant.function.whole

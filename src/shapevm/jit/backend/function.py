@@ -439,21 +439,29 @@ def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any,
         return None, True
     ret = fn.blocks[0].instrs[-1]
     ret_slots = [executable.slot(r) for r in ret.uses()]
-    if ret_slots != list(region.out_slots):
+    out_at = {s: i for i, s in enumerate(region.out_slots)}
+    if sorted(ret_slots) != sorted(out_at) or len(ret_slots) != len(set(ret_slots)):
         return None, True
-    # arguments in parameter order
+    # arguments in parameter order, results in the order the function returns them (the
+    # region's come in the order they are computed)
     order = [by_slot[s] for s in params]
     tensors = lowered.tensors
     for pos, i in enumerate(order):
         tensors[lowered.inputs[i]].arg = pos
-    inputs = [lowered.inputs[i] for i in order]
+    out_order = [out_at[s] for s in ret_slots]
+    for pos, i in enumerate(out_order):
+        tensors[lowered.outputs[i]].out_index = pos
     relowered = replace(
-        lowered, inputs=inputs, input_values=[lowered.input_values[i] for i in order]
+        lowered,
+        inputs=[lowered.inputs[i] for i in order],
+        input_values=[lowered.input_values[i] for i in order],
+        outputs=[lowered.outputs[i] for i in out_order],
+        output_values=[lowered.output_values[i] for i in out_order],
     )
     heap = DimHeap(region.variables)
     bound = {
         d._terms[0][0][0][0].args[0]
-        for t in inputs
+        for t in relowered.inputs
         for d in tensors[t].shape
         if isinstance(d, DimExpr) and _is_var(d)
     }
@@ -473,9 +481,11 @@ def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any,
         else:
             heap.check_zero(diff)
     spec = build_spec(relowered, region.memory, heap, threads=0)
-    # restore the region's own argument numbering
+    # restore the region's own numbering
     for i, t in enumerate(lowered.inputs):
         tensors[t].arg = i
+    for i, t in enumerate(lowered.outputs):
+        tensors[t].out_index = i
     return native.Executor(spec), needs_dims
 
 
