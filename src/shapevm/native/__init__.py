@@ -78,6 +78,7 @@ attention_kernel = _native.attention_kernel
 take_kernel = _native.take_kernel
 reduce_kernel = _native.reduce_kernel
 compare_kernel = _native.compare_kernel
+int_arith_kernel = _native.int_arith_kernel
 arg_kernel = _native.arg_kernel
 set_profiling = _native.set_profiling
 
@@ -237,6 +238,7 @@ __all__ = [
     "global_avg_pool_blocked",
     "global_pool_kernel",
     "info",
+    "int_arith_kernel",
     "isa_levels",
     "layer_norm",
     "log_softmax",

@@ -252,6 +252,9 @@ def int_comparison(info: OpInfo) -> bool:
     return OpFlag.COMPARISON in info.flags and OpFlag.BINARY in info.flags
 
 
+INT_ARITHMETIC: Final = ("add", "sub", "mul", "maximum", "minimum", "cast")
+"""Ops the native tier computes exactly on int32/int64 tensors (`lower.lower_int_arith`);
+a fused chain never takes them on integers (`chains.ints_stay_exact`)."""
 _INT_READERS = frozenset((DType.F32, DType.BOOL, DType.I32, DType.I64))
 _referenced: set[str] = set()  # ops that have their reference variant
 
@@ -275,7 +278,7 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
                 ref.dtypes
                 if name == "native_view"
                 else ref.dtypes & _INT_READERS
-                if name == "native_chain" and (ref.op == "cast" or int_comparison(info))
+                if name == "native_chain" and (ref.op in INT_ARITHMETIC or int_comparison(info))
                 else ref.dtypes & {DType.F32, DType.BOOL}
             )
             variant = KernelVariant(ref.op, name, ref.fn, dtypes, _never, doc=NATIVE_DOCS[name])
@@ -412,10 +415,12 @@ def _unsupported(op: str, dt: DType, device: str, shapes: Shapes) -> Unsupported
             "reset_capability_db(), or a patch that lists dtypes for a variant: "
             + json.dumps({device: {op: {REFERENCE: [dt.value]}}}),
         )
-    if not any(dt in dts for dts in listed.values()):
+    # the native tier's variants never run a call of the interpreter (`_never`)
+    runnable = [dts for name, dts in listed.items() if name not in NATIVE_DOCS]
+    if not any(dt in dts for dts in runnable):
         return error(
             f"no variant of {op} on {device} takes {dt}",
-            "one of " + ", ".join(_names(frozenset().union(*listed.values()))),
+            "one of " + ", ".join(_names(frozenset().union(*runnable))),
             found,
             _dtype_fix(op, dt, device),
         )
@@ -430,9 +435,11 @@ def _unsupported(op: str, dt: DType, device: str, shapes: Shapes) -> Unsupported
 def _dtype_fix(op: str, dt: DType, device: str) -> str:
     """Cast to a listed dtype, or, if a variant implements ``dt`` but the db disables it,
     the patch that turns it on."""
-    listed = _db[device][op]
+    listed = {n: d for n, d in _db[device][op].items() if n not in NATIVE_DOCS}
     fixable = [
-        n for n, v in _variants[op].items() if dt in v.dtypes and dt not in listed.get(n, ())
+        n
+        for n, v in _variants[op].items()
+        if n not in NATIVE_DOCS and dt in v.dtypes and dt not in listed.get(n, ())
     ]
     targets = _names(frozenset().union(*listed.values()))
     target = next((t for t in ("f32", "i64") if t in targets), targets[0] if targets else None)

@@ -246,6 +246,43 @@ def test_compare_kernel_is_exact_for_any_integers(kind: str, da: Any, db: Any) -
     np.testing.assert_array_equal(y, getattr(np, kind)(a, b))
 
 
+@pytest.mark.parametrize("kind", ["add", "sub", "mul", "maximum", "minimum"])
+@pytest.mark.parametrize(("da", "dy"), [(np.int64, np.int64), (np.int32, np.int32),
+                                        (np.int32, np.int64)])  # fmt: skip
+def test_int_arith_kernel_wraps_around_as_numpy_does(kind: str, da: Any, dy: Any) -> None:
+    """Integer arithmetic at the ends of the type's range (where NumPy wraps around), the
+    second operand an int64 row broadcast along the first axis."""
+    ts = [
+        Tensor(0, "input", np.dtype(da), (A, B), arg=0),
+        Tensor(1, "input", np.dtype(np.int64), (B,), arg=1),
+        Tensor(2, "view", np.dtype(np.int64), (A, B), base=1, viewop=N.V_BROADCAST,
+               contiguous=False),
+        Tensor(3, "temp", np.dtype(dy), (A, B)),
+    ]  # fmt: skip
+    run = native.int_arith_kernel(kind)
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0, 2], [3], obj=run)], [0, 1], [3])
+    top = np.iinfo(da).max
+    a = np.array([[top, -top - 1, 0, 7], [3, -3, 2**20, -(2**20)]], da)
+    b = np.array([1, -1, 2**40 + 5, -9], np.int64)
+    (y,) = ex((2, 4), a, b)
+    ufuncs = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+    ufunc = ufuncs.get(kind) or getattr(np, kind)
+    with np.errstate(over="ignore"):
+        want = ufunc(a.astype(np.int64), b).astype(dy)
+    assert y.dtype == dy
+    np.testing.assert_array_equal(y, want)
+
+
+def test_int_arith_kernel_checks_its_operands() -> None:
+    ts = [Tensor(0, "input", F32, (A,), arg=0), Tensor(1, "temp", np.dtype(np.int64), (A,))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.int_arith_kernel("cast"))],
+                  [0], [1])  # fmt: skip
+    with pytest.raises(native.ExecFailure, match="int32 or int64 operands"):
+        ex((3, 1), np.zeros(3, np.float32))
+    with pytest.raises(native.NativeKernelError, match="int_arith_kernel: an unknown integer"):
+        native.int_arith_kernel("floor_divide")
+
+
 def test_an_unknown_comparison_is_refused() -> None:
     with pytest.raises(native.NativeKernelError, match="compare_kernel: an unknown comparison"):
         native.compare_kernel("less_than")

@@ -45,7 +45,7 @@ from shapevm.jit.graph import Op, RegionGraph
 from shapevm.native import ACTIVATIONS, Activation, pack_dense, take_kernel
 from shapevm.ops import DType, OpFlag
 from shapevm.ops.shape_rules import transpose_perm
-from shapevm.runtime.scheduler import native_enabled
+from shapevm.runtime.scheduler import INT_ARITHMETIC, native_enabled
 
 F32 = np.dtype(np.float32)
 
@@ -777,6 +777,49 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
     ins = [low.broadcast_view(low.tensor(vid), shape) for _, vid in operands]
     res = low.result(out)
     run = native.compare_kernel(info.name)
+    low.emit(Kernel(N.OP_EXTERNAL, ins, [res], obj=run, pcs=(op.pc,), label=info.name))
+    low.claim(op.pos)
+    return True
+
+
+def lower_int_arith(low: RegionLowering, op: Op) -> bool:
+    """Arithmetic of int32/int64 tensors and integer literals (positions ``ids + 1``, a
+    clipped index ``minimum(ids, n - 1)``) and casts between the two types (NumPy's
+    promotion of int32 with int64): the executor's exact integer kernel, over views
+    of the operands broadcast to the result; it wraps around in the result's type, as
+    NumPy does. A fused chain reads integers as float32 lanes, so such an op was
+    interpreted and cut its function in two. A literal that does not fit the result's
+    type stays interpreted, where NumPy says so."""
+    info = op.info
+    if info is None or info.name not in INT_ARITHMETIC:
+        return False
+    (out,) = op.outs
+    result = low.graph.value(out)
+    if result.dtype not in (np.int32, np.int64):
+        return False
+    operands = low.literals(op)
+    arity = 1 if info.name == "cast" else 2
+    if len(operands) != arity or all(kind != "v" for kind, _ in operands):
+        return False
+    limits = np.iinfo(result.dtype)
+    ins = []
+    for kind, x in operands:
+        if kind == "v":
+            dtype = low.graph.value(x).dtype
+            if dtype not in (np.int32, np.int64):
+                return False
+            tid = low.tensor(x)
+        elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            if not limits.min <= int(x) <= limits.max:
+                return False
+            tid = low.new("const", result.dtype, (), array=np.array(int(x), result.dtype))
+        else:
+            return False
+        if not native_enabled(info.name, "native_chain", DType.from_numpy(low.tensors[tid].dtype)):
+            return False
+        ins.append(low.broadcast_view(tid, result.shape))
+    res = low.result(out)
+    run = native.int_arith_kernel(info.name)
     low.emit(Kernel(N.OP_EXTERNAL, ins, [res], obj=run, pcs=(op.pc,), label=info.name))
     low.claim(op.pos)
     return True

@@ -27,6 +27,7 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("full", lower.lower_full),
     ("iota", lower.lower_iota),
     ("int_compare", lower.lower_int_compare),
+    ("int_arith", lower.lower_int_arith),
     ("arg", lower.lower_arg),
     ("elementwise", chains.lower_elementwise),
 )

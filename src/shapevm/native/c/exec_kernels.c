@@ -952,38 +952,66 @@ static int run_redmid(const void *vself, const svx_tensor *ins, int nin, const s
     return 0;
 }
 
-/* ---- a comparison of two integer tensors (a length mask: arange(s) < lengths[:, None]) ----
- * The tile interpreter reads integers as float32 lanes, exact only below 2^24; this compares
- * int32 and int64 values exactly.  Both operands come as views of the result's shape
- * (broadcast axes of stride 0). */
-enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE };
-typedef struct compare_self {
+/* ---- integer binary ops: comparisons (a length mask: arange(s) < lengths[:, None]) and
+ * arithmetic (positions: ids + offset) ----
+ * The tile interpreter reads integers as float32 lanes, exact only below 2^24; these compute
+ * on int32 and int64 values exactly.  Both operands come as views of the result's shape
+ * (broadcast axes of stride 0).  Arithmetic wraps around in the result's type, as NumPy's
+ * does (computed on unsigned 64-bit values, whose low bits are the two's complement
+ * result). */
+enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE, IOP_ADD, IOP_SUB, IOP_MUL, IOP_MAX,
+       IOP_MIN, IOP_CAST };
+typedef struct int_binary_self {
     int kind;
-} compare_self;
+} int_binary_self;
 
 static int64_t int_at(const svx_tensor *t, int64_t off) {
     return t->dtype == SVX_I64 ? ((const int64_t *)t->data)[off]
                                : ((const int32_t *)t->data)[off];
 }
 
-static int run_compare(const void *vself, const svx_tensor *ins, int nin,
-                       const svx_tensor *outs, int nout, const int32_t *iattr,
-                       const float *fattr, const char **err) {
+static int64_t int_binary(int kind, int64_t u, int64_t v) {
+    switch (kind) {
+    case CMP_LT: return u < v;
+    case CMP_LE: return u <= v;
+    case CMP_GT: return u > v;
+    case CMP_GE: return u >= v;
+    case CMP_EQ: return u == v;
+    case CMP_NE: return u != v;
+    case IOP_ADD: return (int64_t)((uint64_t)u + (uint64_t)v);
+    case IOP_SUB: return (int64_t)((uint64_t)u - (uint64_t)v);
+    case IOP_MUL: return (int64_t)((uint64_t)u * (uint64_t)v);
+    case IOP_MAX: return u > v ? u : v;
+    case IOP_MIN: return u < v ? u : v;
+    default: return u; /* IOP_CAST */
+    }
+}
+
+static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
+                          const svx_tensor *outs, int nout, const int32_t *iattr,
+                          const float *fattr, const char **err) {
     (void)iattr;
     (void)fattr;
-    int kind = ((const compare_self *)vself)->kind;
-    if (nin != 2 || nout != 1) {
-        *err = "compare: takes two tensors and gives one result";
+    int kind = ((const int_binary_self *)vself)->kind;
+    bool compare = kind <= CMP_NE;
+    if (nin != (kind == IOP_CAST ? 1 : 2) || nout != 1) {
+        *err = compare             ? "compare: takes two tensors and gives one result"
+               : kind == IOP_CAST ? "int cast: takes one tensor and gives one result"
+                                  : "int arithmetic: takes two tensors and gives one result";
         return -1;
     }
-    const svx_tensor *a = &ins[0], *b = &ins[1], *y = &outs[0];
+    /* a cast reads its one operand twice */
+    const svx_tensor *a = &ins[0], *b = &ins[nin - 1], *y = &outs[0];
     bool fits = (a->dtype == SVX_I32 || a->dtype == SVX_I64) &&
-                (b->dtype == SVX_I32 || b->dtype == SVX_I64) && y->dtype == SVX_BOOL &&
+                (b->dtype == SVX_I32 || b->dtype == SVX_I64) &&
+                (compare ? y->dtype == SVX_BOOL : y->dtype == SVX_I32 || y->dtype == SVX_I64) &&
                 a->ndim == y->ndim && b->ndim == y->ndim;
     for (int d = 0; fits && d < y->ndim; d++)
         fits = a->shape[d] == y->shape[d] && b->shape[d] == y->shape[d];
     if (!fits) {
-        *err = "compare: int32 or int64 operands of the bool result's shape";
+        *err = compare ? "compare: int32 or int64 operands of the bool result's shape"
+                       : "int arithmetic: int32 or int64 operands of the int32 or int64 "
+                         "result's shape";
         return -1;
     }
     int64_t total = 1;
@@ -997,14 +1025,10 @@ static int run_compare(const void *vself, const svx_tensor *ins, int nin,
             bo += i * b->strides[d];
             yo += i * y->strides[d];
         }
-        int64_t u = int_at(a, ao), v = int_at(b, bo);
-        bool r = kind == CMP_LT   ? u < v
-                 : kind == CMP_LE ? u <= v
-                 : kind == CMP_GT ? u > v
-                 : kind == CMP_GE ? u >= v
-                 : kind == CMP_EQ ? u == v
-                                  : u != v;
-        ((uint8_t *)y->data)[yo] = r;
+        int64_t r = int_binary(kind, int_at(a, ao), int_at(b, bo));
+        if (y->dtype == SVX_BOOL) ((uint8_t *)y->data)[yo] = (uint8_t)r;
+        else if (y->dtype == SVX_I64) ((int64_t *)y->data)[yo] = r;
+        else ((int32_t *)y->data)[yo] = (int32_t)(uint32_t)(uint64_t)r;
     }
     return 0;
 }
@@ -1117,27 +1141,43 @@ static PyObject *py_arg_kernel(PyObject *self, PyObject *args) {
     return make_capsule(run_arg, a);
 }
 
-/* compare_kernel(kind) -> kernel */
-static PyObject *py_compare_kernel(PyObject *self, PyObject *arg) {
-    (void)self;
+/* compare_kernel(kind) and int_arith_kernel(kind) -> kernel: the names of each, in the
+ * order of the kinds they start at */
+static const char *compare_names[] = {"less", "less_equal", "greater", "greater_equal",
+                                      "equal", "not_equal", NULL};
+static const char *arith_names[] = {"add", "sub", "mul", "maximum", "minimum", "cast", NULL};
+
+static PyObject *int_binary_kernel(PyObject *arg, const char *fn, const char **names,
+                                   int first, const char *what, const char *expected) {
     const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
     if (!kind) {
         PyErr_Clear();
         kind = "";
     }
-    static const char *names[] = {"less", "less_equal", "greater", "greater_equal", "equal",
-                                  "not_equal"};
     int k = -1;
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(kind, names[i])) k = i;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(kind, names[i])) k = first + i;
     if (k < 0)
-        return sv_raise("compare_kernel", "an unknown comparison",
-                        "less, less_equal, greater, greater_equal, equal or not_equal",
-                        *kind ? kind : "not a str", "pass one of those names");
-    compare_self *c = PyMem_Malloc(sizeof *c);
+        return sv_raise(fn, what, expected, *kind ? kind : "not a str",
+                        "pass one of those names");
+    int_binary_self *c = PyMem_Malloc(sizeof *c);
     if (!c) return PyErr_NoMemory();
     c->kind = k;
-    return make_capsule(run_compare, c);
+    return make_capsule(run_int_binary, c);
+}
+
+static PyObject *py_compare_kernel(PyObject *self, PyObject *arg) {
+    (void)self;
+    return int_binary_kernel(arg, "compare_kernel", compare_names, CMP_LT,
+                             "an unknown comparison",
+                             "less, less_equal, greater, greater_equal, equal or not_equal");
+}
+
+static PyObject *py_int_arith_kernel(PyObject *self, PyObject *arg) {
+    (void)self;
+    return int_binary_kernel(arg, "int_arith_kernel", arith_names, IOP_ADD,
+                             "an unknown integer operation",
+                             "add, sub, mul, maximum, minimum or cast");
 }
 
 /* reduce_kernel(kind, first, stop) -> kernel */
@@ -1189,6 +1229,9 @@ PyMethodDef sv_exec_kernel_methods[] = {
     {"compare_kernel", py_compare_kernel, METH_O,
      "compare_kernel(kind) -> an executor kernel: an exact comparison of two int32/int64 "
      "tensors"},
+    {"int_arith_kernel", py_int_arith_kernel, METH_O,
+     "int_arith_kernel(kind) -> an executor kernel: add, sub, mul, maximum or minimum of "
+     "two int32/int64 tensors, or a cast of one, wrapping around in the result's type"},
     {"reduce_kernel", py_reduce_kernel, METH_VARARGS,
      "reduce_kernel(kind, first, stop) -> an executor kernel: kind ('sum', 'mean', 'max', "
      "'min', 'prod') over the axes [first, stop), the trailing axes kept; a sum or mean "
