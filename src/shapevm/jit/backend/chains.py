@@ -427,7 +427,6 @@ def _lower_middle_reduction(low: Any, op: Op) -> bool:
     moved the axes last (`_reduction_only`), the tile interpreter went along a strided
     axis: 7x NumPy's time on ``[32, 128, 256]``."""
     from shapevm import native
-    from shapevm.jit.backend import nodes as N
 
     reduced = _middle_axes(low, op)
     if reduced is None:
@@ -437,8 +436,7 @@ def _lower_middle_reduction(low: Any, op: Op) -> bool:
     tid = low.of_value[src] if src in low.of_value else low.tensor(src)
     out = low.reduced_result(op, reduced)
     run = native.reduce_kernel(op.info.name, reduced[0], reduced[-1] + 1)
-    low.emit(Kernel(N.OP_EXTERNAL, [tid], [out], obj=run, pcs=(op.pc,), label=op.info.name))
-    low.claim(op.pos)
+    low.external(op, [tid], out, run)
     low.patterns.append("elementwise")
     return True
 

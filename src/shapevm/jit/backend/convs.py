@@ -338,7 +338,6 @@ def lower_pool(low: Any, op: Op) -> bool:
         return False
     xt = low.contiguous(low.tensor(op.ins[0]), (op.pc,))
     out = low.result(op.outs[0])
-    low.emit(Kernel(N.OP_EXTERNAL, [xt], [out], obj=run, pcs=(op.pc,), label=info.name))
-    low.claim(op.pos)
+    low.external(op, [xt], out, run)
     low.patterns.append("pool")
     return True

@@ -352,6 +352,13 @@ class RegionLowering:
     def claim(self, *positions: int) -> None:
         self.claimed.update(positions)
 
+    def external(self, op: Op, ins: list[int], out: int, run: Any, label: str = "") -> None:
+        """``op`` as one external kernel ``run`` of the executor reading ``ins`` and writing
+        ``out``, labelled ``label`` (the op's name by default), and claimed."""
+        name = label or (op.info.name if op.info is not None else "external")
+        self.emit(Kernel(N.OP_EXTERNAL, ins, [out], obj=run, pcs=(op.pc,), label=name))
+        self.claim(op.pos)
+
     def defer(self, pos: int, emit: Callable[[], None]) -> None:
         """Call ``emit`` once the op at ``pos`` is lowered (claimed ops included): a kernel
         claimed at an earlier op that reads what that op computes (attention's mask, built
@@ -627,8 +634,7 @@ def _lower_gather(low: RegionLowering, op: Op, base: int, axis: int) -> bool:
     indices = low.tensor(idx)
     out = low.result(op.outs[0])
     kernel = take_kernel(axis)
-    low.emit(Kernel(N.OP_EXTERNAL, [base, indices], [out], obj=kernel, pcs=(op.pc,), label="take"))
-    low.claim(op.pos)
+    low.external(op, [base, indices], out, kernel, "take")
     low.patterns.append("take")
     return True
 
@@ -776,9 +782,7 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
     shape = low.graph.value(out).shape
     ins = [low.broadcast_view(low.tensor(vid), shape) for _, vid in operands]
     res = low.result(out)
-    run = native.compare_kernel(info.name)
-    low.emit(Kernel(N.OP_EXTERNAL, ins, [res], obj=run, pcs=(op.pc,), label=info.name))
-    low.claim(op.pos)
+    low.external(op, ins, res, native.compare_kernel(info.name))
     return True
 
 
@@ -819,9 +823,7 @@ def lower_int_arith(low: RegionLowering, op: Op) -> bool:
             return False
         ins.append(low.broadcast_view(tid, result.shape))
     res = low.result(out)
-    run = native.int_arith_kernel(info.name)
-    low.emit(Kernel(N.OP_EXTERNAL, ins, [res], obj=run, pcs=(op.pc,), label=info.name))
-    low.claim(op.pos)
+    low.external(op, ins, res, native.int_arith_kernel(info.name))
     return True
 
 
@@ -843,9 +845,7 @@ def lower_arg(low: RegionLowering, op: Op) -> bool:
     axis %= len(value.shape)
     tid = low.tensor(src)
     out = low.reduced_result(op, (axis,))
-    run = native.arg_kernel(info.name, axis)
-    low.emit(Kernel(N.OP_EXTERNAL, [tid], [out], obj=run, pcs=(op.pc,), label=info.name))
-    low.claim(op.pos)
+    low.external(op, [tid], out, native.arg_kernel(info.name, axis))
     return True
 
 
