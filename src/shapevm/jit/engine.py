@@ -122,11 +122,13 @@ class VariantRecord:
 
     def drop_variant(self, now: bool = False) -> None:
         """Forget the variant (evicted), keeping what `memory` says of it. A variant that
-        runs another key's code leaves the means to work it out when asked: it holds
-        nothing that key's variant does not, and working it out took 0.14 ms of W1's call
-        that evicted it, under the engine's lock (a stream of more shapes than
-        ``max_variants`` evicts at every new key). ``now``: worked out before the code goes
-        (the capability table changed)."""
+        runs another key's code leaves the means to work it out when asked: that code is,
+        unless a key's own compile has replaced it, the code every later key of the
+        function shares too (`_share_now` lends the most recent ready variant's), so
+        keeping it here keeps nothing alive that the live variants do not; working it out
+        took 0.14 ms of W1's call that evicted it, under the engine's lock (a stream of
+        more shapes than ``max_variants`` evicts at every new key). ``now``: worked out
+        before the code goes (the capability table changed)."""
         variant = self.variant
         if variant is not None and self._memory is None:
             if now or variant.shares_code_with is None:
