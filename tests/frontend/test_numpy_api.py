@@ -397,3 +397,20 @@ def test_a_negative_step_with_bounds_says_what_works() -> None:
     spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, 3"), np.float32)
     with pytest.raises(sv.TracingError, match=r"x\[a:b\]\[::-1\]"):
         sv.export(sv.jit(lambda x: x[2:0:-1]))(spec)
+
+
+def test_a_triangle_of_a_boolean_array_stays_boolean() -> None:
+    """``np.tril``/``np.triu`` keep the dtype: a causal mask of booleans is booleans (it was
+    an int32 array, compared with 0 again where it was used)."""
+
+    def masks(x: Any) -> Any:
+        ones = snp.ones((x.shape[1], x.shape[1]), dtype=bool)
+        return snp.tril(ones), snp.triu(x > 0, 1), snp.tril(x, -1)
+
+    exp = sv.export(sv.jit(masks))(sv.ShapeDtypeStruct(sv.symbolic_shape("b, c"), np.float32))
+    assert "OP_CALL cast(" not in exp.text()
+    x = RNG.standard_normal((4, 3)).astype(np.float32)
+    want = (np.tril(np.ones((3, 3), bool)), np.triu(x > 0, 1), np.tril(x, -1))
+    for got, w in zip(exp.call(x), want, strict=True):
+        assert got.dtype == w.dtype
+        np.testing.assert_array_equal(got, w)

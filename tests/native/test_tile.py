@@ -551,7 +551,12 @@ def _simple() -> tile.TileProgram:
         (
             lambda: _prog([(CAST, 1, 0, 0, 0, 5)]),
             "instruction 0 (cast) does not take these dtypes",
-            "cast(f32) to ?",
+            "cast(f32) to an unknown dtype",
+        ),
+        (
+            lambda: _prog([(CAST, 1, 0, 0, 0, 2)], in_dtypes=[1]),
+            "instruction 0 (cast) does not take these dtypes",
+            "cast(bool) to i32",
         ),
         (lambda: _prog([], out_reg=1), "the result register is never written", "out_reg r1"),
         (lambda: _prog([(NEG, 1, 0, 0, 0, 0)], reduce=9), "bad trailing reduction", "reduce=9"),

@@ -888,8 +888,9 @@ def _triangle(m: Any, k: int, lower: bool) -> Any:
     rows, cols = shape(m)[-2:]
     i = expand_dims(arange(rows), 1)
     j = expand_dims(arange(cols), 0)
-    keep = less_equal(j, add(i, k)) if lower else greater_equal(j, add(i, k))
-    return where(keep, m, 0)
+    d = add(i, k) if k else i
+    keep = less_equal(j, d) if lower else greater_equal(j, d)
+    return where(keep, m, False if _dtype_of(m) == DType.BOOL else 0)  # m's dtype, as NumPy
 
 
 def tril(m: Any, k: int = 0) -> Any:

@@ -251,7 +251,9 @@ _INDEX_OPS = frozenset(
 
 def _small(low: Any, kind: str, val: Any) -> bool:
     """Whether an operand is a constant of at most 1 in size (a literal, or a constant of one
-    element)."""
+    element, a boolean among them)."""
+    if kind == "c" and isinstance(val, (bool, np.bool_)):
+        return True  # tril of a boolean array zeroes with False
     number = low.scalar(kind, val)
     if number is None and kind == "v":
         array = low.const_array(val)

@@ -162,7 +162,12 @@ static int check_instr(sv_tile_plan *plan, int i, bool *defined, sv_tile_error *
         for (int k = 0; k < arity && n > 0 && (size_t)n < sizeof found; k++)
             n += snprintf(found + n, sizeof found - (size_t)n, "%s%s", k ? ", " : "(",
                           sv_tile_dtype_names[plan->reg_dtype[regs[k]]]);
-        snprintf(found + n, sizeof found - (size_t)n, ")%s", in->op == SV_TOP_CAST ? " to ?" : "");
+        if (n > 0 && (size_t)n < sizeof found)
+            snprintf(found + n, sizeof found - (size_t)n, ")%s%s",
+                     in->op == SV_TOP_CAST ? " to " : "",
+                     in->op != SV_TOP_CAST ? ""
+                     : in->attr < SV_DT_COUNT ? sv_tile_dtype_names[in->attr]
+                                              : "an unknown dtype");
         return fail(e, "the op table's dtypes, restricted to f32 and bool; an i32 or i64 input "
                        "only cast to f32 or bool, or compared with a constant below 2^24",
                     "cast the operands first, or run the chain elsewhere", what, found);
