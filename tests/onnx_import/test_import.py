@@ -124,6 +124,34 @@ def test_a_decoder_block_with_its_causal_mask_is_one_native_call() -> None:
     assert "attention (causal)" in labels, labels
 
 
+def test_attention_written_with_einsum_nodes_is_one_native_attention_kernel() -> None:
+    """``Einsum`` nodes (as exporters write ``torch.einsum``), one with an ellipsis: the
+    products they stand for, so the attention pattern takes them."""
+    rng = np.random.default_rng(4)
+    nodes = [
+        helper.make_node("Einsum", ["q", "k"], ["s"], equation="...qd,...kd->...qk"),
+        helper.make_node("Mul", ["s", "scale"], ["z"]),
+        helper.make_node("Softmax", ["z"], ["p"], axis=-1),
+        helper.make_node("Einsum", ["p", "v"], ["o"], equation="bhqk,bhkd->bhqd"),
+    ]
+    scale = helper.make_tensor("scale", T.FLOAT, [], [0.25])
+    dims = ["b", 2, "s", 16]
+    ins = [_vi(n, dims) for n in "qkv"]
+    exp = so.load(_model(nodes, ins, [_vi("o", ["b", 2, "s", 16])], [scale]))
+    assert "OP_CALL einsum(" not in exp.text()
+    fast = exp.jit(background=False, hot_threshold=1, tier3=False)
+    for b, n in ((1, 5), (2, 17), (3, 1)):
+        q, k, v = (rng.standard_normal((b, 2, n, 16)).astype(np.float32) for _ in range(3))
+        z = np.einsum("bhqd,bhkd->bhqk", q, k) * 0.25
+        p = np.exp(z - z.max(-1, keepdims=True))
+        want = np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), v)
+        np.testing.assert_allclose(fast(q, k, v)[0], want, rtol=1e-4, atol=1e-5)
+    (engine,) = fast.engines
+    function = next(r for r in engine.records() if r.variant).variant.function
+    labels = [k.label for r in function.regions for k in r.lowered.kernels]
+    assert function.whole and not function.interpreted and labels == ["attention"], labels
+
+
 def test_a_batch_norm_after_a_convolution_folds_into_it() -> None:
     """An exported CNN's BatchNormalization (eval mode) becomes a per-channel scale and
     shift, which the convolution takes into its weights and bias: one kernel with the

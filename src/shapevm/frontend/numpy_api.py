@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import operator
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -407,13 +408,21 @@ def dot(x: Any, y: Any) -> Any:
 
 
 def einsum(subscripts: str, *operands: Any) -> Any:
-    """``np.einsum`` with an explicit or implicit output (``'ij,jk'`` means ``'ij,jk->ik'``)."""
+    """``np.einsum`` with an explicit or implicit output (``'ij,jk'`` means ``'ij,jk->ik'``).
+    A float contraction of one or two operands is traced as the products and transposes it
+    stands for (see `shapevm.frontend.einsum`); others as the ``einsum`` op."""
+    from shapevm.frontend.einsum import contract
+
     eq = subscripts.replace(" ", "")
     if "->" not in eq:
         letters = [c for c in eq if c.isalpha()]
         out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-        eq = f"{eq}->{out}"
-    args, _ = _common(list(operands))
+        eq = f"{eq}->{'...' if '...' in eq else ''}{out}"
+    args, dt = _common(list(operands))
+    if dt.is_float:
+        done = contract(eq, args, sys.modules[__name__])
+        if done is not None:
+            return done
     return bind_op("einsum", args, {"equation": eq})
 
 

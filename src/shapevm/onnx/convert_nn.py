@@ -425,7 +425,8 @@ def einsum(n: Node, *xs: Value) -> Value:
         letters = [ch for ch in eq if ch.isalpha()]
         tail = "".join(sorted(ch for ch in set(letters) if letters.count(ch) == 1))
         eq = f"{eq}->{'...' if '...' in eq else ''}{tail}"
-    return call("einsum", *xs, equation=eq)
+    out: Value = snp.einsum(eq, *(V.tensor(x) for x in xs))  # products where it is one
+    return out
 
 
 OPS: dict[str, Op] = {

@@ -1,0 +1,115 @@
+"""``einsum`` as the products, sums and transposes it stands for.
+
+An equation of one or two operands without repeated letters in a term is a (batched)
+matrix product between transposes: ``bhqd,bhkd->bhqk`` is ``q @ k.transpose(0, 1, 3, 2)``,
+``bsd,ed->bse`` against a constant ``[e, d]`` weight is ``x @ W.T``. Traced so, it is the
+program a user writing ``@`` gets, and the JIT's patterns (a dense layer over packed
+weights, attention) and native products take it; traced as an ``einsum`` op it was
+interpreted (NumPy's ``einsum``). Sizes are matched as in the ``einsum`` op, without its
+broadcasting of a size 1 against another size: a letter whose sizes in the two operands
+are not known equal keeps the op, as do three or more operands and diagonals (``ii->i``).
+
+`contract` works on any namespace with NumPy's names (``shape``, ``sum``, ``transpose``,
+``reshape``, ``matmul``, ``multiply``): `shapevm.numpy` when tracing, NumPy in the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from shapevm.ops.shape_rules_nn import parse_einsum
+
+Label = str | tuple[str, int]  # a letter, or ("...", k): the k-th ellipsis axis from the right
+
+
+def _labels(term: str, rank: int) -> list[Label] | None:
+    head, dots, tail = term.partition("...")
+    n_ell = rank - len(head) - len(tail)
+    if n_ell < 0 or (n_ell and not dots):
+        return None  # the op's shape rule says what is wrong
+    return [*head, *(("...", n_ell - 1 - i) for i in range(n_ell)), *tail]
+
+
+def _out_labels(term: str, n_ell: int) -> list[Label]:
+    head, _, tail = term.partition("...")
+    return [*head, *(("...", n_ell - 1 - i) for i in range(n_ell)), *tail]
+
+
+def _prod(dims: Sequence[Any]) -> Any:
+    out: Any = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Sizes known equal: equal integers, or the same symbolic expression."""
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return bool(a == b)
+
+
+def contract(equation: str, operands: Sequence[Any], xp: Any) -> Any | None:
+    """``einsum(equation, *operands)`` with ``xp``'s products and transposes; None where
+    the equation is not one this writes (the caller keeps the ``einsum`` op)."""
+    eq = parse_einsum(equation, len(operands))
+    if len(operands) not in (1, 2):
+        return None
+    shapes = [tuple(xp.shape(x)) for x in operands]
+    terms = [_labels(t, len(s)) for t, s in zip(eq.inputs, shapes, strict=True)]
+    if any(t is None or len(set(t)) != len(t) for t in terms):
+        return None
+    n_ell = max((sum(isinstance(lab, tuple) for lab in t) for t in terms if t), default=0)
+    if "..." not in eq.output and n_ell:
+        return None
+    out = _out_labels(eq.output, n_ell if "..." in eq.output else 0)
+    dims: dict[Label, Any] = {}
+    for t, s in zip(terms, shapes, strict=True):
+        assert t is not None
+        for lab, d in zip(t, s, strict=True):
+            if lab in dims and not _same(dims[lab], d):
+                return None  # sizes not known equal: the op checks or broadcasts them
+            dims[lab] = d
+    # letters of one operand that the output drops are summed first
+    xs: list[Any] = []
+    kept: list[list[Label]] = []
+    for i, (x, t) in enumerate(zip(operands, terms, strict=True)):
+        assert t is not None
+        others = {lab for j, u in enumerate(terms) if j != i and u for lab in u}
+        drop = [a for a, lab in enumerate(t) if lab not in out and lab not in others]
+        if drop:
+            x = xp.sum(x, axis=tuple(drop))
+        xs.append(x)
+        kept.append([lab for a, lab in enumerate(t) if a not in drop])
+    if len(xs) == 1:
+        return _permute(xp, xs[0], kept[0], out)
+    (a, b), (ta, tb) = xs, kept
+    batch = [lab for lab in out if lab in ta and lab in tb]
+    m = [lab for lab in ta if lab not in tb]
+    n = [lab for lab in tb if lab not in ta]
+    k = [lab for lab in ta if lab in tb and lab not in out]
+    a = _permute(xp, a, ta, batch + m + k)
+    b = _permute(xp, b, tb, batch + k + n)
+    bd, md, nd = ([dims[lab] for lab in g] for g in (batch, m, n))
+    if not k:  # an outer product over the batch letters: a broadcast multiply
+        a = xp.reshape(a, (*bd, *md, *(1 for _ in n)))
+        b = xp.reshape(b, (*bd, *(1 for _ in m), *nd))
+        return _permute(xp, xp.multiply(a, b), batch + m + n, out)
+    kd = [dims[lab] for lab in k]
+    if not batch and len(k) == 1 and len(n) == 1:  # m's letters lead as matmul's batch axes
+        return _permute(xp, xp.matmul(a, b), m + n, out)
+    # batch + [m, k] @ batch + [k, n], the letters of each group as one axis
+    if len(m) != 1 or len(k) != 1:
+        a = xp.reshape(a, (*bd, _prod(md), _prod(kd)))
+    if len(k) != 1 or len(n) != 1:
+        b = xp.reshape(b, (*bd, _prod(kd), _prod(nd)))
+    c = xp.matmul(a, b)
+    if len(m) != 1 or len(n) != 1:
+        c = xp.reshape(c, (*bd, *md, *nd))
+    return _permute(xp, c, batch + m + n, out)
+
+
+def _permute(xp: Any, x: Any, have: list[Label], want: list[Label]) -> Any:
+    perm = tuple(have.index(lab) for lab in want)
+    return x if perm == tuple(range(len(have))) else xp.transpose(x, perm)
