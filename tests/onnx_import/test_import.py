@@ -152,6 +152,31 @@ def test_attention_written_with_einsum_nodes_is_one_native_attention_kernel() ->
     assert function.whole and not function.interpreted and labels == ["attention"], labels
 
 
+@pytest.mark.parametrize(("exclusive", "reverse"), [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumsum_exclusive_or_reversed_runs_native_as_imported(exclusive: int, reverse: int) -> None:
+    """ONNX's ``CumSum`` with its ``exclusive`` and ``reverse`` attributes, on int64 ids and
+    on float32 values: the executor's scan kernel, equal to the interpreter's result."""
+    axis = helper.make_tensor("axis", T.INT64, [], [1])
+    nodes = [
+        helper.make_node("CumSum", [x, "axis"], [f"{x}_sum"], exclusive=exclusive, reverse=reverse)
+        for x in ("ids", "v")
+    ]
+    ins = [_vi("ids", ["b", "s"], T.INT64), _vi("v", ["b", "s"])]
+    outs = [_vi("ids_sum", ["b", "s"], T.INT64), _vi("v_sum", ["b", "s"])]
+    exp = so.load(_model(nodes, ins, outs, [axis]))
+    fast = exp.jit(background=False, hot_threshold=1, tier3=False)
+    rng = np.random.default_rng(exclusive * 2 + reverse)
+    for b, s in ((2, 5), (1, 1), (3, 70)):
+        ids = rng.integers(0, 9, (b, s)).astype(np.int64)
+        v = rng.standard_normal((b, s)).astype(np.float32)
+        for got, want in zip(fast(ids, v), exp.call(ids, v), strict=True):
+            np.testing.assert_array_equal(got, want)
+    (engine,) = fast.engines
+    function = next(r for r in engine.records() if r.variant).variant.function
+    labels = [k.label for r in function.regions for k in r.lowered.kernels]
+    assert function.whole and labels == ["cumsum", "cumsum"], labels
+
+
 def test_a_batch_norm_after_a_convolution_folds_into_it() -> None:
     """An exported CNN's BatchNormalization (eval mode) becomes a per-channel scale and
     shift, which the convolution takes into its weights and bias: one kernel with the

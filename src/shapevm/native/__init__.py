@@ -76,6 +76,8 @@ pool_kernel = _native.pool_kernel
 global_pool_kernel = _native.global_pool_kernel
 attention_kernel = _native.attention_kernel
 take_kernel = _native.take_kernel
+sizes_kernel = _native.sizes_kernel
+scan_kernel = _native.scan_kernel
 reduce_kernel = _native.reduce_kernel
 compare_kernel = _native.compare_kernel
 int_arith_kernel = _native.int_arith_kernel
@@ -252,9 +254,11 @@ __all__ = [
     "rms_norm",
     "rowop_kernel",
     "rowops",
+    "scan_kernel",
     "set_isa",
     "set_num_threads",
     "set_profiling",
+    "sizes_kernel",
     "softmax",
     "take_kernel",
     "tile",

@@ -105,7 +105,7 @@ NATIVE_DOCS: Final = {
     "native_view": "the native tier: layout ops as views and copies",
     "native_conv": "the native tier: convolution on the packed micro-kernel",
     "native_pool": "the native tier: pooling",
-    "native_index": "the native tier: argmax and argmin along an axis",
+    "native_index": "the native tier: argmax, argmin and cumsum along an axis",
 }
 """The native tier's kernels, as variants of the ops they run (on ``cpu``). The interpreter
 never picks them (they apply to no call of its own); the JIT's lowerings use one only while
@@ -121,7 +121,7 @@ def native_names(info: OpInfo) -> list[str]:
         return ["native_conv"]
     if info.name in ("max_pool2d", "avg_pool2d"):
         return ["native_pool"]
-    if info.name in ("argmax", "argmin"):
+    if info.name in ("argmax", "argmin", "cumsum"):
         return ["native_index"]
     if OpFlag.FUSIBLE in info.flags:
         return (
@@ -137,6 +137,7 @@ def native_names(info: OpInfo) -> list[str]:
         "full",
         "iota",
         "take",
+        "dim_value",
     ):
         return ["native_view"]
     return []
@@ -256,6 +257,7 @@ INT_ARITHMETIC: Final = ("add", "sub", "mul", "maximum", "minimum", "cast")
 """Ops the native tier computes exactly on int32/int64 tensors (`lower.lower_int_arith`);
 a fused chain never takes them on integers (`chains.ints_stay_exact`)."""
 _INT_READERS = frozenset((DType.F32, DType.BOOL, DType.I32, DType.I64))
+_SCANNED = frozenset((DType.F32, DType.F64, DType.I32, DType.I64))  # the scan kernel's
 _referenced: set[str] = set()  # ops that have their reference variant
 
 
@@ -279,6 +281,8 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
                 if name == "native_view"
                 else ref.dtypes & _INT_READERS
                 if name == "native_chain" and (ref.op in INT_ARITHMETIC or int_comparison(info))
+                else ref.dtypes & _SCANNED
+                if ref.op == "cumsum"
                 else ref.dtypes & {DType.F32, DType.BOOL}
             )
             variant = KernelVariant(ref.op, name, ref.fn, dtypes, _never, doc=NATIVE_DOCS[name])

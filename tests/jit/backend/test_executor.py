@@ -19,6 +19,7 @@ from shapevm.jit.backend import nodes as N
 from shapevm.jit.backend.dims import DimHeap
 from shapevm.jit.backend.nodes import Kernel, Lowered, Tensor
 from shapevm.jit.backend.plan import build_spec, plan_memory
+from shapevm.ops import get_op
 
 F32 = np.dtype(np.float32)
 A, B = sv.symbolic_shape("a, b")
@@ -336,3 +337,71 @@ def test_fill_writes_every_dtype(dtype: Any, value: float) -> None:
     (y,) = ex((3, 257), np.zeros(3, np.float32))
     assert y.dtype == dtype and y.shape == (3, 257)
     np.testing.assert_array_equal(y, np.full((3, 257), value).astype(dtype))
+
+
+OWN = np.random.default_rng(23)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize(("exclusive", "reverse"), [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_scan_kernel_adds_in_numpys_order(dtype: Any, exclusive: int, reverse: int) -> None:
+    """cumsum along axis 0 of a transposed view (strides on both sides), exclusive or from
+    the end: float32 sums equal NumPy's bit for bit (the same order of additions), integers
+    wrap around in their type."""
+    dt = np.dtype(dtype)
+    ts = [
+        Tensor(0, "input", dt, (A, B), arg=0),
+        Tensor(1, "view", dt, (B, A), base=0, viewop=N.V_TRANSPOSE, params=(1, 0),
+               contiguous=False),
+        Tensor(2, "temp", dt, (B, A)),
+    ]  # fmt: skip
+    run = native.scan_kernel(0, bool(exclusive), bool(reverse))
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [1], [2], obj=run)], [0], [2])
+    ref = get_op("cumsum")
+    assert ref is not None
+    for a, b in [(3, 5), (1, 1), (40, 300), (2, 0)]:
+        if dt.kind == "f":
+            x = (OWN.standard_normal((a, b)) * 1e3).astype(dt)
+        else:
+            x = OWN.integers(np.iinfo(dt).min, np.iinfo(dt).max, (a, b), dtype=dt)
+        (y,) = ex((a, b), x)
+        attrs = {"axis": 0, "exclusive": bool(exclusive), "reverse": bool(reverse)}
+        with np.errstate(over="ignore"):
+            (want,) = ref.kernel([x.T], attrs)
+        assert y.dtype == dt
+        np.testing.assert_array_equal(y, want)
+
+
+def test_scan_kernel_checks_its_operands_and_axis() -> None:
+    ts = [Tensor(0, "input", F32, (A,), arg=0), Tensor(1, "temp", np.dtype(np.int64), (A,))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.scan_kernel(0, False, False))],
+                  [0], [1])  # fmt: skip
+    with pytest.raises(native.ExecFailure, match="a result of its shape and dtype"):
+        ex((3, 1), np.zeros(3, np.float32))
+    with pytest.raises(native.NativeKernelError, match="scan_kernel: an axis out of range"):
+        native.scan_kernel(8, False, False)
+
+
+def test_sizes_kernel_writes_the_calls_sizes() -> None:
+    """The sizes of a view of one element broadcast to ``(a, b, a * b)`` (the executor
+    evaluates them per call), as a vector; one size as a scalar; a result of the wrong
+    length is refused."""
+    i8 = np.dtype(np.uint8)
+    ts = [
+        Tensor(0, "input", F32, (A, B), arg=0),
+        Tensor(1, "const", i8, (), array=np.zeros((), i8)),
+        Tensor(2, "view", i8, (A, B, A * B), base=1, viewop=N.V_BROADCAST, contiguous=False),
+        Tensor(3, "temp", np.dtype(np.int64), (3,)),
+        Tensor(4, "view", i8, (B,), base=1, viewop=N.V_BROADCAST, contiguous=False),
+        Tensor(5, "temp", np.dtype(np.float32), ()),
+    ]
+    run = native.sizes_kernel()
+    kernels = [Kernel(N.OP_EXTERNAL, [2], [3], obj=run), Kernel(N.OP_EXTERNAL, [4], [5], obj=run)]
+    ex = executor(ts, kernels, [0], [3, 5])
+    for a, b in [(2, 7), (0, 3), (1000, 1)]:
+        sizes, one = ex((a, b), np.zeros((a, b), np.float32))
+        assert sizes.tolist() == [a, b, a * b] and one.dtype == np.float32 and one == b
+    bad = [Tensor(0, "input", F32, (A, B), arg=0), Tensor(1, "temp", np.dtype(np.int64), (3,))]
+    ex = executor(bad, [Kernel(N.OP_EXTERNAL, [0], [1], obj=run)], [0], [1])
+    with pytest.raises(native.ExecFailure, match="one value per axis"):
+        ex((2, 2), np.zeros((2, 2), np.float32))

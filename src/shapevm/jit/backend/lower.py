@@ -46,6 +46,7 @@ from shapevm.native import ACTIVATIONS, Activation, pack_dense, take_kernel
 from shapevm.ops import DType, OpFlag
 from shapevm.ops.shape_rules import transpose_perm
 from shapevm.runtime.scheduler import INT_ARITHMETIC, native_enabled
+from shapevm.shapes import InconclusiveDimensionOperation
 
 F32 = np.dtype(np.float32)
 
@@ -713,6 +714,28 @@ def lower_iota(low: RegionLowering, op: Op) -> bool:
     return True
 
 
+def lower_dim_value(low: RegionLowering, op: Op) -> bool:
+    """``dim_value``, sizes as values (``h.sum(axis=1) / h.shape[1]``, the row stride of a
+    diagonal): the executor's sizes kernel over one element broadcast to those sizes, a view
+    whose shape the executor evaluates per call like any other. A size that may be negative
+    (``s - 5``: a view cannot have it) stays interpreted."""
+    if not _view_enabled(low, op, "dim_value"):
+        return False
+    (out,) = op.outs
+    dims = op.attrs["dims"]
+    if low.graph.value(out).dtype not in _IOTA_DTYPES or not 1 <= len(dims) <= N.MAXDIM:
+        return False
+    try:
+        if not all(bool(d >= 0) for d in dims):
+            return False
+    except InconclusiveDimensionOperation:
+        return False
+    one = low.new("const", np.dtype(np.uint8), (), array=np.zeros((), np.uint8))
+    sizes = low.broadcast_view(one, dims)
+    low.external(op, [sizes], low.result(out), native.sizes_kernel(), "sizes")
+    return True
+
+
 def _only_masks(low: RegionLowering, vid: int) -> bool:
     """Whether every op that reads ``vid``, through ops computing from the dimensions and
     constants alone, is a ``where``: the value is a mask's, not a tensor anything else
@@ -846,6 +869,26 @@ def lower_arg(low: RegionLowering, op: Op) -> bool:
     tid = low.tensor(src)
     out = low.reduced_result(op, (axis,))
     low.external(op, [tid], out, native.arg_kernel(info.name, axis))
+    return True
+
+
+def lower_cumsum(low: RegionLowering, op: Op) -> bool:
+    """``cumsum`` along one axis (positions from a padding mask, ``cumsum(mask, 1) - 1``;
+    ONNX's ``CumSum``, exclusive or reversed) of float32, float64, int32 or int64: the
+    executor's scan kernel, which adds in NumPy's order (float32 sums round as its do) and
+    wraps integers around in their type."""
+    if op.info is None or op.info.name != "cumsum":
+        return False
+    (src,) = op.ins
+    (out,) = op.outs
+    x = low.graph.value(src)
+    if x.dtype not in _IOTA_DTYPES or low.graph.value(out).dtype != x.dtype or not x.shape:
+        return False
+    if not native_enabled("cumsum", "native_index", DType.from_numpy(x.dtype)):
+        return False
+    axis = op.attrs["axis"] % len(x.shape)
+    scan = native.scan_kernel(axis, bool(op.attrs["exclusive"]), bool(op.attrs["reverse"]))
+    low.external(op, [low.tensor(src)], low.result(out), scan, "cumsum")
     return True
 
 

@@ -26,9 +26,11 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("pad", lower.lower_pad),
     ("full", lower.lower_full),
     ("iota", lower.lower_iota),
+    ("sizes", lower.lower_dim_value),
     ("int_compare", lower.lower_int_compare),
     ("int_arith", lower.lower_int_arith),
     ("arg", lower.lower_arg),
+    ("scan", lower.lower_cumsum),
     ("elementwise", chains.lower_elementwise),
 )
 

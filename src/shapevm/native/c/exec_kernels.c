@@ -1033,6 +1033,159 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
     return 0;
 }
 
+/* ---- running sums along one axis (positions from a mask: ``cumsum(mask, 1) - 1``) ----
+ * y[o, r, i] = x[o, 0, i] + ... + x[o, r, i], added in that order as NumPy's cumsum (so
+ * float32 sums round as its do); exclusive: without x[o, r, i]; reverse: from the last
+ * element.  Integers wrap around in their type. */
+typedef struct scan_self {
+    int axis, exclusive, reverse;
+} scan_self;
+
+typedef struct scan_job {
+    const scan_self *a;
+    const svx_tensor *x, *y;
+    int64_t n, inner, per_task, total;
+} scan_job;
+
+#define SCAN_LINE(T, ACC, CONV)                                                                \
+    do {                                                                                       \
+        const T *p = (const T *)x->data + xo;                                                  \
+        T *q = (T *)y->data + yo;                                                              \
+        ACC acc = 0;                                                                           \
+        for (int64_t k = 0; k < n; k++) {                                                      \
+            int64_t r = j->a->reverse ? n - 1 - k : k;                                         \
+            if (j->a->exclusive) {                                                             \
+                q[r * ys] = (T)(CONV(acc));                                                    \
+                acc = (ACC)(acc + (ACC)p[r * xs]);                                             \
+            } else {                                                                           \
+                acc = (ACC)(acc + (ACC)p[r * xs]);                                             \
+                q[r * ys] = (T)(CONV(acc));                                                    \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+#define SCAN_SAME(v) (v)
+
+static void scan_task(void *vctx, int64_t task) {
+    const scan_job *j = vctx;
+    const svx_tensor *x = j->x, *y = j->y;
+    int axis = j->a->axis, nd = x->ndim;
+    int64_t n = j->n, xs = x->strides[axis], ys = y->strides[axis];
+    int64_t f1 = (task + 1) * j->per_task < j->total ? (task + 1) * j->per_task : j->total;
+    for (int64_t f = task * j->per_task; f < f1; f++) {
+        int64_t o = f / j->inner, i = f % j->inner;
+        int64_t xo = offset_of(o, x->shape, x->strides, 0, axis) +
+                     offset_of(i, x->shape, x->strides, axis + 1, nd);
+        int64_t yo = offset_of(o, y->shape, y->strides, 0, axis) +
+                     offset_of(i, y->shape, y->strides, axis + 1, nd);
+        switch (x->dtype) {
+        case SVX_F32: SCAN_LINE(float, float, SCAN_SAME); break;
+        case SVX_F64: SCAN_LINE(double, double, SCAN_SAME); break;
+        /* unsigned sums: the two's complement result, no signed overflow */
+        case SVX_I32: SCAN_LINE(int32_t, uint32_t, SCAN_SAME); break;
+        default: SCAN_LINE(int64_t, uint64_t, SCAN_SAME); break;
+        }
+    }
+}
+
+static int run_scan(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                    int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const scan_self *a = vself;
+    if (nin != 1 || nout != 1) {
+        *err = "cumsum: takes x and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    bool fits = (x->dtype == SVX_F32 || x->dtype == SVX_F64 || x->dtype == SVX_I32 ||
+                 x->dtype == SVX_I64) &&
+                y->dtype == x->dtype && a->axis < x->ndim && y->ndim == x->ndim;
+    for (int d = 0; fits && d < x->ndim; d++) fits = y->shape[d] == x->shape[d];
+    if (!fits) {
+        *err = "cumsum: x of float32, float64, int32 or int64 with the axis, and a result of "
+               "its shape and dtype";
+        return -1;
+    }
+    scan_job j = {.a = a, .x = x, .y = y, .n = x->shape[a->axis], .inner = 1, .total = 1};
+    for (int d = 0; d < x->ndim; d++)
+        if (d != a->axis) j.total *= x->shape[d];
+    for (int d = a->axis + 1; d < x->ndim; d++) j.inner *= x->shape[d];
+    if (j.total == 0 || j.n == 0) return 0;
+    int threads = sv_pool_threads();
+    if (threads <= 1 || (double)j.total * (double)j.n < 65536.0 || j.total < 2) {
+        j.per_task = j.total;
+        scan_task(&j, 0);
+        return 0;
+    }
+    int64_t tasks = 4 * (int64_t)threads < j.total ? 4 * (int64_t)threads : j.total;
+    j.per_task = (j.total + tasks - 1) / tasks;
+    sv_parallel((j.total + j.per_task - 1) / j.per_task, scan_task, &j);
+    return 0;
+}
+
+/* scan_kernel(axis, exclusive, reverse) -> kernel */
+static PyObject *py_scan_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    int axis, exclusive, reverse;
+    if (!PyArg_ParseTuple(args, "ipp", &axis, &exclusive, &reverse)) return NULL;
+    if (axis < 0 || axis >= SVX_MAXDIM) {
+        char found[32];
+        snprintf(found, sizeof found, "axis %d", axis);
+        return sv_raise("scan_kernel", "an axis out of range", "0 <= axis < 8 (normalized)",
+                        found, "pass the axis counted from the front");
+    }
+    scan_self *a = PyMem_Malloc(sizeof *a);
+    if (!a) return PyErr_NoMemory();
+    a->axis = axis;
+    a->exclusive = exclusive;
+    a->reverse = reverse;
+    return make_capsule(run_scan, a);
+}
+
+/* ---- the sizes of a tensor as values (``x.sum(1) / x.shape[1]``, a diagonal's stride) ----
+ * y = the sizes of the one operand (a view whose shape is the dimensions asked for: the
+ * executor evaluates them per call), as a vector of one value per axis, or a scalar of a
+ * rank-1 operand's size. */
+static int run_sizes(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                     int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)vself;
+    (void)iattr;
+    (void)fattr;
+    if (nin != 1 || nout != 1) {
+        *err = "sizes: takes one tensor and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    bool fits = (y->dtype == SVX_F32 || y->dtype == SVX_F64 || y->dtype == SVX_I32 ||
+                 y->dtype == SVX_I64) &&
+                ((y->ndim == 1 && y->shape[0] == x->ndim) || (y->ndim == 0 && x->ndim == 1));
+    if (!fits) {
+        *err = "sizes: a float32, float64, int32 or int64 result of one value per axis of "
+               "the operand (a scalar for a rank-1 operand)";
+        return -1;
+    }
+    int64_t step = y->ndim ? y->strides[0] : 0;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t v = x->shape[d], o = d * step;
+        switch (y->dtype) {
+        case SVX_F32: ((float *)y->data)[o] = (float)v; break;
+        case SVX_F64: ((double *)y->data)[o] = (double)v; break;
+        case SVX_I32: ((int32_t *)y->data)[o] = (int32_t)v; break;
+        default: ((int64_t *)y->data)[o] = v; break;
+        }
+    }
+    return 0;
+}
+
+/* sizes_kernel() -> kernel */
+static PyObject *py_sizes_kernel(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    void *none = PyMem_Malloc(1); /* the capsule frees its self */
+    if (!none) return PyErr_NoMemory();
+    return make_capsule(run_sizes, none);
+}
+
 /* ---- argmax and argmin along one axis (greedy decoding's token, a router's expert) ----
  * y[o, i] = the first index r of the largest (smallest) x[o, r, i]; a NaN counts as the
  * extreme, its first index wins, as in NumPy. */
@@ -1236,6 +1389,12 @@ PyMethodDef sv_exec_kernel_methods[] = {
      "reduce_kernel(kind, first, stop) -> an executor kernel: kind ('sum', 'mean', 'max', "
      "'min', 'prod') over the axes [first, stop), the trailing axes kept; a sum or mean "
      "given a second tensor reduces their product"},
+    {"scan_kernel", py_scan_kernel, METH_VARARGS,
+     "scan_kernel(axis, exclusive, reverse) -> an executor kernel: cumsum along the axis of "
+     "float32, float64, int32 or int64 (integers wrap around)"},
+    {"sizes_kernel", py_sizes_kernel, METH_NOARGS,
+     "sizes_kernel() -> an executor kernel: the sizes of its operand as a vector (a scalar "
+     "of a rank-1 operand's size), float32, float64, int32 or int64"},
     {"take_kernel", py_take_kernel, METH_VARARGS,
      "take_kernel(axis) -> an executor kernel: numpy.take(x, indices, axis) with bounds checks"},
     {"attention_kernel", (PyCFunction)(void (*)(void))py_attention_kernel,

@@ -1,0 +1,87 @@
+"""Sizes used as values and running sums run in the native call: ``h.sum(axis=1) /
+h.shape[1]`` (a mean written by hand), ``x.shape`` as an array and a diagonal's row stride
+are the executor's sizes kernel; ``cumsum`` (positions from a padding mask) its scan kernel.
+Each was interpreted and cut the function in pieces; each agrees with the interpreter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import shapevm as sv
+import shapevm.numpy as snp
+
+RNG = np.random.default_rng(8)
+W = (RNG.standard_normal((16, 8)) * 0.3).astype(np.float32)
+
+
+def _jitted(fn: Callable[..., Any], *specs: tuple[str, Any]) -> tuple[Any, Any]:
+    scope = sv.SymbolicScope()
+    structs = [sv.ShapeDtypeStruct(sv.symbolic_shape(s, scope=scope), dt) for s, dt in specs]
+    exp = sv.export(sv.jit(fn))(*structs)
+    return exp, exp.jit(hot_threshold=1, background=False, tier3=False)
+
+
+def _function(jitted: Any) -> Any:
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    return rec.variant.function
+
+
+def _labels(function: Any) -> list[str]:
+    return [k.label for r in function.regions for k in r.lowered.kernels]
+
+
+SIZES: dict[str, Callable[[Any], Any]] = {
+    "a mean by hand": lambda x: snp.tanh(x @ W).sum(axis=1) / x.shape[1],
+    "over every element": lambda x: (x @ W).sum() / (x.shape[0] * x.shape[1]) + x[:, 0] * 0,
+    "the shape as an array": lambda x: (x @ W)[:, 0, :2] * snp.asarray(x.shape[1:]),
+    "a diagonal": lambda x: snp.diagonal(x[0, :, :] @ x[0, :, :].T) + x.shape[0],
+}
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+def test_sizes_as_values_run_in_the_native_call(name: str) -> None:
+    exp, fast = _jitted(SIZES[name], ("b, s, 16", np.float32))
+    for shape in [(2, 5, 16), (1, 1, 16), (3, 40, 16), (2, 5, 16)]:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(fast(x), exp.call(x), rtol=2e-5, atol=2e-5)
+    function = _function(fast)
+    assert function.whole and not function.interpreted, function.interpreted
+    assert "sizes" in _labels(function), _labels(function)
+
+
+def test_a_size_that_may_be_negative_stays_interpreted() -> None:
+    """``s - 5`` is negative for ``s < 5``: no view has that size, so its ``dim_value``
+    stays in the interpreter, which gives the negative value."""
+    exp, fast = _jitted(lambda x: x.sum(axis=1) * (x.shape[1] - 5), ("b, s", np.float32))
+    for shape in [(2, 3), (1, 9)]:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(fast(x), exp.call(x), rtol=2e-5, atol=2e-5)
+    function = _function(fast)
+    assert [str(p.reason) for p in function.interpreted] == ["dim_value has no native kernel"]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_positions_from_a_padding_mask_are_one_native_call(dtype: Any) -> None:
+    """Positions counted along each row of a mask padded on the left (``cumsum(mask, 1) -
+    1``, clipped, as Hugging Face models make ``position_ids``), looked up in a table, with
+    a float running sum beside them: exact integers, float32 sums as NumPy adds them."""
+    table = RNG.standard_normal((64, 8)).astype(np.float32)
+
+    def embed(mask: Any, x: Any) -> Any:
+        pos = snp.clip(snp.cumsum(mask, axis=1) - 1, 0, 63)
+        return snp.asarray(table)[pos], pos, snp.cumsum(x, axis=0)
+
+    exp, fast = _jitted(embed, ("b, s", dtype), ("b, s", np.float32))
+    for b, s in [(2, 5), (1, 1), (3, 90), (4, 7)]:
+        mask = (np.arange(s)[None, :] >= RNG.integers(0, s, (b, 1))).astype(dtype)
+        x = RNG.standard_normal((b, s)).astype(np.float32)
+        for got, want in zip(fast(mask, x), exp.call(mask, x), strict=True):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    function = _function(fast)
+    assert function.whole and not function.interpreted, function.interpreted
+    assert _labels(function).count("cumsum") == 2, _labels(function)
