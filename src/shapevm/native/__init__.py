@@ -78,6 +78,8 @@ attention_kernel = _native.attention_kernel
 take_kernel = _native.take_kernel
 sizes_kernel = _native.sizes_kernel
 scan_kernel = _native.scan_kernel
+int_reduce_kernel = _native.int_reduce_kernel
+take_along_kernel = _native.take_along_kernel
 reduce_kernel = _native.reduce_kernel
 compare_kernel = _native.compare_kernel
 int_arith_kernel = _native.int_arith_kernel
@@ -241,6 +243,7 @@ __all__ = [
     "global_pool_kernel",
     "info",
     "int_arith_kernel",
+    "int_reduce_kernel",
     "isa_levels",
     "layer_norm",
     "log_softmax",
@@ -260,6 +263,7 @@ __all__ = [
     "set_profiling",
     "sizes_kernel",
     "softmax",
+    "take_along_kernel",
     "take_kernel",
     "tile",
     "to_blocked",

@@ -137,6 +137,7 @@ def native_names(info: OpInfo) -> list[str]:
         "full",
         "iota",
         "take",
+        "take_along_axis",
         "dim_value",
     ):
         return ["native_view"]
@@ -253,9 +254,12 @@ def int_comparison(info: OpInfo) -> bool:
     return OpFlag.COMPARISON in info.flags and OpFlag.BINARY in info.flags
 
 
-INT_ARITHMETIC: Final = ("add", "sub", "mul", "maximum", "minimum", "cast")
+INT_ARITHMETIC: Final = ("add", "sub", "mul", "maximum", "minimum", "cast", "floordiv", "mod")
 """Ops the native tier computes exactly on int32/int64 tensors (`lower.lower_int_arith`);
 a fused chain never takes them on integers (`chains.ints_stay_exact`)."""
+INT_REDUCTIONS: Final = ("sum", "max", "min", "prod")
+"""Reductions the native tier computes exactly on int32/int64 tensors
+(`lower.lower_int_reduce`)."""
 _INT_READERS = frozenset((DType.F32, DType.BOOL, DType.I32, DType.I64))
 _SCANNED = frozenset((DType.F32, DType.F64, DType.I32, DType.I64))  # the scan kernel's
 _referenced: set[str] = set()  # ops that have their reference variant
@@ -280,7 +284,8 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
                 ref.dtypes
                 if name == "native_view"
                 else ref.dtypes & _INT_READERS
-                if name == "native_chain" and (ref.op in INT_ARITHMETIC or int_comparison(info))
+                if name == "native_chain"
+                and (ref.op in INT_ARITHMETIC or ref.op in INT_REDUCTIONS or int_comparison(info))
                 else ref.dtypes & _SCANNED
                 if ref.op == "cumsum"
                 else ref.dtypes & {DType.F32, DType.BOOL}

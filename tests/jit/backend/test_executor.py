@@ -247,7 +247,7 @@ def test_compare_kernel_is_exact_for_any_integers(kind: str, da: Any, db: Any) -
     np.testing.assert_array_equal(y, getattr(np, kind)(a, b))
 
 
-@pytest.mark.parametrize("kind", ["add", "sub", "mul", "maximum", "minimum"])
+@pytest.mark.parametrize("kind", ["add", "sub", "mul", "maximum", "minimum", "floordiv", "mod"])
 @pytest.mark.parametrize(("da", "dy"), [(np.int64, np.int64), (np.int32, np.int32),
                                         (np.int32, np.int64)])  # fmt: skip
 def test_int_arith_kernel_wraps_around_as_numpy_does(kind: str, da: Any, dy: Any) -> None:
@@ -266,11 +266,29 @@ def test_int_arith_kernel_wraps_around_as_numpy_does(kind: str, da: Any, dy: Any
     a = np.array([[top, -top - 1, 0, 7], [3, -3, 2**20, -(2**20)]], da)
     b = np.array([1, -1, 2**40 + 5, -9], np.int64)
     (y,) = ex((2, 4), a, b)
-    ufuncs = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+    ufuncs = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide}
     ufunc = ufuncs.get(kind) or getattr(np, kind)
     with np.errstate(over="ignore"):
         want = ufunc(a.astype(np.int64), b).astype(dy)
     assert y.dtype == dy
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("kind", ["floordiv", "mod"])
+def test_integer_division_by_zero_or_minus_one_is_numpys(kind: str) -> None:
+    """x // 0 and x % 0 are 0 (NumPy warns), the smallest int64 // -1 wraps around to
+    itself (C's division would trap), signs round down as NumPy's."""
+    i64 = np.dtype(np.int64)
+    ts = [Tensor(0, "input", i64, (A,), arg=0), Tensor(1, "input", i64, (A,), arg=1),
+          Tensor(2, "temp", i64, (A,))]  # fmt: skip
+    run = native.int_arith_kernel(kind)
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0, 1], [2], obj=run)], [0, 1], [2])
+    low = np.iinfo(np.int64).min
+    a = np.array([7, -7, 7, -7, 5, low, low, -5, 0], np.int64)
+    b = np.array([2, 2, -2, -2, 0, -1, 3, -1, 0], np.int64)
+    (y,) = ex((9, 1), a, b)
+    with np.errstate(divide="ignore", over="ignore"):
+        want = np.floor_divide(a, b) if kind == "floordiv" else np.mod(a, b)
     np.testing.assert_array_equal(y, want)
 
 

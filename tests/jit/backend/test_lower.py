@@ -578,7 +578,8 @@ def test_a_length_mask_compares_integers_exactly_in_the_native_call() -> None:
 @pytest.mark.parametrize("ids_dtype", [np.int64, np.int32])
 def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
     """Positions made from token ids (``minimum(ids + 1, n - 1)``, an offset row broadcast
-    against them, a product that wraps around past the type's range) are the executor's
+    against them, a product that wraps around past the type's range, buckets by ``//`` and
+    ``%`` of either sign) are the executor's
     integer kernel: the function is one native call (each such op was interpreted and cut
     it in pieces) and its integers are NumPy's exactly, int32 kept int32."""
     table = OWN_RNG.standard_normal((50, 8)).astype(np.float32)
@@ -587,7 +588,8 @@ def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
         pos = snp.minimum(ids + 1, 49)
         shifted = snp.minimum(snp.maximum(pos - offsets[None, :], 0), 49)
         wrapped = ids * 1_000_003 * 1_000_003 - ids
-        return snp.asarray(table)[shifted] * 2.0, wrapped, shifted
+        buckets = ids // 7 + ids % -5 + offsets[None, :] // 2
+        return snp.asarray(table)[shifted] * 2.0, wrapped, shifted, buckets
 
     b_, s_ = sv.symbolic_shape("b, s")
     specs = [sv.ShapeDtypeStruct((b_, s_), ids_dtype), sv.ShapeDtypeStruct((s_,), np.int64)]
@@ -608,7 +610,7 @@ def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
     rec = next(r for r in jitted.engines[0].records() if r.variant)
     labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
     assert rec.variant.function.whole, labels
-    assert {"add", "minimum", "sub", "maximum", "mul"} <= set(labels), labels
+    assert {"add", "minimum", "sub", "maximum", "mul", "floordiv", "mod"} <= set(labels), labels
 
 
 WEIGHTED: dict[str, tuple[Callable[[Any], Any], bool]] = {
@@ -918,13 +920,13 @@ def test_a_product_scaled_by_a_one_element_constant_takes_it_as_alpha(name: str)
 def test_int_ids_are_read_natively_where_float32_lanes_are_exact() -> None:
     """A padding mask from int64 ids (``ids != 0``, ``ids >= c``, a cast) fuses into the
     chain around it, exactly for any id; arithmetic on the ids (``ids + 1``) is the
-    executor's integer kernel, exact too; a floor division of them stays with the
-    interpreter (no native kernel)."""
+    executor's integer kernel, exact too; a power of them stays with the interpreter (no
+    native kernel)."""
     (b,) = sv.symbolic_shape("b")
 
     def f(ids: Any, x: Any) -> Any:
         keep = (ids != 0).astype(snp.float32) + (ids >= 2**20).astype(snp.float32)
-        return x * keep + ids.astype(snp.float32), ids + 1, ids // 3
+        return x * keep + ids.astype(snp.float32), ids + 1, ids**3
 
     exp = sv.export(sv.jit(f))(
         sv.ShapeDtypeStruct((b, 8), np.int64), sv.ShapeDtypeStruct((b, 8), np.float32)
@@ -932,7 +934,7 @@ def test_int_ids_are_read_natively_where_float32_lanes_are_exact() -> None:
     ex = Executable(exp.program)
     nf = lower_function(ex, find_regions(ex.fn, ex.program))
     reasons = [p.reason for p in nf.interpreted]
-    assert reasons == ["floordiv has no native kernel for i64"], reasons
+    assert reasons == ["pow has no native kernel for i64"], reasons
     jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
     edges = [0, 1, -1, 2**20 - 1, 2**20, 2**24 + 1, 2**40 + 3, -(2**63), 2**63 - 1]
     for n in (1, 2, 5):
@@ -1176,7 +1178,7 @@ def test_ids_compared_with_a_constant_that_adds_axes_keep_their_result_shape() -
 def test_an_op_no_native_kernel_runs_is_cut_out_before_lowering(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Integer floor division has no native kernel: the function is cut around it before
+    """An integer power has no native kernel: the function is cut around it before
     anything is lowered, so each native piece is lowered once (trying first and cutting at
     the failure lowered what came before a second time). ``iota`` (``arange``) has one."""
     from shapevm.jit.backend import function as F
@@ -1186,7 +1188,7 @@ def test_an_op_no_native_kernel_runs_is_cut_out_before_lowering(
     def f(x: Any) -> Any:
         rows = snp.arange(x.shape[0])  # iota: int64, native
         h = snp.tanh(x @ W.T + BIAS)
-        return h * 2.0 + (rows // 2).astype(snp.float32)[:, None]
+        return h * 2.0 + (rows**2).astype(snp.float32)[:, None]
 
     exp = sv.export(sv.jit(f))(sv.ShapeDtypeStruct((b, 32), np.float32))
     ex = Executable(exp.program)
@@ -1195,7 +1197,7 @@ def test_an_op_no_native_kernel_runs_is_cut_out_before_lowering(
     monkeypatch.setattr(F, "lower_region", lambda *a, **k: calls.append(1) or real(*a, **k))
     nf = lower_function(ex, find_regions(ex.fn, ex.program))
     reasons = [p.reason for p in nf.interpreted]
-    assert reasons == ["floordiv has no native kernel for i64"]
+    assert reasons == ["pow has no native kernel for i64"]
     assert len(calls) == len(nf.regions) >= 2, (len(calls), nf.regions)
     for n in (1, 4):
         run_both(exp, ex, nf, n)

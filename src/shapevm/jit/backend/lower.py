@@ -45,7 +45,7 @@ from shapevm.jit.graph import Op, RegionGraph
 from shapevm.native import ACTIVATIONS, Activation, pack_dense, take_kernel
 from shapevm.ops import DType, OpFlag
 from shapevm.ops.shape_rules import transpose_perm
-from shapevm.runtime.scheduler import INT_ARITHMETIC, native_enabled
+from shapevm.runtime.scheduler import INT_ARITHMETIC, INT_REDUCTIONS, native_enabled
 from shapevm.shapes import InconclusiveDimensionOperation
 
 F32 = np.dtype(np.float32)
@@ -640,6 +640,23 @@ def _lower_gather(low: RegionLowering, op: Op, base: int, axis: int) -> bool:
     return True
 
 
+def lower_take_along(low: RegionLowering, op: Op) -> bool:
+    """``take_along_axis(x, idx, axis)`` with int32/int64 indices of the call (the last real
+    token's state, ``take_along_axis(h, (lengths - 1)[:, None, None], 1)``; ONNX's
+    ``GatherElements``): the executor's kernel, which checks each index and fails the call
+    naming the first out of range, as the interpreter does."""
+    if not _view_enabled(low, op, "take_along_axis"):
+        return False
+    src, idx = op.ins
+    x, i = low.graph.value(src), low.graph.value(idx)
+    if i.dtype not in (np.int32, np.int64) or not x.shape or len(x.shape) > N.MAXDIM:
+        return False
+    axis = op.attrs["axis"] % len(x.shape)
+    run = native.take_along_kernel(axis)
+    low.external(op, [low.tensor(src), low.tensor(idx)], low.result(op.outs[0]), run)
+    return True
+
+
 def lower_concatenate(low: RegionLowering, op: Op) -> bool:
     if not _view_enabled(low, op, "concatenate"):
         return False
@@ -869,6 +886,36 @@ def lower_arg(low: RegionLowering, op: Op) -> bool:
     tid = low.tensor(src)
     out = low.reduced_result(op, (axis,))
     low.external(op, [tid], out, native.arg_kernel(info.name, axis))
+    return True
+
+
+def lower_int_reduce(low: RegionLowering, op: Op) -> bool:
+    """``sum``, ``max``, ``min`` or ``prod`` of an int32/int64 tensor over any axes (the
+    lengths of a padding mask, ``mask.sum(axis=1)``): the executor's integer reduction,
+    exact and wrapping around in the result's type as NumPy's, over a view that puts the
+    reduced axes last (a chain reads integers as float32 lanes, exact only below 2**24)."""
+    info = op.info
+    if info is None or info.name not in INT_REDUCTIONS:
+        return False
+    (src,) = op.ins
+    x, y = low.graph.value(src), low.graph.value(op.outs[0])
+    ints = (np.dtype(np.int32), np.dtype(np.int64))
+    if x.dtype not in ints or y.dtype not in ints or not x.shape:
+        return False
+    if not native_enabled(info.name, "native_chain", DType.from_numpy(x.dtype)):
+        return False
+    nd = len(x.shape)
+    axis = op.attrs.get("axis")
+    axes = tuple(range(nd)) if axis is None else tuple(sorted({a % nd for a in axis}))
+    kept = tuple(d for d in range(nd) if d not in axes)
+    tid = low.tensor(src)
+    if kept + axes != tuple(range(nd)):  # the reduced axes last, as a view
+        shape = tuple(x.shape[d] for d in kept + axes)
+        tid = low.new("view", x.dtype, shape, base=tid, viewop=N.V_TRANSPOSE,
+                      params=kept + axes, contiguous=False)  # fmt: skip
+    out = low.reduced_result(op, axes)
+    run = native.int_reduce_kernel(info.name, len(kept), nd)
+    low.external(op, [tid], out, run)
     return True
 
 

@@ -22,6 +22,7 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("rowop", rowpatterns.lower_rowop),
     ("layout", lower.lower_layout),
     ("take", lower.lower_take),
+    ("take_along", lower.lower_take_along),
     ("concatenate", lower.lower_concatenate),
     ("pad", lower.lower_pad),
     ("full", lower.lower_full),
@@ -31,6 +32,7 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("int_arith", lower.lower_int_arith),
     ("arg", lower.lower_arg),
     ("scan", lower.lower_cumsum),
+    ("int_reduce", lower.lower_int_reduce),
     ("elementwise", chains.lower_elementwise),
 )
 

@@ -960,7 +960,7 @@ static int run_redmid(const void *vself, const svx_tensor *ins, int nin, const s
  * does (computed on unsigned 64-bit values, whose low bits are the two's complement
  * result). */
 enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE, IOP_ADD, IOP_SUB, IOP_MUL, IOP_MAX,
-       IOP_MIN, IOP_CAST };
+       IOP_MIN, IOP_CAST, IOP_FLOORDIV, IOP_MOD };
 typedef struct int_binary_self {
     int kind;
 } int_binary_self;
@@ -983,6 +983,19 @@ static int64_t int_binary(int kind, int64_t u, int64_t v) {
     case IOP_MUL: return (int64_t)((uint64_t)u * (uint64_t)v);
     case IOP_MAX: return u > v ? u : v;
     case IOP_MIN: return u < v ? u : v;
+    /* NumPy's: rounded down, the remainder with the divisor's sign; x // 0 and x % 0 are 0,
+     * and INT64_MIN // -1 wraps around to itself (C would trap) */
+    case IOP_FLOORDIV: {
+        if (v == 0) return 0;
+        if (v == -1) return (int64_t)(0 - (uint64_t)u);
+        int64_t q = u / v;
+        return (u % v != 0 && (u < 0) != (v < 0)) ? q - 1 : q;
+    }
+    case IOP_MOD: {
+        if (v == 0 || v == -1) return 0;
+        int64_t r = u % v;
+        return (r != 0 && (r < 0) != (v < 0)) ? r + v : r;
+    }
     default: return u; /* IOP_CAST */
     }
 }
@@ -1142,6 +1155,169 @@ static PyObject *py_scan_kernel(PyObject *self, PyObject *args) {
     return make_capsule(run_scan, a);
 }
 
+/* ---- take_along_axis (the last real token's state: ``take_along_axis(h, last, 1)``) ----
+ * y[i0, .., ik, ..] = x[i0, .., idx[i0, .., ik, ..], ..] along the axis; y has the indices'
+ * shape, which off the axis selects the leading part of x's.  A negative index counts
+ * from the end; one out of range fails the call naming it, as NumPy raises. */
+typedef struct along_self {
+    int axis;
+} along_self;
+
+static int run_take_along(const void *vself, const svx_tensor *ins, int nin,
+                          const svx_tensor *outs, int nout, const int32_t *iattr,
+                          const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    int axis = ((const along_self *)vself)->axis;
+    if (nin != 2 || nout != 1) {
+        *err = "take_along_axis: takes x and the indices and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *ix = &ins[1], *y = &outs[0];
+    bool fits = axis < x->ndim && (ix->dtype == SVX_I32 || ix->dtype == SVX_I64) &&
+                y->dtype == x->dtype && ix->ndim == x->ndim && y->ndim == x->ndim;
+    for (int d = 0; fits && d < x->ndim; d++)
+        fits = y->shape[d] == ix->shape[d] && (d == axis || ix->shape[d] <= x->shape[d]);
+    if (!fits) {
+        *err = "take_along_axis: indices of x's rank, within x's shape off the axis, and a "
+               "result of their shape and x's dtype";
+        return -1;
+    }
+    int64_t total = 1, n = x->shape[axis];
+    for (int d = 0; d < y->ndim; d++) total *= y->shape[d];
+    size_t isz = (size_t)svx_itemsize[x->dtype];
+    for (int64_t f = 0; f < total; f++) {
+        int64_t xo = 0, io = 0, yo = 0, rest = f;
+        for (int d = y->ndim - 1; d >= 0; d--) {
+            int64_t i = rest % y->shape[d];
+            rest /= y->shape[d];
+            io += i * ix->strides[d];
+            yo += i * y->strides[d];
+            if (d != axis) xo += i * x->strides[d];
+        }
+        int64_t v = int_at(ix, io);
+        if (v < -n || v >= n) {
+            static _Thread_local char msg[176];
+            snprintf(msg, sizeof msg,
+                     "take_along_axis: index %lld is out of bounds for axis %d with size %lld "
+                     "(expected %lld <= index < %lld)",
+                     (long long)v, axis, (long long)n, (long long)-n, (long long)n);
+            *err = msg;
+            return SVX_DATA_ERROR;
+        }
+        if (v < 0) v += n;
+        memcpy(y->data + (int64_t)isz * yo, x->data + (int64_t)isz * (xo + v * x->strides[axis]),
+               isz);
+    }
+    return 0;
+}
+
+/* take_along_kernel(axis) -> kernel */
+static PyObject *py_take_along_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    int axis;
+    if (!PyArg_ParseTuple(args, "i", &axis)) return NULL;
+    if (axis < 0 || axis >= SVX_MAXDIM) {
+        char found[32];
+        snprintf(found, sizeof found, "axis %d", axis);
+        return sv_raise("take_along_kernel", "an axis out of range",
+                        "0 <= axis < 8 (normalized)", found, "pass the axis counted from the front");
+    }
+    along_self *a = PyMem_Malloc(sizeof *a);
+    if (!a) return PyErr_NoMemory();
+    a->axis = axis;
+    return make_capsule(run_take_along, a);
+}
+
+/* ---- integer reductions (lengths from a mask: ``mask.sum(axis=1)``) ----
+ * y[o] = the sum (max, min, product) of x[o, r] over the axes [first, stop) of x, which
+ * the lowering makes the last ones (a view), computed exactly in 64 bits and wrapping
+ * around in y's type as NumPy's does (unsigned arithmetic: no signed overflow in C). */
+enum { IRED_SUM, IRED_MAX, IRED_MIN, IRED_PROD };
+typedef struct ired_self {
+    int kind, r0, r1;
+} ired_self;
+
+static int run_int_reduce(const void *vself, const svx_tensor *ins, int nin,
+                          const svx_tensor *outs, int nout, const int32_t *iattr,
+                          const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const ired_self *a = vself;
+    if (nin != 1 || nout != 1) {
+        *err = "int reduce: takes x and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    bool fits = (x->dtype == SVX_I32 || x->dtype == SVX_I64) &&
+                (y->dtype == SVX_I32 || y->dtype == SVX_I64) && a->r1 <= x->ndim &&
+                y->ndim == x->ndim - (a->r1 - a->r0);
+    for (int d = 0; fits && d < y->ndim; d++)
+        fits = y->shape[d] == x->shape[d < a->r0 ? d : d + a->r1 - a->r0];
+    if (!fits) {
+        *err = "int reduce: int32 or int64 x and an int32 or int64 result of x's shape "
+               "less the reduced axes";
+        return -1;
+    }
+    int64_t total = 1, n = 1;
+    for (int d = 0; d < y->ndim; d++) total *= y->shape[d];
+    for (int d = a->r0; d < a->r1; d++) n *= x->shape[d];
+    if (total > 0 && n == 0 && (a->kind == IRED_MAX || a->kind == IRED_MIN)) {
+        *err = a->kind == IRED_MAX ? "max of an empty sequence (a reduced axis of length 0)"
+                                   : "min of an empty sequence (a reduced axis of length 0)";
+        return SVX_DATA_ERROR;
+    }
+    for (int64_t f = 0; f < total; f++) {
+        int64_t xo = 0, rest = f;
+        for (int d = y->ndim - 1; d >= 0; d--) {
+            int xd = d < a->r0 ? d : d + a->r1 - a->r0;
+            xo += (rest % y->shape[d]) * x->strides[xd];
+            rest /= y->shape[d];
+        }
+        uint64_t acc = a->kind == IRED_PROD ? 1 : 0;
+        for (int64_t g = 0; g < n; g++) {
+            int64_t ro = offset_of(g, x->shape, x->strides, a->r0, a->r1);
+            int64_t v = int_at(x, xo + ro);
+            if (a->kind == IRED_SUM) acc += (uint64_t)v;
+            else if (a->kind == IRED_PROD) acc *= (uint64_t)v;
+            else if (g == 0 || (a->kind == IRED_MAX ? v > (int64_t)acc : v < (int64_t)acc))
+                acc = (uint64_t)v;
+        }
+        int64_t yo = offset_of(f, y->shape, y->strides, 0, y->ndim);
+        if (y->dtype == SVX_I64) ((int64_t *)y->data)[yo] = (int64_t)acc;
+        else ((int32_t *)y->data)[yo] = (int32_t)(uint32_t)acc;
+    }
+    return 0;
+}
+
+/* int_reduce_kernel(kind, first, stop) -> kernel */
+static PyObject *py_int_reduce_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *kind;
+    int r0, r1;
+    if (!PyArg_ParseTuple(args, "sii", &kind, &r0, &r1)) return NULL;
+    int k = !strcmp(kind, "sum")    ? IRED_SUM
+            : !strcmp(kind, "max")  ? IRED_MAX
+            : !strcmp(kind, "min")  ? IRED_MIN
+            : !strcmp(kind, "prod") ? IRED_PROD
+                                    : -1;
+    if (k < 0)
+        return sv_raise("int_reduce_kernel", "an unknown integer reduction",
+                        "sum, max, min or prod", kind, "pass one of those");
+    if (r0 < 0 || r1 <= r0 || r1 > SVX_MAXDIM) {
+        char found[48];
+        snprintf(found, sizeof found, "axes [%d, %d)", r0, r1);
+        return sv_raise("int_reduce_kernel", "reduced axes out of range",
+                        "0 <= first < stop <= 8", found, "reduce a group of adjacent axes");
+    }
+    ired_self *r = PyMem_Malloc(sizeof *r);
+    if (!r) return PyErr_NoMemory();
+    r->kind = k;
+    r->r0 = r0;
+    r->r1 = r1;
+    return make_capsule(run_int_reduce, r);
+}
+
 /* ---- the sizes of a tensor as values (``x.sum(1) / x.shape[1]``, a diagonal's stride) ----
  * y = the sizes of the one operand (a view whose shape is the dimensions asked for: the
  * executor evaluates them per call), as a vector of one value per axis, or a scalar of a
@@ -1298,7 +1474,8 @@ static PyObject *py_arg_kernel(PyObject *self, PyObject *args) {
  * order of the kinds they start at */
 static const char *compare_names[] = {"less", "less_equal", "greater", "greater_equal",
                                       "equal", "not_equal", NULL};
-static const char *arith_names[] = {"add", "sub", "mul", "maximum", "minimum", "cast", NULL};
+static const char *arith_names[] = {"add",  "sub",      "mul", "maximum", "minimum",
+                                    "cast", "floordiv", "mod", NULL};
 
 static PyObject *int_binary_kernel(PyObject *arg, const char *fn, const char **names,
                                    int first, const char *what, const char *expected) {
@@ -1330,7 +1507,7 @@ static PyObject *py_int_arith_kernel(PyObject *self, PyObject *arg) {
     (void)self;
     return int_binary_kernel(arg, "int_arith_kernel", arith_names, IOP_ADD,
                              "an unknown integer operation",
-                             "add, sub, mul, maximum, minimum or cast");
+                             "add, sub, mul, maximum, minimum, cast, floordiv or mod");
 }
 
 /* reduce_kernel(kind, first, stop) -> kernel */
@@ -1383,8 +1560,9 @@ PyMethodDef sv_exec_kernel_methods[] = {
      "compare_kernel(kind) -> an executor kernel: an exact comparison of two int32/int64 "
      "tensors"},
     {"int_arith_kernel", py_int_arith_kernel, METH_O,
-     "int_arith_kernel(kind) -> an executor kernel: add, sub, mul, maximum or minimum of "
-     "two int32/int64 tensors, or a cast of one, wrapping around in the result's type"},
+     "int_arith_kernel(kind) -> an executor kernel: add, sub, mul, maximum, minimum, floordiv "
+     "or mod of two int32/int64 tensors, or a cast of one, wrapping around in the result's "
+     "type"},
     {"reduce_kernel", py_reduce_kernel, METH_VARARGS,
      "reduce_kernel(kind, first, stop) -> an executor kernel: kind ('sum', 'mean', 'max', "
      "'min', 'prod') over the axes [first, stop), the trailing axes kept; a sum or mean "
@@ -1392,6 +1570,13 @@ PyMethodDef sv_exec_kernel_methods[] = {
     {"scan_kernel", py_scan_kernel, METH_VARARGS,
      "scan_kernel(axis, exclusive, reverse) -> an executor kernel: cumsum along the axis of "
      "float32, float64, int32 or int64 (integers wrap around)"},
+    {"int_reduce_kernel", py_int_reduce_kernel, METH_VARARGS,
+     "int_reduce_kernel(kind, first, stop) -> an executor kernel: kind ('sum', 'max', 'min', "
+     "'prod') of int32/int64 over the axes [first, stop), exact, wrapping around in the "
+     "result's type"},
+    {"take_along_kernel", py_take_along_kernel, METH_VARARGS,
+     "take_along_kernel(axis) -> an executor kernel: numpy.take_along_axis(x, indices, axis) "
+     "with bounds checks"},
     {"sizes_kernel", py_sizes_kernel, METH_NOARGS,
      "sizes_kernel() -> an executor kernel: the sizes of its operand as a vector (a scalar "
      "of a rank-1 operand's size), float32, float64, int32 or int64"},

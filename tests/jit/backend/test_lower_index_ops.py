@@ -1,7 +1,9 @@
-"""Sizes used as values and running sums run in the native call: ``h.sum(axis=1) /
-h.shape[1]`` (a mean written by hand), ``x.shape`` as an array and a diagonal's row stride
-are the executor's sizes kernel; ``cumsum`` (positions from a padding mask) its scan kernel.
-Each was interpreted and cut the function in pieces; each agrees with the interpreter."""
+"""Sizes used as values, running sums, integer reductions and ``take_along_axis`` run in
+the native call: ``h.sum(axis=1) / h.shape[1]`` (a mean written by hand), ``x.shape`` as an
+array and a diagonal's row stride are the executor's sizes kernel; ``cumsum`` (positions
+from a padding mask) its scan kernel; ``mask.sum(axis=1)`` of integers (lengths) its
+integer reduction; the last real token's state its ``take_along_axis`` kernel. Each was
+interpreted and cut the function in pieces; each agrees with the interpreter."""
 
 from __future__ import annotations
 
@@ -85,3 +87,56 @@ def test_positions_from_a_padding_mask_are_one_native_call(dtype: Any) -> None:
     function = _function(fast)
     assert function.whole and not function.interpreted, function.interpreted
     assert _labels(function).count("cumsum") == 2, _labels(function)
+
+
+INT_REDUCTIONS: dict[str, Callable[[Any], Any]] = {
+    "lengths": lambda m: m.sum(axis=1),
+    "over every element, kept": lambda m: snp.sum(m, keepdims=True),
+    "max over the batch": lambda m: m.max(axis=0),
+    "min over both axes": lambda m: snp.min(m, axis=(0, 1)),
+    "product of rows": lambda m: snp.prod(m % 3 + 1, axis=1),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("name", list(INT_REDUCTIONS))
+def test_integer_reductions_are_exact_in_the_native_call(name: str, dtype: Any) -> None:
+    """Reductions of int32/int64 tensors over any axes: exact past 2**24 (where float32
+    lanes would round), wrapping around in the result's type as NumPy's."""
+    exp, fast = _jitted(INT_REDUCTIONS[name], ("b, s", dtype))
+    top = np.iinfo(dtype).max
+    for b, s in [(2, 5), (1, 1), (3, 90), (4, 7)]:
+        m = RNG.integers(-(2**28), 2**28, (b, s)).astype(dtype)
+        m.flat[0] = top
+        with np.errstate(over="ignore"):
+            want = exp.call(m)
+        got = fast(m)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    function = _function(fast)
+    assert function.whole and not function.interpreted, function.interpreted
+
+
+def _last_state(h: Any, mask: Any) -> Any:
+    last = (mask.sum(axis=1) - 1)[:, None, None] * snp.ones((1, 1, 4), dtype=np.int64)
+    return snp.take_along_axis(h, last, axis=1)[:, 0] * 2.0
+
+
+def test_the_last_real_tokens_state_is_taken_in_the_native_call() -> None:
+    """``take_along_axis`` of the state at each row's last real token (its index from the
+    mask's length), negative indices counting from the end as NumPy's; an index out of
+    range fails the call as the interpreter does, naming it."""
+    exp, fast = _jitted(_last_state, ("b, s, 4", np.float32), ("b, s", np.int64))
+    for b, s in [(2, 5), (1, 1), (3, 40)]:
+        h = RNG.standard_normal((b, s, 4)).astype(np.float32)
+        mask = (np.arange(s)[None, :] < RNG.integers(0, s + 1, (b, 1))).astype(np.int64)
+        np.testing.assert_array_equal(fast(h, mask), exp.call(h, mask))  # length 0: index -1
+    function = _function(fast)
+    assert function.whole and "take_along_axis" in _labels(function), _labels(function)
+    h, mask = np.zeros((2, 3, 4), np.float32), np.full((2, 3), 2, np.int64)  # lengths 6
+    with pytest.raises(sv.RuntimeOpError) as native_error:
+        fast(h, mask)
+    with pytest.raises(sv.RuntimeOpError) as interpreted:
+        exp.call(h, mask)
+    assert "take_along_axis" in str(native_error.value) and "5" in str(native_error.value)
+    assert "take_along_axis" in str(interpreted.value)
