@@ -1,10 +1,10 @@
 """Differential tests: the native tier against the interpreter, the reference semantics.
 
 Hypothesis writes programs (elementwise chains with broadcasting, reductions, matmuls,
-reshapes, transposes, slices, concatenations and pads, over two dimension variables, with
-axes written positive or negative) and runs each on a stream of shapes in
-every cache mode, with the variants compiled synchronously from the first call on, at
-every instruction-set level the machine has.
+einsums, running sums, reshapes, transposes, slices, concatenations and pads, over two
+dimension variables, with axes written positive or negative) and runs each on a stream of
+shapes in every cache mode, with the variants compiled synchronously from the first call
+on, at every instruction-set level the machine has.
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ step = st.one_of(
     st.tuples(st.just("concat"), st.integers(0, 50), st.integers(0, 50), st.integers(0, 3)),
     st.tuples(st.just("slice"), st.integers(0, 50), st.booleans()),
     st.tuples(st.just("pad"), st.integers(0, 50), st.booleans()),
+    st.tuples(st.just("cumsum"), st.integers(0, 50), st.integers(0, 3)),
+    st.tuples(st.just("einsum"), st.integers(0, 50), st.integers(0, 50), st.booleans()),
 )
 programs = st.lists(step, min_size=1, max_size=10)
 
@@ -117,6 +119,16 @@ def make_function(recipe: list[tuple[Any, ...]]) -> Any:
             elif s[0] == "pad":
                 _, a = pick(pool, ("bn",), s[1])
                 add("bp", snp.pad(a, ((0, 0), (1, 2)), constant_values=-1.0 if s[2] else 0.0))
+            elif s[0] == "cumsum":  # along axis 1, -1, 0 or -2
+                kind, a = pick(pool, ("bn", "Bn", "bw"), s[1])
+                add(kind, snp.cumsum(a, axis=(1, -1, 0, -2)[s[2]]))
+            elif s[0] == "einsum":  # a product with w, or rows dotted with a vector
+                _, a = pick(pool, ("bn",), s[1])
+                if s[3]:
+                    add("b5", snp.einsum("ij,jk->ik", a, w))
+                else:
+                    _, v = pick(pool, ("n",), s[2])
+                    add("b1", snp.einsum("bn,n->b", a, v)[:, None])
             elif s[0] == "matmul":
                 _, a = pick(pool, ("bn",), s[1])
                 add("b5", a @ w)
@@ -236,7 +248,21 @@ int_step = st.one_of(
         st.booleans(),  # the ids on the left or on the right
     ),
     st.tuples(st.just("cast"), st.sampled_from(["f32", "bool"])),
+    # integer arithmetic on the ids (exact, wrapping), a running sum or the rows' sums
+    st.tuples(
+        st.just("arith"),
+        st.sampled_from(["floordiv", "mod", "add", "mul", "cumsum", "sum"]),
+        st.sampled_from([1, -1, 3, -7, 2**20]),
+    ),
 )
+INT_ARITH = {
+    "floordiv": lambda t, c: t // c,
+    "mod": lambda t, c: t % c,
+    "add": lambda t, c: t + c,
+    "mul": lambda t, c: t * c,
+    "cumsum": lambda t, c: snp.cumsum(t, axis=1) + c,
+    "sum": lambda t, c: t.sum(axis=1, keepdims=True) * c + t,
+}
 
 
 @settings(max_examples=60, deadline=None)
@@ -247,12 +273,15 @@ int_step = st.one_of(
 )
 def test_int_inputs_agree_with_the_interpreter(steps: Any, dtype: Any, seed: int) -> None:
     """Masks and casts of integer ids combined with a float tensor, the ids drawn around
-    2^24 and 2^31: the native tier gives the interpreter's bits."""
+    2^24 and 2^31 and computed on (floor division, remainder, sums, wrapping around): the
+    native tier gives the interpreter's bits."""
 
     def f(ids: Any, x: Any) -> Any:
         acc = x
         for i, s in enumerate(steps):
-            if s[0] == "compare":
+            if s[0] == "arith":
+                ids = INT_ARITH[s[1]](ids, s[2])
+            elif s[0] == "compare":
                 _, name, c, left = s
                 m = COMPARE[name](ids, c) if left else COMPARE[name](c, ids)
                 acc = snp.where(m, acc, acc * 0.5 + float(i))
@@ -271,4 +300,6 @@ def test_int_inputs_agree_with_the_interpreter(steps: Any, dtype: Any, seed: int
     for shape in [(2, 5), (1, 33), (3, 1), (2, 5)]:
         ids = rng.choice(edges, shape).astype(dtype)
         x = rng.standard_normal(shape).astype(np.float32)
-        np.testing.assert_array_equal(jitted(ids, x), exp.call(ids, x))
+        with np.errstate(all="ignore"):  # x // 0 and wrapping around, as NumPy warns
+            want = exp.call(ids, x)
+        np.testing.assert_array_equal(jitted(ids, x), want)
