@@ -423,3 +423,21 @@ def test_sizes_kernel_writes_the_calls_sizes() -> None:
     ex = executor(bad, [Kernel(N.OP_EXTERNAL, [0], [1], obj=run)], [0], [1])
     with pytest.raises(native.ExecFailure, match="one value per axis"):
         ex((2, 2), np.zeros((2, 2), np.float32))
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_arg_kernel_picks_numpys_index_on_rows_of_any_length(kind: str) -> None:
+    """Rows searched lane by lane (16 at a time) give NumPy's index: the first of tied
+    extremes (0.0 and -0.0 tie), the first NaN's when a row has one, infinities, lengths
+    around the lane count."""
+    ts = [Tensor(0, "input", F32, (A, B), arg=0), Tensor(1, "temp", np.dtype(np.int64), (A,))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.arg_kernel(kind, 1))],
+                  [0], [1])  # fmt: skip
+    values = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 2.0], np.float32)
+    for n in (1, 15, 16, 17, 31, 33, 64, 70):
+        x = OWN.choice(values[:-2], (40, n)).astype(np.float32)  # many ties
+        x[::3] = OWN.standard_normal((len(x[::3]), n)).astype(np.float32)
+        x[1::5, OWN.integers(0, n)] = np.nan
+        x[2::7, -1] = np.nan
+        (y,) = ex((40, n), x)
+        np.testing.assert_array_equal(y, getattr(np, kind)(x, axis=1))

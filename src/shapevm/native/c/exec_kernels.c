@@ -1375,6 +1375,68 @@ typedef struct arg_job {
     int64_t n, inner, per_task, total;
 } arg_job;
 
+/* The first index of the largest (smallest) of n contiguous floats, a NaN's if any: the
+ * extreme of each of 16 lanes first (vectors of 4, selects without branches: one running
+ * extreme is a chain of dependent compares), then the first index that holds it. */
+typedef float arg_v4f __attribute__((vector_size(16)));
+typedef int32_t arg_v4i __attribute__((vector_size(16)));
+
+static float row_extreme(const float *p, int64_t n, int max, bool *nan) {
+    arg_v4f lane[4];
+    arg_v4i bad[4];
+    for (int k = 0; k < 4; k++) {
+        lane[k] = (arg_v4f){p[0], p[0], p[0], p[0]};
+        bad[k] = (arg_v4i){0, 0, 0, 0};
+    }
+    int64_t r = 0;
+    for (; r + 16 <= n; r += 16)
+        for (int k = 0; k < 4; k++) {
+            arg_v4f v;
+            memcpy(&v, p + r + 4 * k, sizeof v);
+            bad[k] |= v != v;
+            arg_v4i take = max ? v > lane[k] : v < lane[k];
+            lane[k] = (arg_v4f)(((arg_v4i)v & take) | ((arg_v4i)lane[k] & ~take));
+        }
+    float best = p[0];
+    int any = 0;
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < 4; l++) {
+            float v = lane[k][l];
+            any |= bad[k][l];
+            best = (max ? v > best : v < best) ? v : best;
+        }
+    for (; r < n; r++) {
+        any |= p[r] != p[r];
+        best = (max ? p[r] > best : p[r] < best) ? p[r] : best;
+    }
+    *nan = any || best != best;
+    return best;
+}
+
+/* The first k with p[k] == value (p[k] != p[k] for a NaN), 16 at a time. */
+static int64_t first_equal(const float *p, int64_t n, float value, bool nan) {
+    arg_v4f want = {value, value, value, value};
+    int64_t r = 0;
+    for (; r + 16 <= n; r += 16) {
+        arg_v4i hit = {0, 0, 0, 0};
+        for (int k = 0; k < 4; k++) {
+            arg_v4f v;
+            memcpy(&v, p + r + 4 * k, sizeof v);
+            hit |= nan ? v != v : v == want;
+        }
+        if (hit[0] | hit[1] | hit[2] | hit[3]) break;
+    }
+    for (; r < n; r++)
+        if (nan ? p[r] != p[r] : p[r] == value) return r;
+    return 0;
+}
+
+static int64_t arg_row(const float *p, int64_t n, int max) {
+    bool nan;
+    float best = row_extreme(p, n, max, &nan);
+    return first_equal(p, n, best, nan);
+}
+
 static void arg_task(void *vctx, int64_t task) {
     const arg_job *j = vctx;
     const svx_tensor *x = j->x, *y = j->y;
@@ -1388,7 +1450,9 @@ static void arg_task(void *vctx, int64_t task) {
         const float *p = (const float *)x->data + xo;
         int64_t best = 0;
         float bv = p[0];
-        if (bv == bv)
+        if (step == 1 && j->n >= 16)
+            best = arg_row(p, j->n, j->a->max);
+        else if (bv == bv)
             for (int64_t r = 1; r < j->n; r++) {
                 float v = p[r * step];
                 if (v != v) {
