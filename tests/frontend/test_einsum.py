@@ -119,3 +119,12 @@ def test_einsum_of_plain_arrays_computes_at_once() -> None:
     a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))
     np.testing.assert_allclose(snp.einsum("ij,jk", a, b), a @ b)
     np.testing.assert_allclose(snp.einsum("Xy,yZ->ZX", a, b), (a @ b).T)
+
+
+def test_a_malformed_equation_says_what_is_wrong_and_where_it_was_traced() -> None:
+    f = sv.jit(lambda a, b: snp.einsum("ij,jk->il", a, b))
+    with pytest.raises(sv.TracingError) as info:
+        f(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
+    text = str(info.value)
+    assert "output letter 'l' is in no input" in text and "found:    equation='ij,jk->il'" in text
+    assert "traced at test_einsum.py" in text

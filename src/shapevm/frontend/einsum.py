@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from shapevm.ops.core import ShapeRuleError
 from shapevm.ops.shape_rules_nn import parse_einsum
 
 Label = str | tuple[str, int]  # a letter, or ("...", k): the k-th ellipsis axis from the right
@@ -52,9 +53,13 @@ def _same(a: Any, b: Any) -> bool:
 
 def contract(equation: str, operands: Sequence[Any], xp: Any) -> Any | None:
     """``einsum(equation, *operands)`` with ``xp``'s products and transposes; None where
-    the equation is not one this writes (the caller keeps the ``einsum`` op)."""
-    eq = parse_einsum(equation, len(operands))
+    the equation is not one this writes, or is malformed (the caller keeps the ``einsum``
+    op, whose shape rule says what is wrong and where it was traced)."""
     if len(operands) not in (1, 2):
+        return None
+    try:
+        eq = parse_einsum(equation, len(operands))
+    except ShapeRuleError:
         return None
     shapes = [tuple(xp.shape(x)) for x in operands]
     terms = [_labels(t, len(s)) for t, s in zip(eq.inputs, shapes, strict=True)]
