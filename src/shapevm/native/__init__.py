@@ -77,6 +77,8 @@ global_pool_kernel = _native.global_pool_kernel
 attention_kernel = _native.attention_kernel
 take_kernel = _native.take_kernel
 sizes_kernel = _native.sizes_kernel
+cast_kernel = _native.cast_kernel
+argsort_kernel = _native.argsort_kernel
 scan_kernel = _native.scan_kernel
 int_reduce_kernel = _native.int_reduce_kernel
 take_along_kernel = _native.take_along_kernel
@@ -229,9 +231,11 @@ __all__ = [
     "PackedDense",
     "arena_pools",
     "arg_kernel",
+    "argsort_kernel",
     "attention",
     "attention_kernel",
     "avg_pool2d",
+    "cast_kernel",
     "compare_kernel",
     "conv2d",
     "conv2d_blocked",

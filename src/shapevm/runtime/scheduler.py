@@ -105,7 +105,7 @@ NATIVE_DOCS: Final = {
     "native_view": "the native tier: layout ops as views and copies",
     "native_conv": "the native tier: convolution on the packed micro-kernel",
     "native_pool": "the native tier: pooling",
-    "native_index": "the native tier: argmax, argmin and cumsum along an axis",
+    "native_index": "the native tier: argmax, argmin, argsort and cumsum along an axis",
 }
 """The native tier's kernels, as variants of the ops they run (on ``cpu``). The interpreter
 never picks them (they apply to no call of its own); the JIT's lowerings use one only while
@@ -121,7 +121,7 @@ def native_names(info: OpInfo) -> list[str]:
         return ["native_conv"]
     if info.name in ("max_pool2d", "avg_pool2d"):
         return ["native_pool"]
-    if info.name in ("argmax", "argmin", "cumsum"):
+    if info.name in ("argmax", "argmin", "cumsum", "argsort"):
         return ["native_index"]
     if OpFlag.FUSIBLE in info.flags:
         return (
@@ -262,6 +262,8 @@ INT_REDUCTIONS: Final = ("sum", "max", "min", "prod")
 (`lower.lower_int_reduce`)."""
 _INT_READERS = frozenset((DType.F32, DType.BOOL, DType.I32, DType.I64))
 _SCANNED = frozenset((DType.F32, DType.F64, DType.I32, DType.I64))  # the scan kernel's
+_SORTED = _SCANNED | {DType.I16, DType.I8, DType.U8, DType.BOOL}  # the argsort kernel's
+_CAST_FROM = _INT_READERS | {DType.F64, DType.U8, DType.I8, DType.I16}  # the cast kernel's
 _referenced: set[str] = set()  # ops that have their reference variant
 
 
@@ -283,11 +285,15 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
             dtypes = (
                 ref.dtypes
                 if name == "native_view"
+                else ref.dtypes & _CAST_FROM
+                if ref.op == "cast"
                 else ref.dtypes & _INT_READERS
                 if name == "native_chain"
                 and (ref.op in INT_ARITHMETIC or ref.op in INT_REDUCTIONS or int_comparison(info))
                 else ref.dtypes & _SCANNED
                 if ref.op == "cumsum"
+                else ref.dtypes & _SORTED
+                if ref.op == "argsort"
                 else ref.dtypes & {DType.F32, DType.BOOL}
             )
             variant = KernelVariant(ref.op, name, ref.fn, dtypes, _never, doc=NATIVE_DOCS[name])

@@ -441,3 +441,88 @@ def test_arg_kernel_picks_numpys_index_on_rows_of_any_length(kind: str) -> None:
         x[2::7, -1] = np.nan
         (y,) = ex((40, n), x)
         np.testing.assert_array_equal(y, getattr(np, kind)(x, axis=1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("descending", [False, True])
+def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
+    dtype: Any, descending: bool
+) -> None:
+    """Indices sorting each line along axis 0 of a transposed view: equal values by lower
+    index first in both orders, NaN last ascending and first descending, as the op table's
+    reference; lines of 0, 1 and many elements."""
+    dt = np.dtype(dtype)
+    ts = [
+        Tensor(0, "input", dt, (A, B), arg=0),
+        Tensor(1, "view", dt, (B, A), base=0, viewop=N.V_TRANSPOSE, params=(1, 0),
+               contiguous=False),
+        Tensor(2, "temp", np.dtype(np.int64), (B, A)),
+    ]  # fmt: skip
+    run = native.argsort_kernel(0, descending)
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [1], [2], obj=run)], [0], [2])
+    ref = get_op("argsort")
+    assert ref is not None
+    for a, b in [(7, 3), (1, 1), (300, 5), (0, 2)]:
+        x = OWN.integers(-3, 4, (a, b)).astype(dt)  # many ties
+        if dt.kind == "f" and a > 2:
+            x[::4, 0] = np.nan
+            x[1, :] = -0.0
+        (y,) = ex((a, b), x)
+        (want,) = ref.kernel([x.T], {"axis": 0, "descending": descending})
+        np.testing.assert_array_equal(y, want)
+
+
+def test_argsort_kernel_checks_its_operands_and_axis() -> None:
+    ts = [Tensor(0, "input", F32, (A,), arg=0), Tensor(1, "temp", F32, (A,))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.argsort_kernel(0, False))],
+                  [0], [1])  # fmt: skip
+    with pytest.raises(native.ExecFailure, match="an int64 result of its shape"):
+        ex((3, 1), np.zeros(3, np.float32))
+    with pytest.raises(native.NativeKernelError, match="argsort_kernel: an axis out of range"):
+        native.argsort_kernel(-1, False)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [(np.uint8, np.float32), (np.int8, np.float64), (np.int16, np.int64), (np.float64, np.float32),
+     (np.float32, np.float64), (np.int64, np.int32), (np.bool_, np.float64), (np.uint8, np.int32)],
+)  # fmt: skip
+def test_cast_kernel_converts_as_numpy_astype(src: Any, dst: Any) -> None:
+    """Every conversion the cast kernel takes gives NumPy's ``astype`` bits: into floats
+    rounded to nearest (float64 to float32, past float32's range to inf), integers wrapping
+    into a narrower type; a transposed operand (strides) and a contiguous one."""
+    s, d = np.dtype(src), np.dtype(dst)
+    ts = [
+        Tensor(0, "input", s, (A, B), arg=0),
+        Tensor(1, "view", s, (B, A), base=0, viewop=N.V_TRANSPOSE, params=(1, 0),
+               contiguous=False),
+        Tensor(2, "temp", d, (B, A)),
+        Tensor(3, "temp", d, (A, B)),
+    ]  # fmt: skip
+    run = native.cast_kernel()
+    kernels = [Kernel(N.OP_EXTERNAL, [1], [2], obj=run), Kernel(N.OP_EXTERNAL, [0], [3], obj=run)]
+    ex = executor(ts, kernels, [0], [2, 3])
+    if s.kind == "f":
+        x = (OWN.standard_normal((5, 9)) * 1e3).astype(s)
+        if s == np.float64:
+            x[0, :3] = [1e300, -1e300, 1 + 2**-30]
+    elif s.kind == "b":
+        x = OWN.integers(0, 2, (5, 9)).astype(s)
+    else:
+        info = np.iinfo(s)
+        x = OWN.integers(info.min, info.max, (5, 9), endpoint=True).astype(s)
+        if s == np.int64:
+            x[0, :2] = [2**40 + 7, -(2**35) - 1]
+    with np.errstate(over="ignore"):
+        want = x.astype(d)
+    t, y = ex((5, 9), x)
+    np.testing.assert_array_equal(t, want.T)
+    np.testing.assert_array_equal(y, want)
+    assert y.dtype == d
+
+
+def test_cast_kernel_refuses_a_float_into_an_integer() -> None:
+    ts = [Tensor(0, "input", F32, (A,), arg=0), Tensor(1, "temp", np.dtype(np.int32), (A,))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.cast_kernel())], [0], [1])
+    with pytest.raises(native.ExecFailure, match="int32/int64 \\(of an integer or bool\\)"):
+        ex((3, 1), np.zeros(3, np.float32))

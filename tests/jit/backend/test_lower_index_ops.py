@@ -2,7 +2,8 @@
 the native call: ``h.sum(axis=1) / h.shape[1]`` (a mean written by hand), ``x.shape`` as an
 array and a diagonal's row stride are the executor's sizes kernel; ``cumsum`` (positions
 from a padding mask) its scan kernel; ``mask.sum(axis=1)`` of integers (lengths) its
-integer reduction; the last real token's state its ``take_along_axis`` kernel. Each was
+integer reduction; the last real token's state its ``take_along_axis`` kernel; a top k by
+``argsort`` its stable sort; a uint8 image made float32 its cast kernel. Each was
 interpreted and cut the function in pieces; each agrees with the interpreter."""
 
 from __future__ import annotations
@@ -140,3 +141,30 @@ def test_the_last_real_tokens_state_is_taken_in_the_native_call() -> None:
         exp.call(h, mask)
     assert "take_along_axis" in str(native_error.value) and "5" in str(native_error.value)
     assert "take_along_axis" in str(interpreted.value)
+
+
+MEAN, STD = np.array([0.5, 0.4, 0.3], np.float32), np.array([0.2, 0.25, 0.3], np.float32)
+
+
+def _preprocess_and_rank(img: Any) -> Any:
+    x = (img.astype(np.float32) / 255.0 - MEAN) / STD  # a uint8 image, NHWC
+    score = x.mean(axis=(1, 2)) @ np.ones((3, 6), np.float32) * np.arange(6, dtype=np.float32)
+    top = snp.argsort(-snp.floor(score * 10) / 10, axis=-1)[:, :3]  # ties: lower index first
+    return x.astype(np.float64), top, snp.argsort(img[:, 0, :, 0], axis=-1)
+
+
+def test_a_uint8_image_and_a_top_k_by_argsort_run_in_the_native_call() -> None:
+    """A uint8 image cast to float32 (the executor's cast kernel: a chain reads float32,
+    bool and int32/int64 only), a float64 result, and a top k by ``argsort`` of scores with
+    ties and of uint8 pixels: one native call, the interpreter's results exactly."""
+    exp, fast = _jitted(_preprocess_and_rank, ("b, h, w, 3", np.uint8))
+    for shape in [(2, 4, 5, 3), (1, 1, 1, 3), (3, 16, 9, 3)]:
+        img = RNG.integers(0, 256, shape).astype(np.uint8)
+        img[0, 0, :2, 0] = 7  # equal pixels
+        for got, want in zip(fast(img), exp.call(img), strict=True):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    function = _function(fast)
+    assert function.whole and not function.interpreted, function.interpreted
+    labels = _labels(function)
+    assert labels.count("argsort") == 2 and "cast" in labels, labels

@@ -32,7 +32,9 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("int_arith", lower.lower_int_arith),
     ("arg", lower.lower_arg),
     ("scan", lower.lower_cumsum),
+    ("argsort", lower.lower_argsort),
     ("int_reduce", lower.lower_int_reduce),
+    ("cast", lower.lower_cast),
     ("elementwise", chains.lower_elementwise),
 )
 

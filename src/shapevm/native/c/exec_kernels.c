@@ -1155,6 +1155,229 @@ static PyObject *py_scan_kernel(PyObject *self, PyObject *args) {
     return make_capsule(run_scan, a);
 }
 
+/* ---- argsort along one axis (a router's or a beam's top k: argsort(-p)[..., :k]) ----
+ * y[o, :, i] = the indices that sort x[o, :, i]: stable (equal values by lower index first),
+ * NaN last ascending and first descending, as the op's reference.  A merge sort of the
+ * indices, per line, in a buffer of the call's own. */
+typedef struct argsort_self {
+    int axis, descending;
+} argsort_self;
+
+static double key_at(const svx_tensor *x, int64_t off) {
+    switch (x->dtype) {
+    case SVX_F32: return ((const float *)x->data)[off];
+    case SVX_F64: return ((const double *)x->data)[off];
+    case SVX_I32: return ((const int32_t *)x->data)[off];
+    case SVX_I16: return ((const int16_t *)x->data)[off];
+    case SVX_I8: return ((const int8_t *)x->data)[off];
+    case SVX_U8: return ((const uint8_t *)x->data)[off];
+    case SVX_BOOL: return ((const uint8_t *)x->data)[off] != 0;
+    default: return 0.0; /* int64 keys are compared as integers (argsort_before) */
+    }
+}
+
+/* whether the element at offset a goes strictly before the one at offset b */
+static bool argsort_before(const svx_tensor *x, int64_t a, int64_t b, int descending) {
+    if (x->dtype == SVX_I64) {
+        int64_t u = ((const int64_t *)x->data)[a], v = ((const int64_t *)x->data)[b];
+        return descending ? u > v : u < v;
+    }
+    double u = key_at(x, a), v = key_at(x, b);
+    bool un = u != u, vn = v != v;
+    if (un || vn) return descending ? un && !vn : vn && !un;
+    return descending ? u > v : u < v;
+}
+
+static int run_argsort(const void *vself, const svx_tensor *ins, int nin,
+                       const svx_tensor *outs, int nout, const int32_t *iattr,
+                       const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const argsort_self *a = vself;
+    if (nin != 1 || nout != 1) {
+        *err = "argsort: takes x and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    bool fits = (x->dtype == SVX_F32 || x->dtype == SVX_F64 || x->dtype == SVX_I32 ||
+                 x->dtype == SVX_I64 || x->dtype == SVX_I16 || x->dtype == SVX_I8 ||
+                 x->dtype == SVX_U8 || x->dtype == SVX_BOOL) &&
+                y->dtype == SVX_I64 && a->axis < x->ndim && y->ndim == x->ndim;
+    for (int d = 0; fits && d < x->ndim; d++) fits = y->shape[d] == x->shape[d];
+    if (!fits) {
+        *err = "argsort: x of a float, integer (not unsigned past 8 bits) or bool dtype with "
+               "the axis, and an int64 result of its shape";
+        return -1;
+    }
+    int axis = a->axis, nd = x->ndim;
+    int64_t n = x->shape[axis], inner = 1, total = 1;
+    for (int d = 0; d < nd; d++)
+        if (d != axis) total *= x->shape[d];
+    for (int d = axis + 1; d < nd; d++) inner *= x->shape[d];
+    if (n == 0 || total == 0) return 0;
+    int64_t *idx = malloc(2 * (size_t)n * sizeof *idx);
+    if (!idx) {
+        *err = "argsort: out of memory for the indices of one line";
+        return SVX_DATA_ERROR;
+    }
+    int64_t *tmp = idx + n, xs = x->strides[axis], ys = y->strides[axis];
+    for (int64_t f = 0; f < total; f++) {
+        int64_t o = f / inner, i = f % inner;
+        int64_t xo = offset_of(o, x->shape, x->strides, 0, axis) +
+                     offset_of(i, x->shape, x->strides, axis + 1, nd);
+        int64_t yo = offset_of(o, y->shape, y->strides, 0, axis) +
+                     offset_of(i, y->shape, y->strides, axis + 1, nd);
+        for (int64_t k = 0; k < n; k++) idx[k] = k;
+        int64_t *src = idx, *dst = tmp;
+        for (int64_t width = 1; width < n; width *= 2) { /* bottom-up, stable */
+            for (int64_t lo = 0; lo < n; lo += 2 * width) {
+                int64_t mid = lo + width < n ? lo + width : n;
+                int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+                int64_t l = lo, r = mid, w = lo;
+                while (l < mid && r < hi)
+                    dst[w++] = argsort_before(x, xo + src[r] * xs, xo + src[l] * xs,
+                                              a->descending)
+                                   ? src[r++]
+                                   : src[l++];
+                while (l < mid) dst[w++] = src[l++];
+                while (r < hi) dst[w++] = src[r++];
+            }
+            int64_t *t = src;
+            src = dst;
+            dst = t;
+        }
+        int64_t *out = (int64_t *)y->data + yo;
+        for (int64_t k = 0; k < n; k++) out[k * ys] = src[k];
+    }
+    free(idx);
+    return 0;
+}
+
+/* argsort_kernel(axis, descending) -> kernel */
+static PyObject *py_argsort_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    int axis, descending;
+    if (!PyArg_ParseTuple(args, "ip", &axis, &descending)) return NULL;
+    if (axis < 0 || axis >= SVX_MAXDIM) {
+        char found[32];
+        snprintf(found, sizeof found, "axis %d", axis);
+        return sv_raise("argsort_kernel", "an axis out of range", "0 <= axis < 8 (normalized)",
+                        found, "pass the axis counted from the front");
+    }
+    argsort_self *a = PyMem_Malloc(sizeof *a);
+    if (!a) return PyErr_NoMemory();
+    a->axis = axis;
+    a->descending = descending;
+    return make_capsule(run_argsort, a);
+}
+
+/* ---- casts the chains do not read (uint8 images to float32, float64, int8/int16) ----
+ * y = x converted as C converts (NumPy's astype for these: exact for integers into wider
+ * types and into floats that hold them, rounding to nearest into float32, wrapping into a
+ * narrower integer); no float into an integer (C leaves a value out of range undefined). */
+static double cast_in(const char *p, int dt) {
+    switch (dt) {
+    case SVX_F32: return *(const float *)p;
+    case SVX_F64: return *(const double *)p;
+    case SVX_U8: return *(const uint8_t *)p;
+    case SVX_I8: return *(const int8_t *)p;
+    case SVX_I16: return *(const int16_t *)p;
+    default: return *(const uint8_t *)p != 0; /* SVX_BOOL */
+    }
+}
+
+static int64_t cast_int_in(const char *p, int dt) {
+    switch (dt) {
+    case SVX_I32: return *(const int32_t *)p;
+    case SVX_I64: return *(const int64_t *)p;
+    case SVX_U8: return *(const uint8_t *)p;
+    case SVX_I8: return *(const int8_t *)p;
+    case SVX_I16: return *(const int16_t *)p;
+    default: return *(const uint8_t *)p != 0; /* SVX_BOOL */
+    }
+}
+
+static bool cast_from(int dt) {
+    return dt == SVX_F32 || dt == SVX_F64 || dt == SVX_I32 || dt == SVX_I64 || dt == SVX_BOOL ||
+           dt == SVX_U8 || dt == SVX_I8 || dt == SVX_I16;
+}
+
+static int run_cast(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
+                    int nout, const int32_t *iattr, const float *fattr, const char **err) {
+    (void)vself;
+    (void)iattr;
+    (void)fattr;
+    if (nin != 1 || nout != 1) {
+        *err = "cast: takes one tensor and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    bool to_float = y->dtype == SVX_F32 || y->dtype == SVX_F64;
+    bool to_int = y->dtype == SVX_I32 || y->dtype == SVX_I64;
+    bool from_float = x->dtype == SVX_F32 || x->dtype == SVX_F64;
+    bool fits = cast_from(x->dtype) && (to_float || (to_int && !from_float)) &&
+                x->ndim == y->ndim;
+    for (int d = 0; fits && d < y->ndim; d++) fits = x->shape[d] == y->shape[d];
+    if (!fits) {
+        *err = "cast: a result of x's shape, float32 or float64 (of any of float32, float64, "
+               "int8/16/32/64, uint8, bool) or int32/int64 (of an integer or bool)";
+        return -1;
+    }
+    /* row by row along the last axis; offsets of the rows from the other axes */
+    int nd = y->ndim;
+    int64_t n = nd ? y->shape[nd - 1] : 1, sx = nd ? x->strides[nd - 1] : 0,
+            sy = nd ? y->strides[nd - 1] : 0, rows = 1;
+    for (int d = 0; d < nd - 1; d++) rows *= y->shape[d];
+    if (n == 0) return 0;
+    if (one_run(x, 0, nd) && one_run(y, 0, nd)) { /* one row of every element */
+        n *= rows;
+        rows = 1;
+        sx = sy = 1;
+        nd = 1;
+    }
+    size_t xs = (size_t)svx_itemsize[x->dtype], ys = (size_t)svx_itemsize[y->dtype];
+    bool int_path = to_int || x->dtype == SVX_I32 || x->dtype == SVX_I64;
+    for (int64_t r = 0; r < rows; r++) {
+        const char *p = x->data;
+        char *q = y->data;
+        if (rows > 1) {
+            p += (int64_t)xs * offset_of(r, x->shape, x->strides, 0, nd - 1);
+            q += (int64_t)ys * offset_of(r, y->shape, y->strides, 0, nd - 1);
+        }
+        if (x->dtype == SVX_U8 && y->dtype == SVX_F32 && sx == 1 && sy == 1) {
+            const uint8_t *a = (const uint8_t *)p; /* images: a loop the compiler vectorizes */
+            float *b = (float *)q;
+            for (int64_t i = 0; i < n; i++) b[i] = (float)a[i];
+            continue;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            const char *pi = p + (int64_t)xs * i * sx;
+            char *qi = q + (int64_t)ys * i * sy;
+            if (int_path) { /* exact in 64 bits, then as C converts */
+                int64_t v = cast_int_in(pi, x->dtype);
+                if (y->dtype == SVX_I64) *(int64_t *)qi = v;
+                else if (y->dtype == SVX_I32) *(int32_t *)qi = (int32_t)(uint32_t)(uint64_t)v;
+                else if (y->dtype == SVX_F32) *(float *)qi = (float)v;
+                else *(double *)qi = (double)v;
+            } else {
+                double v = cast_in(pi, x->dtype);
+                if (y->dtype == SVX_F32) *(float *)qi = (float)v;
+                else *(double *)qi = v;
+            }
+        }
+    }
+    return 0;
+}
+
+/* cast_kernel() -> kernel */
+static PyObject *py_cast_kernel(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    void *none = PyMem_Malloc(1); /* the capsule frees its self */
+    if (!none) return PyErr_NoMemory();
+    return make_capsule(run_cast, none);
+}
+
 /* ---- take_along_axis (the last real token's state: ``take_along_axis(h, last, 1)``) ----
  * y[i0, .., ik, ..] = x[i0, .., idx[i0, .., ik, ..], ..] along the axis; y has the indices'
  * shape, which off the axis selects the leading part of x's.  A negative index counts
@@ -1641,6 +1864,12 @@ PyMethodDef sv_exec_kernel_methods[] = {
     {"take_along_kernel", py_take_along_kernel, METH_VARARGS,
      "take_along_kernel(axis) -> an executor kernel: numpy.take_along_axis(x, indices, axis) "
      "with bounds checks"},
+    {"argsort_kernel", py_argsort_kernel, METH_VARARGS,
+     "argsort_kernel(axis, descending) -> an executor kernel: stable argsort along the axis "
+     "(NaN last ascending, first descending)"},
+    {"cast_kernel", py_cast_kernel, METH_NOARGS,
+     "cast_kernel() -> an executor kernel: its operand converted to the result's dtype "
+     "(float32 or float64 of any number or bool, int32/int64 of an integer or bool)"},
     {"sizes_kernel", py_sizes_kernel, METH_NOARGS,
      "sizes_kernel() -> an executor kernel: the sizes of its operand as a vector (a scalar "
      "of a rank-1 operand's size), float32, float64, int32 or int64"},
