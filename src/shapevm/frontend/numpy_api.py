@@ -265,11 +265,19 @@ def arctanh(x: Any) -> Any:
 
 
 def isnan(x: Any) -> Any:
-    return bind_op("isnan", [_as_tensor(x)])
+    """``np.isnan``; of a float array traced as ``x != x`` (true for NaN alone), which a
+    native chain fuses with what reads it."""
+    t = _as_tensor(x)
+    dt = _dtype_of(t)
+    return not_equal(t, t) if dt is not None and dt.is_float else bind_op("isnan", [t])
 
 
 def isinf(x: Any) -> Any:
-    return bind_op("isinf", [_as_tensor(x)])
+    """``np.isinf``; of a float array traced as ``abs(x) == inf``, which a native chain
+    fuses."""
+    t = _as_tensor(x)
+    dt = _dtype_of(t)
+    return equal(abs(t), np.inf) if dt is not None and dt.is_float else bind_op("isinf", [t])
 
 
 def isfinite(x: Any) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from shapevm import nn
+from shapevm.frontend import numpy_api as snp
 from shapevm.frontend.tracer import bind_op
 from shapevm.onnx import values as V
 from shapevm.onnx.model_io import ONNX_DTYPES, dtype_name
@@ -306,9 +307,14 @@ def reciprocal(n: Node, x: Value) -> Value:
     return call("div", 1.0, x)
 
 
+def is_nan(n: Node, x: Value) -> Value:
+    out: Value = snp.isnan(V.tensor(x))  # x != x: a chain fuses it
+    return out
+
+
 def is_inf(n: Node, x: Value) -> Value:
     pos, neg = n.attr("detect_positive", 1), n.attr("detect_negative", 1)
-    out = call("isinf", x)
+    out: Value = snp.isinf(V.tensor(x))  # abs(x) == inf: a chain fuses it
     if pos and neg:
         return out
     sign = call("greater", x, 0) if pos else call("less", x, 0)
@@ -366,7 +372,6 @@ def _unaries() -> dict[str, Op]:
         "Round": "round",
         "Sign": "sign",
         "Softplus": "softplus",
-        "IsNaN": "isnan",
         "Not": "logical_not",
     }
     return {k: Op(unary(v), arith=k not in ("Not", "Sign", "Abs", "Neg")) for k, v in names.items()}
@@ -398,6 +403,7 @@ OPS: dict[str, Op] = {
     "Clip": Op(clip, arith=False),
     "Reciprocal": Op(reciprocal),
     "IsInf": Op(is_inf),
+    "IsNaN": Op(is_nan),
     "Relu": Op(relu),
     "LeakyRelu": Op(leaky_relu),
     "PRelu": Op(prelu),

@@ -168,3 +168,34 @@ def test_a_uint8_image_and_a_top_k_by_argsort_run_in_the_native_call() -> None:
     assert function.whole and not function.interpreted, function.interpreted
     labels = _labels(function)
     assert labels.count("argsort") == 2 and "cast" in labels, labels
+
+
+def _clean_and_count(x: Any) -> Any:
+    bad = snp.isnan(x) | snp.isinf(x)
+    return (
+        snp.where(bad, 0.0, x).sum(-1),
+        snp.isfinite(x).sum(-1),
+        (x > 0).sum(),
+        snp.count_nonzero(snp.nan_to_num(x), axis=0),
+    )
+
+
+def test_nan_tests_fuse_and_counts_of_bools_are_exact_int64() -> None:
+    """``isnan``/``isinf`` of floats are ``x != x`` and ``abs(x) == inf`` (a chain fuses
+    them, where the ops were interpreted); a count of bools (``(x > 0).sum()``) is an int64
+    as NumPy's, the executor's integer reduction (a chain sums float32 only)."""
+    exp, fast = _jitted(_clean_and_count, ("b, n", np.float32))
+    for shape in [(2, 5), (1, 1), (30, 70)]:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        x.flat[::7] = np.nan
+        x.flat[1::11] = np.inf
+        x.flat[2::13] = -np.inf
+        for got, want in zip(fast(x), exp.call(x), strict=True):
+            assert got.dtype == want.dtype
+            if got.dtype == np.float32:  # sums in another order
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+            else:
+                np.testing.assert_array_equal(got, want)
+    function = _function(fast)
+    assert function.whole and not function.interpreted, function.interpreted
+    assert "OP_CALL isnan(" not in exp.text() and "OP_CALL isinf(" not in exp.text()

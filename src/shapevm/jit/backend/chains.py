@@ -278,6 +278,8 @@ def _is_reduction(low: Any, op: Op, any_axes: bool = False) -> bool:
     src = low.graph.value(op.ins[0])
     if not src.shape:
         return False
+    if src.dtype == np.bool_ and info.name in ("sum", "prod"):
+        return False  # counts: NumPy sums bools into int64 (`lower.lower_int_reduce`)
     return any_axes or _trailing_axes(op, len(src.shape)) is not None
 
 

@@ -891,7 +891,8 @@ def lower_arg(low: RegionLowering, op: Op) -> bool:
 
 def lower_int_reduce(low: RegionLowering, op: Op) -> bool:
     """``sum``, ``max``, ``min`` or ``prod`` of an int32/int64 tensor over any axes (the
-    lengths of a padding mask, ``mask.sum(axis=1)``): the executor's integer reduction,
+    lengths of a padding mask, ``mask.sum(axis=1)``), or a count of a bool one (``(x >
+    0).sum(-1)``, into int64 as NumPy's): the executor's integer reduction,
     exact and wrapping around in the result's type as NumPy's, over a view that puts the
     reduced axes last (a chain reads integers as float32 lanes, exact only below 2**24)."""
     info = op.info
@@ -900,9 +901,10 @@ def lower_int_reduce(low: RegionLowering, op: Op) -> bool:
     (src,) = op.ins
     x, y = low.graph.value(src), low.graph.value(op.outs[0])
     ints = (np.dtype(np.int32), np.dtype(np.int64))
-    if x.dtype not in ints or y.dtype not in ints or not x.shape:
+    if x.dtype not in (*ints, np.bool_) or y.dtype not in ints or not x.shape:
         return False
-    if not native_enabled(info.name, "native_chain", DType.from_numpy(x.dtype)):
+    key = DType.I64 if x.dtype == np.bool_ else DType.from_numpy(x.dtype)  # counts of bools
+    if not native_enabled(info.name, "native_chain", key):
         return False
     nd = len(x.shape)
     axis = op.attrs.get("axis")

@@ -1472,14 +1472,14 @@ static int run_int_reduce(const void *vself, const svx_tensor *ins, int nin,
         return -1;
     }
     const svx_tensor *x = &ins[0], *y = &outs[0];
-    bool fits = (x->dtype == SVX_I32 || x->dtype == SVX_I64) &&
+    bool fits = (x->dtype == SVX_I32 || x->dtype == SVX_I64 || x->dtype == SVX_BOOL) &&
                 (y->dtype == SVX_I32 || y->dtype == SVX_I64) && a->r1 <= x->ndim &&
                 y->ndim == x->ndim - (a->r1 - a->r0);
     for (int d = 0; fits && d < y->ndim; d++)
         fits = y->shape[d] == x->shape[d < a->r0 ? d : d + a->r1 - a->r0];
     if (!fits) {
-        *err = "int reduce: int32 or int64 x and an int32 or int64 result of x's shape "
-               "less the reduced axes";
+        *err = "int reduce: int32, int64 or bool x and an int32 or int64 result of x's "
+               "shape less the reduced axes";
         return -1;
     }
     int64_t total = 1, n = 1;
@@ -1500,7 +1500,8 @@ static int run_int_reduce(const void *vself, const svx_tensor *ins, int nin,
         uint64_t acc = a->kind == IRED_PROD ? 1 : 0;
         for (int64_t g = 0; g < n; g++) {
             int64_t ro = offset_of(g, x->shape, x->strides, a->r0, a->r1);
-            int64_t v = int_at(x, xo + ro);
+            int64_t v = x->dtype == SVX_BOOL ? ((const uint8_t *)x->data)[xo + ro] != 0
+                                              : int_at(x, xo + ro);
             if (a->kind == IRED_SUM) acc += (uint64_t)v;
             else if (a->kind == IRED_PROD) acc *= (uint64_t)v;
             else if (g == 0 || (a->kind == IRED_MAX ? v > (int64_t)acc : v < (int64_t)acc))
