@@ -99,7 +99,7 @@ def test_pow_by_a_constant_two_is_numpys(isa: str) -> None:
     np.testing.assert_array_equal(tile.run(prog, a), reference("pow", a, np.float32(2.0)))
 
 
-_EXACT_UNARY = ("neg", "abs", "floor", "ceil", "sign", "sqrt")
+_EXACT_UNARY = ("neg", "abs", "floor", "ceil", "round", "sign", "sqrt")
 _MATH: dict[str, Callable[[Array], Array]] = {
     "exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
     "erf": erf64, "sigmoid": sigmoid64, "softplus": lambda x: np.logaddexp(x, 0.0),
@@ -125,6 +125,20 @@ def test_unary_ops_match_numpy_and_float64(isa: str, name: str) -> None:
         rel = np.abs(y[ok] - ref) / np.abs(ref)
         bad = (ulp_err(y[ok], ref) > 2.0) & ~(rel <= 1e-6) & (y[ok] != ref)
     assert not bad.any(), (name, a[ok][bad][:4], y[ok][bad][:4], ref[bad][:4])
+
+
+def test_round_is_rint_to_the_bit(isa: str) -> None:
+    """Halves to even at every magnitude (past 2^22, where adding 1.5 * 2^23 no longer
+    rounds, and past 2^23, where every float is an integer), a zero keeping its sign,
+    0.49999997 down (adding 0.5 first would round it up), NaN and infinities kept."""
+    x = np.array(
+        [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.49999997, -0.3, -0.0, 0.0,
+         4194304.5, 4194305.5, -4194303.5, 8388607.5, 8388609.0, 1e20, -1e20, 3.4e38,
+         np.nan, np.inf, -np.inf, 1e-45, -1e-45, 0.7, -0.7],
+        np.float32,
+    )  # fmt: skip
+    y = tile.run(_unary("round"), x)
+    np.testing.assert_array_equal(y.view(np.int32), np.rint(x).view(np.int32))
 
 
 def test_bool_operands(isa: str) -> None:

@@ -88,7 +88,7 @@ define(
     rules.elementwise,
     numeric_dtype,
     _quiet(_round),
-    _EW,
+    _EW | OpFlag.FUSIBLE,
     "elementwise round to the nearest integer, halves to even (ints unchanged)",
 )
 define(

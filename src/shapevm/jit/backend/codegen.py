@@ -45,6 +45,7 @@ EXPR: dict[str, str] = {
     "log10": "vlog10({0})",
     "floor": "vfloor({0})",
     "ceil": "(-vfloor(-({0})))",
+    "round": "vrint({0})",
     "sign": "svg_sign({0})",
     "logical_not": "svg_b({0} == vsplat(0.0f))",
     "add": "({0} + {1})",

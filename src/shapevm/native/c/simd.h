@@ -106,6 +106,16 @@ SV_INLINE vf vfloor(vf a) {
     t = vsel(t > a, t - vsplat(1.0f), t);
     return vsel(vabs(a) < big, t, a); /* large values (and nan/inf) are already integral */
 }
+
+/* np.rint: to the nearest integer, halves to even, a zero keeping a's sign, any magnitude
+ * (vround's is below 2^22): from floor, whose remainder a - floor(a) is exact below 2^23
+ * (a + 0.5 is not: 0.49999997f + 0.5f rounds up) */
+SV_INLINE vf vrint(vf a) {
+    vf r = vfloor(a), d = a - r;
+    vi odd = (r - vfloor(r * vsplat(0.5f)) * vsplat(2.0f)) != vsplat(0.0f);
+    vf up = vsel((d > vsplat(0.5f)) | ((d == vsplat(0.5f)) & odd), r + vsplat(1.0f), r);
+    return vsel(up == vsplat(0.0f), a * vsplat(0.0f), up);
+}
 /* Horizontal sum and max as trees of shuffles, not chains of SV_VW dependent scalar
  * operations: a row op calls them once or twice per row (with the tail selects below, one
  * thread, AVX-512: layer norm of 512 rows of 256 35-38 -> 34-35 us, softmax of 64 rows of

@@ -77,7 +77,8 @@
     X(EXPM1, "expm1", 1)                                                                   \
     X(LOG1P, "log1p", 1)                                                                   \
     X(LOG2, "log2", 1)                                                                     \
-    X(LOG10, "log10", 1)
+    X(LOG10, "log10", 1)                                                                   \
+    X(ROUND, "round", 1)
 
 #define SV_TILE_OP_ENUM_(id, name, arity) SV_TOP_##id,
 enum sv_tile_op { SV_TILE_OPS(SV_TILE_OP_ENUM_) SV_TOP_COUNT };

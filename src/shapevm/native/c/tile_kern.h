@@ -92,6 +92,7 @@ SV_TK_UNARY(log2, vlog2(a))
 SV_TK_UNARY(log10, vlog10(a))
 SV_TK_UNARY(floor, vfloor(a))
 SV_TK_UNARY(ceil, -vfloor(-a))
+SV_TK_UNARY(round, vrint(a))
 SV_TK_UNARY(sign, vsign(a))
 SV_TK_UNARY(logical_not, vbool(a == vsplat(0.0f)))
 SV_TK_UNARY(copy, a)
@@ -178,6 +179,7 @@ static const sv_tile_kernels SV_FN(tile_kernels) = {
             [SV_TOP_SIGMOID] = SV_FN(tk_sigmoid),
             [SV_TOP_FLOOR] = SV_FN(tk_floor),
             [SV_TOP_CEIL] = SV_FN(tk_ceil),
+            [SV_TOP_ROUND] = SV_FN(tk_round),
             [SV_TOP_SIGN] = SV_FN(tk_sign),
             [SV_TOP_LOGICAL_NOT] = SV_FN(tk_logical_not),
             [SV_TOP_ADD] = SV_FN(tk_add),
