@@ -102,6 +102,9 @@ def contract(equation: str, operands: Sequence[Any], xp: Any) -> Any | None:
         b = xp.reshape(b, (*bd, *(1 for _ in m), *nd))
         return _permute(xp, xp.multiply(a, b), batch + m + n, out)
     kd = [dims[lab] for lab in k]
+    if not m and not n:  # dot products over the batch letters: a product and a sum, fused
+        axes = tuple(range(len(batch), len(batch) + len(k)))
+        return _permute(xp, xp.sum(xp.multiply(a, b), axis=axes), batch, out)
     if not batch and len(k) == 1 and len(n) == 1:  # m's letters lead as matmul's batch axes
         return _permute(xp, xp.matmul(a, b), m + n, out)
     # batch + [m, k] @ batch + [k, n], the letters of each group as one axis
