@@ -443,13 +443,16 @@ def test_arg_kernel_picks_numpys_index_on_rows_of_any_length(kind: str) -> None:
         np.testing.assert_array_equal(y, getattr(np, kind)(x, axis=1))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.int32, np.int64, np.int16, np.int8, np.uint8, np.bool_]
+)
 @pytest.mark.parametrize("descending", [False, True])
 def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
     dtype: Any, descending: bool
 ) -> None:
     """Indices sorting each line along axis 0 of a transposed view: equal values by lower
-    index first in both orders, NaN last ascending and first descending, as the op table's
+    index first in both orders (-0.0 ties with 0.0), NaN last ascending and first
+    descending, infinities and the integer types' ends where they belong, as the op table's
     reference; lines of 0, 1 and many elements."""
     dt = np.dtype(dtype)
     ts = [
@@ -462,11 +465,16 @@ def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
     ex = executor(ts, [Kernel(N.OP_EXTERNAL, [1], [2], obj=run)], [0], [2])
     ref = get_op("argsort")
     assert ref is not None
-    for a, b in [(7, 3), (1, 1), (300, 5), (0, 2)]:
+    for a, b in [(7, 3), (1, 1), (300, 5), (0, 2), (2000, 40)]:  # the last split over threads
         x = OWN.integers(-3, 4, (a, b)).astype(dt)  # many ties
         if dt.kind == "f" and a > 2:
             x[::4, 0] = np.nan
             x[1, :] = -0.0
+            x[2, :] = np.inf
+            x[3, 1] = -np.inf
+        if dt.kind in "iu" and a > 2:  # the type's ends
+            x[0, :] = np.iinfo(dt).min
+            x[2, :] = np.iinfo(dt).max
         (y,) = ex((a, b), x)
         (want,) = ref.kernel([x.T], {"axis": 0, "descending": descending})
         np.testing.assert_array_equal(y, want)

@@ -1157,35 +1157,105 @@ static PyObject *py_scan_kernel(PyObject *self, PyObject *args) {
 
 /* ---- argsort along one axis (a router's or a beam's top k: argsort(-p)[..., :k]) ----
  * y[o, :, i] = the indices that sort x[o, :, i]: stable (equal values by lower index first),
- * NaN last ascending and first descending, as the op's reference.  A merge sort of the
- * indices, per line, in a buffer of the call's own. */
+ * NaN last ascending and first descending, as the op's reference.  Each value becomes an
+ * unsigned key in the order wanted (the float bits with negatives inverted, -0.0 as 0.0,
+ * every NaN one key past +inf; all inverted for descending), and a least-significant-digit
+ * radix sort, stable, orders the line's indices by it: 8-bit digits, a pass skipped where
+ * every key has the same digit (a line of 2000 float32 in four passes or fewer). */
 typedef struct argsort_self {
     int axis, descending;
 } argsort_self;
 
-static double key_at(const svx_tensor *x, int64_t off) {
+typedef struct argsort_job {
+    const argsort_self *a;
+    const svx_tensor *x, *y;
+    int64_t n, inner, per_task, total;
+    _Atomic int fail; /* a task that could not get its buffers */
+} argsort_job;
+
+static uint64_t sort_key(const svx_tensor *x, int64_t off, bool *wide) {
     switch (x->dtype) {
-    case SVX_F32: return ((const float *)x->data)[off];
-    case SVX_F64: return ((const double *)x->data)[off];
-    case SVX_I32: return ((const int32_t *)x->data)[off];
-    case SVX_I16: return ((const int16_t *)x->data)[off];
-    case SVX_I8: return ((const int8_t *)x->data)[off];
+    case SVX_F32: {
+        float v = ((const float *)x->data)[off];
+        if (v != v) return 0xffffffffu;
+        if (v == 0.0f) v = 0.0f; /* -0.0 ties with 0.0 */
+        uint32_t u;
+        memcpy(&u, &v, sizeof u);
+        return u & 0x80000000u ? ~u : u | 0x80000000u;
+    }
+    case SVX_F64: {
+        double v = ((const double *)x->data)[off];
+        *wide = true;
+        if (v != v) return ~(uint64_t)0;
+        if (v == 0.0) v = 0.0;
+        uint64_t u;
+        memcpy(&u, &v, sizeof u);
+        return u & ((uint64_t)1 << 63) ? ~u : u | ((uint64_t)1 << 63);
+    }
+    case SVX_I64:
+        *wide = true;
+        return (uint64_t)((const int64_t *)x->data)[off] ^ ((uint64_t)1 << 63);
+    case SVX_I32: return (uint32_t)((const int32_t *)x->data)[off] ^ 0x80000000u;
+    case SVX_I16: return (uint32_t)(int32_t)((const int16_t *)x->data)[off] ^ 0x80000000u;
+    case SVX_I8: return (uint32_t)(int32_t)((const int8_t *)x->data)[off] ^ 0x80000000u;
     case SVX_U8: return ((const uint8_t *)x->data)[off];
-    case SVX_BOOL: return ((const uint8_t *)x->data)[off] != 0;
-    default: return 0.0; /* int64 keys are compared as integers (argsort_before) */
+    default: return ((const uint8_t *)x->data)[off] != 0; /* SVX_BOOL */
     }
 }
 
-/* whether the element at offset a goes strictly before the one at offset b */
-static bool argsort_before(const svx_tensor *x, int64_t a, int64_t b, int descending) {
-    if (x->dtype == SVX_I64) {
-        int64_t u = ((const int64_t *)x->data)[a], v = ((const int64_t *)x->data)[b];
-        return descending ? u > v : u < v;
+static void argsort_task(void *vctx, int64_t task) {
+    argsort_job *j = vctx;
+    const svx_tensor *x = j->x, *y = j->y;
+    int axis = j->a->axis, nd = x->ndim;
+    int64_t n = j->n, xs = x->strides[axis], ys = y->strides[axis];
+    int64_t f1 = (task + 1) * j->per_task < j->total ? (task + 1) * j->per_task : j->total;
+    /* keys and indices, twice (radix passes go from one pair to the other) */
+    uint64_t *key = malloc(2 * (size_t)n * (sizeof(uint64_t) + sizeof(int64_t)));
+    if (!key) {
+        atomic_store(&j->fail, 1);
+        return;
     }
-    double u = key_at(x, a), v = key_at(x, b);
-    bool un = u != u, vn = v != v;
-    if (un || vn) return descending ? un && !vn : vn && !un;
-    return descending ? u > v : u < v;
+    uint64_t *key2 = key + n;
+    int64_t *idx = (int64_t *)(key2 + n), *idx2 = idx + n;
+    for (int64_t f = task * j->per_task; f < f1; f++) {
+        int64_t o = f / j->inner, i = f % j->inner;
+        int64_t xo = offset_of(o, x->shape, x->strides, 0, axis) +
+                     offset_of(i, x->shape, x->strides, axis + 1, nd);
+        int64_t yo = offset_of(o, y->shape, y->strides, 0, axis) +
+                     offset_of(i, y->shape, y->strides, axis + 1, nd);
+        bool wide = false;
+        uint64_t all_and = ~(uint64_t)0, all_or = 0;
+        for (int64_t k = 0; k < n; k++) {
+            uint64_t u = sort_key(x, xo + k * xs, &wide);
+            if (j->a->descending) u = wide ? ~u : (uint32_t)~u;
+            key[k] = u;
+            idx[k] = k;
+            all_and &= u;
+            all_or |= u;
+        }
+        uint64_t *ks = key, *kd = key2;
+        int64_t *is = idx, *id = idx2;
+        for (int shift = 0; shift < (wide ? 64 : 32); shift += 8) {
+            if ((((all_and ^ all_or) >> shift) & 0xff) == 0) continue; /* one digit: no pass */
+            int64_t count[257] = {0};
+            for (int64_t k = 0; k < n; k++) count[((ks[k] >> shift) & 0xff) + 1]++;
+            for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+            for (int64_t k = 0; k < n; k++) {
+                int64_t at = count[(ks[k] >> shift) & 0xff]++;
+                kd[at] = ks[k];
+                id[at] = is[k];
+            }
+            uint64_t *tk = ks;
+            ks = kd;
+            kd = tk;
+            int64_t *ti = is;
+            is = id;
+            id = ti;
+        }
+        int64_t *out = (int64_t *)y->data + yo;
+        for (int64_t k = 0; k < n; k++) out[k * ys] = is[k];
+    }
+    free(key);
 }
 
 static int run_argsort(const void *vself, const svx_tensor *ins, int nin,
@@ -1209,47 +1279,24 @@ static int run_argsort(const void *vself, const svx_tensor *ins, int nin,
                "the axis, and an int64 result of its shape";
         return -1;
     }
-    int axis = a->axis, nd = x->ndim;
-    int64_t n = x->shape[axis], inner = 1, total = 1;
-    for (int d = 0; d < nd; d++)
-        if (d != axis) total *= x->shape[d];
-    for (int d = axis + 1; d < nd; d++) inner *= x->shape[d];
-    if (n == 0 || total == 0) return 0;
-    int64_t *idx = malloc(2 * (size_t)n * sizeof *idx);
-    if (!idx) {
-        *err = "argsort: out of memory for the indices of one line";
+    argsort_job j = {.a = a, .x = x, .y = y, .n = x->shape[a->axis], .inner = 1, .total = 1};
+    for (int d = 0; d < x->ndim; d++)
+        if (d != a->axis) j.total *= x->shape[d];
+    for (int d = a->axis + 1; d < x->ndim; d++) j.inner *= x->shape[d];
+    if (j.n == 0 || j.total == 0) return 0;
+    int threads = sv_pool_threads();
+    if (threads <= 1 || (double)j.total * (double)j.n < 16384.0 || j.total < 2) {
+        j.per_task = j.total;
+        argsort_task(&j, 0);
+    } else {
+        int64_t tasks = 4 * (int64_t)threads < j.total ? 4 * (int64_t)threads : j.total;
+        j.per_task = (j.total + tasks - 1) / tasks;
+        sv_parallel((j.total + j.per_task - 1) / j.per_task, argsort_task, &j);
+    }
+    if (atomic_load(&j.fail)) {
+        *err = "argsort: out of memory for the keys of one line";
         return SVX_DATA_ERROR;
     }
-    int64_t *tmp = idx + n, xs = x->strides[axis], ys = y->strides[axis];
-    for (int64_t f = 0; f < total; f++) {
-        int64_t o = f / inner, i = f % inner;
-        int64_t xo = offset_of(o, x->shape, x->strides, 0, axis) +
-                     offset_of(i, x->shape, x->strides, axis + 1, nd);
-        int64_t yo = offset_of(o, y->shape, y->strides, 0, axis) +
-                     offset_of(i, y->shape, y->strides, axis + 1, nd);
-        for (int64_t k = 0; k < n; k++) idx[k] = k;
-        int64_t *src = idx, *dst = tmp;
-        for (int64_t width = 1; width < n; width *= 2) { /* bottom-up, stable */
-            for (int64_t lo = 0; lo < n; lo += 2 * width) {
-                int64_t mid = lo + width < n ? lo + width : n;
-                int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
-                int64_t l = lo, r = mid, w = lo;
-                while (l < mid && r < hi)
-                    dst[w++] = argsort_before(x, xo + src[r] * xs, xo + src[l] * xs,
-                                              a->descending)
-                                   ? src[r++]
-                                   : src[l++];
-                while (l < mid) dst[w++] = src[l++];
-                while (r < hi) dst[w++] = src[r++];
-            }
-            int64_t *t = src;
-            src = dst;
-            dst = t;
-        }
-        int64_t *out = (int64_t *)y->data + yo;
-        for (int64_t k = 0; k < n; k++) out[k * ys] = src[k];
-    }
-    free(idx);
     return 0;
 }
 
