@@ -34,6 +34,37 @@ static PyObject *make_capsule(svx_kernel_fn run, void *self) {
     return cap;
 }
 
+/* the error of a kernel constructor given an axis outside [0, 8) */
+static PyObject *bad_axis(const char *fn, int axis) {
+    char found[32];
+    snprintf(found, sizeof found, "axis %d", axis);
+    return sv_raise(fn, "an axis out of range", "0 <= axis < 8 (normalized)", found,
+                    "pass the axis counted from the front");
+}
+
+/* a kernel without attributes (its capsule frees a self it was given) */
+static PyObject *plain_kernel(svx_kernel_fn run) {
+    void *none = PyMem_Malloc(1);
+    if (!none) return PyErr_NoMemory();
+    return make_capsule(run, none);
+}
+
+/* The attributes of a kernel along one axis (take, take_along_axis). */
+typedef struct axis_self {
+    int axis;
+} axis_self;
+
+/* kernel(axis) -> a kernel `run` along the axis */
+static PyObject *axis_kernel(PyObject *args, const char *fn, svx_kernel_fn run) {
+    int axis;
+    if (!PyArg_ParseTuple(args, "i", &axis)) return NULL;
+    if (axis < 0 || axis >= SVX_MAXDIM) return bad_axis(fn, axis);
+    axis_self *t = PyMem_Malloc(sizeof *t);
+    if (!t) return PyErr_NoMemory();
+    t->axis = axis;
+    return make_capsule(run, t);
+}
+
 /* Whether every operand and result is float32 (the families below read nothing else). */
 static int all_f32(const svx_tensor *ins, int nin, const svx_tensor *outs, int nout) {
     for (int k = 0; k < nin; k++)
@@ -628,9 +659,6 @@ static PyObject *py_global_pool_kernel(PyObject *self, PyObject *args) {
 }
 
 /* -- take: rows picked by a tensor of indices (an embedding lookup) ------------------------ */
-typedef struct {
-    int axis;
-} take_self;
 
 /* y = numpy.take(x, idx, axis): y's shape is x's with the axis replaced by idx's shape.
  * An index below -n or from n on (n: x's extent along the axis) fails the call, naming
@@ -639,7 +667,7 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
                     int nout, const int32_t *iattr, const float *fattr, const char **err) {
     (void)iattr;
     (void)fattr;
-    int axis = ((const take_self *)vself)->axis;
+    int axis = ((const axis_self *)vself)->axis;
     if (nin != 2 || nout != 1) {
         *err = "take: takes x and the indices and gives one result";
         return -1;
@@ -718,18 +746,7 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
 /* take_kernel(axis) -> kernel */
 static PyObject *py_take_kernel(PyObject *self, PyObject *args) {
     (void)self;
-    int axis;
-    if (!PyArg_ParseTuple(args, "i", &axis)) return NULL;
-    if (axis < 0 || axis >= SVX_MAXDIM) {
-        char found[32];
-        snprintf(found, sizeof found, "axis %d", axis);
-        return sv_raise("take_kernel", "an axis out of range", "0 <= axis < 8 (normalized)",
-                        found, "pass the axis counted from the front");
-    }
-    take_self *t = PyMem_Malloc(sizeof *t);
-    if (!t) return PyErr_NoMemory();
-    t->axis = axis;
-    return make_capsule(run_take, t);
+    return axis_kernel(args, "take_kernel", run_take);
 }
 
 /* ---- a reduction over middle axes, the trailing ones kept (mean pooling: x.mean(axis=1)
@@ -776,6 +793,63 @@ static bool one_run(const svx_tensor *t, int lo, int hi) {
         run *= t->shape[d];
     }
     return true;
+}
+
+/* ---- the lines of a tensor along one axis (argmax, cumsum, argsort read x line by line) ----
+ * Line f of x is the run of n elements along `axis` at the f-th position of the other axes
+ * (o, the position before the axis; i, after it).  y's line f starts at the same o and i;
+ * `y_after` is y's first axis after the line's: axis + 1, or axis where y drops the axis. */
+typedef struct lines {
+    const svx_tensor *x, *y;
+    const void *self; /* the kernel's attributes */
+    int axis, y_after;
+    int64_t n, inner, total, per_task;
+    _Atomic int failed; /* a task that could not get its buffers */
+} lines;
+
+static void lines_init(lines *l, const svx_tensor *x, const svx_tensor *y, int axis,
+                       bool y_keeps_axis, const void *self) {
+    l->x = x;
+    l->y = y;
+    l->self = self;
+    l->axis = axis;
+    l->y_after = y_keeps_axis ? axis + 1 : axis;
+    l->n = x->shape[axis];
+    l->inner = l->total = 1;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != axis) l->total *= x->shape[d];
+    for (int d = axis + 1; d < x->ndim; d++) l->inner *= x->shape[d];
+    atomic_store(&l->failed, 0);
+}
+
+/* where line f starts in x and in y (in elements) */
+static void line_at(const lines *l, int64_t f, int64_t *xo, int64_t *yo) {
+    const svx_tensor *x = l->x, *y = l->y;
+    int64_t o = f / l->inner, i = f % l->inner;
+    *xo = offset_of(o, x->shape, x->strides, 0, l->axis) +
+          offset_of(i, x->shape, x->strides, l->axis + 1, x->ndim);
+    *yo = offset_of(o, y->shape, y->strides, 0, l->axis) +
+          offset_of(i, y->shape, y->strides, l->y_after, y->ndim);
+}
+
+/* the lines of task `task`: [*f0, return) */
+static int64_t task_lines(const lines *l, int64_t task, int64_t *f0) {
+    *f0 = task * l->per_task;
+    return (task + 1) * l->per_task < l->total ? (task + 1) * l->per_task : l->total;
+}
+
+/* fn over every line: on the calling thread below min_work elements, else tasks of
+ * consecutive lines over the pool */
+static void run_lines(lines *l, double min_work, sv_task_fn fn) {
+    int threads = sv_pool_threads();
+    if (threads <= 1 || (double)l->total * (double)l->n < min_work || l->total < 2) {
+        l->per_task = l->total;
+        fn(l, 0);
+        return;
+    }
+    int64_t tasks = 4 * (int64_t)threads < l->total ? 4 * (int64_t)threads : l->total;
+    l->per_task = (l->total + tasks - 1) / tasks;
+    sv_parallel((l->total + l->per_task - 1) / l->per_task, fn, l);
 }
 
 /* max and min as NumPy's: a NaN wins */
@@ -1054,20 +1128,14 @@ typedef struct scan_self {
     int axis, exclusive, reverse;
 } scan_self;
 
-typedef struct scan_job {
-    const scan_self *a;
-    const svx_tensor *x, *y;
-    int64_t n, inner, per_task, total;
-} scan_job;
-
 #define SCAN_LINE(T, ACC, CONV)                                                                \
     do {                                                                                       \
         const T *p = (const T *)x->data + xo;                                                  \
         T *q = (T *)y->data + yo;                                                              \
         ACC acc = 0;                                                                           \
         for (int64_t k = 0; k < n; k++) {                                                      \
-            int64_t r = j->a->reverse ? n - 1 - k : k;                                         \
-            if (j->a->exclusive) {                                                             \
+            int64_t r = a->reverse ? n - 1 - k : k;                                            \
+            if (a->exclusive) {                                                                \
                 q[r * ys] = (T)(CONV(acc));                                                    \
                 acc = (ACC)(acc + (ACC)p[r * xs]);                                             \
             } else {                                                                           \
@@ -1079,17 +1147,12 @@ typedef struct scan_job {
 #define SCAN_SAME(v) (v)
 
 static void scan_task(void *vctx, int64_t task) {
-    const scan_job *j = vctx;
+    const lines *j = vctx;
+    const scan_self *a = j->self;
     const svx_tensor *x = j->x, *y = j->y;
-    int axis = j->a->axis, nd = x->ndim;
-    int64_t n = j->n, xs = x->strides[axis], ys = y->strides[axis];
-    int64_t f1 = (task + 1) * j->per_task < j->total ? (task + 1) * j->per_task : j->total;
-    for (int64_t f = task * j->per_task; f < f1; f++) {
-        int64_t o = f / j->inner, i = f % j->inner;
-        int64_t xo = offset_of(o, x->shape, x->strides, 0, axis) +
-                     offset_of(i, x->shape, x->strides, axis + 1, nd);
-        int64_t yo = offset_of(o, y->shape, y->strides, 0, axis) +
-                     offset_of(i, y->shape, y->strides, axis + 1, nd);
+    int64_t n = j->n, xs = x->strides[j->axis], ys = y->strides[j->axis], f, f1, xo, yo;
+    for (f1 = task_lines(j, task, &f); f < f1; f++) {
+        line_at(j, f, &xo, &yo);
         switch (x->dtype) {
         case SVX_F32: SCAN_LINE(float, float, SCAN_SAME); break;
         case SVX_F64: SCAN_LINE(double, double, SCAN_SAME); break;
@@ -1119,20 +1182,10 @@ static int run_scan(const void *vself, const svx_tensor *ins, int nin, const svx
                "its shape and dtype";
         return -1;
     }
-    scan_job j = {.a = a, .x = x, .y = y, .n = x->shape[a->axis], .inner = 1, .total = 1};
-    for (int d = 0; d < x->ndim; d++)
-        if (d != a->axis) j.total *= x->shape[d];
-    for (int d = a->axis + 1; d < x->ndim; d++) j.inner *= x->shape[d];
+    lines j;
+    lines_init(&j, x, y, a->axis, true, a);
     if (j.total == 0 || j.n == 0) return 0;
-    int threads = sv_pool_threads();
-    if (threads <= 1 || (double)j.total * (double)j.n < 65536.0 || j.total < 2) {
-        j.per_task = j.total;
-        scan_task(&j, 0);
-        return 0;
-    }
-    int64_t tasks = 4 * (int64_t)threads < j.total ? 4 * (int64_t)threads : j.total;
-    j.per_task = (j.total + tasks - 1) / tasks;
-    sv_parallel((j.total + j.per_task - 1) / j.per_task, scan_task, &j);
+    run_lines(&j, 65536.0, scan_task);
     return 0;
 }
 
@@ -1141,12 +1194,7 @@ static PyObject *py_scan_kernel(PyObject *self, PyObject *args) {
     (void)self;
     int axis, exclusive, reverse;
     if (!PyArg_ParseTuple(args, "ipp", &axis, &exclusive, &reverse)) return NULL;
-    if (axis < 0 || axis >= SVX_MAXDIM) {
-        char found[32];
-        snprintf(found, sizeof found, "axis %d", axis);
-        return sv_raise("scan_kernel", "an axis out of range", "0 <= axis < 8 (normalized)",
-                        found, "pass the axis counted from the front");
-    }
+    if (axis < 0 || axis >= SVX_MAXDIM) return bad_axis("scan_kernel", axis);
     scan_self *a = PyMem_Malloc(sizeof *a);
     if (!a) return PyErr_NoMemory();
     a->axis = axis;
@@ -1165,13 +1213,6 @@ static PyObject *py_scan_kernel(PyObject *self, PyObject *args) {
 typedef struct argsort_self {
     int axis, descending;
 } argsort_self;
-
-typedef struct argsort_job {
-    const argsort_self *a;
-    const svx_tensor *x, *y;
-    int64_t n, inner, per_task, total;
-    _Atomic int fail; /* a task that could not get its buffers */
-} argsort_job;
 
 static uint64_t sort_key(const svx_tensor *x, int64_t off, bool *wide) {
     switch (x->dtype) {
@@ -1204,30 +1245,25 @@ static uint64_t sort_key(const svx_tensor *x, int64_t off, bool *wide) {
 }
 
 static void argsort_task(void *vctx, int64_t task) {
-    argsort_job *j = vctx;
+    lines *j = vctx;
+    const argsort_self *a = j->self;
     const svx_tensor *x = j->x, *y = j->y;
-    int axis = j->a->axis, nd = x->ndim;
-    int64_t n = j->n, xs = x->strides[axis], ys = y->strides[axis];
-    int64_t f1 = (task + 1) * j->per_task < j->total ? (task + 1) * j->per_task : j->total;
+    int64_t n = j->n, xs = x->strides[j->axis], ys = y->strides[j->axis], f, f1, xo, yo;
     /* keys and indices, twice (radix passes go from one pair to the other) */
     uint64_t *key = malloc(2 * (size_t)n * (sizeof(uint64_t) + sizeof(int64_t)));
     if (!key) {
-        atomic_store(&j->fail, 1);
+        atomic_store(&j->failed, 1);
         return;
     }
     uint64_t *key2 = key + n;
     int64_t *idx = (int64_t *)(key2 + n), *idx2 = idx + n;
-    for (int64_t f = task * j->per_task; f < f1; f++) {
-        int64_t o = f / j->inner, i = f % j->inner;
-        int64_t xo = offset_of(o, x->shape, x->strides, 0, axis) +
-                     offset_of(i, x->shape, x->strides, axis + 1, nd);
-        int64_t yo = offset_of(o, y->shape, y->strides, 0, axis) +
-                     offset_of(i, y->shape, y->strides, axis + 1, nd);
+    for (f1 = task_lines(j, task, &f); f < f1; f++) {
+        line_at(j, f, &xo, &yo);
         bool wide = false;
         uint64_t all_and = ~(uint64_t)0, all_or = 0;
         for (int64_t k = 0; k < n; k++) {
             uint64_t u = sort_key(x, xo + k * xs, &wide);
-            if (j->a->descending) u = wide ? ~u : (uint32_t)~u;
+            if (a->descending) u = wide ? ~u : (uint32_t)~u;
             key[k] = u;
             idx[k] = k;
             all_and &= u;
@@ -1279,21 +1315,11 @@ static int run_argsort(const void *vself, const svx_tensor *ins, int nin,
                "the axis, and an int64 result of its shape";
         return -1;
     }
-    argsort_job j = {.a = a, .x = x, .y = y, .n = x->shape[a->axis], .inner = 1, .total = 1};
-    for (int d = 0; d < x->ndim; d++)
-        if (d != a->axis) j.total *= x->shape[d];
-    for (int d = a->axis + 1; d < x->ndim; d++) j.inner *= x->shape[d];
+    lines j;
+    lines_init(&j, x, y, a->axis, true, a);
     if (j.n == 0 || j.total == 0) return 0;
-    int threads = sv_pool_threads();
-    if (threads <= 1 || (double)j.total * (double)j.n < 16384.0 || j.total < 2) {
-        j.per_task = j.total;
-        argsort_task(&j, 0);
-    } else {
-        int64_t tasks = 4 * (int64_t)threads < j.total ? 4 * (int64_t)threads : j.total;
-        j.per_task = (j.total + tasks - 1) / tasks;
-        sv_parallel((j.total + j.per_task - 1) / j.per_task, argsort_task, &j);
-    }
-    if (atomic_load(&j.fail)) {
+    run_lines(&j, 16384.0, argsort_task);
+    if (atomic_load(&j.failed)) {
         *err = "argsort: out of memory for the keys of one line";
         return SVX_DATA_ERROR;
     }
@@ -1305,12 +1331,7 @@ static PyObject *py_argsort_kernel(PyObject *self, PyObject *args) {
     (void)self;
     int axis, descending;
     if (!PyArg_ParseTuple(args, "ip", &axis, &descending)) return NULL;
-    if (axis < 0 || axis >= SVX_MAXDIM) {
-        char found[32];
-        snprintf(found, sizeof found, "axis %d", axis);
-        return sv_raise("argsort_kernel", "an axis out of range", "0 <= axis < 8 (normalized)",
-                        found, "pass the axis counted from the front");
-    }
+    if (axis < 0 || axis >= SVX_MAXDIM) return bad_axis("argsort_kernel", axis);
     argsort_self *a = PyMem_Malloc(sizeof *a);
     if (!a) return PyErr_NoMemory();
     a->axis = axis;
@@ -1420,25 +1441,19 @@ static int run_cast(const void *vself, const svx_tensor *ins, int nin, const svx
 static PyObject *py_cast_kernel(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    void *none = PyMem_Malloc(1); /* the capsule frees its self */
-    if (!none) return PyErr_NoMemory();
-    return make_capsule(run_cast, none);
+    return plain_kernel(run_cast);
 }
 
 /* ---- take_along_axis (the last real token's state: ``take_along_axis(h, last, 1)``) ----
  * y[i0, .., ik, ..] = x[i0, .., idx[i0, .., ik, ..], ..] along the axis; y has the indices'
  * shape, which off the axis selects the leading part of x's.  A negative index counts
  * from the end; one out of range fails the call naming it, as NumPy raises. */
-typedef struct along_self {
-    int axis;
-} along_self;
-
 static int run_take_along(const void *vself, const svx_tensor *ins, int nin,
                           const svx_tensor *outs, int nout, const int32_t *iattr,
                           const float *fattr, const char **err) {
     (void)iattr;
     (void)fattr;
-    int axis = ((const along_self *)vself)->axis;
+    int axis = ((const axis_self *)vself)->axis;
     if (nin != 2 || nout != 1) {
         *err = "take_along_axis: takes x and the indices and gives one result";
         return -1;
@@ -1485,18 +1500,7 @@ static int run_take_along(const void *vself, const svx_tensor *ins, int nin,
 /* take_along_kernel(axis) -> kernel */
 static PyObject *py_take_along_kernel(PyObject *self, PyObject *args) {
     (void)self;
-    int axis;
-    if (!PyArg_ParseTuple(args, "i", &axis)) return NULL;
-    if (axis < 0 || axis >= SVX_MAXDIM) {
-        char found[32];
-        snprintf(found, sizeof found, "axis %d", axis);
-        return sv_raise("take_along_kernel", "an axis out of range",
-                        "0 <= axis < 8 (normalized)", found, "pass the axis counted from the front");
-    }
-    along_self *a = PyMem_Malloc(sizeof *a);
-    if (!a) return PyErr_NoMemory();
-    a->axis = axis;
-    return make_capsule(run_take_along, a);
+    return axis_kernel(args, "take_along_kernel", run_take_along);
 }
 
 /* ---- integer reductions (lengths from a mask: ``mask.sum(axis=1)``) ----
@@ -1628,9 +1632,7 @@ static int run_sizes(const void *vself, const svx_tensor *ins, int nin, const sv
 static PyObject *py_sizes_kernel(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    void *none = PyMem_Malloc(1); /* the capsule frees its self */
-    if (!none) return PyErr_NoMemory();
-    return make_capsule(run_sizes, none);
+    return plain_kernel(run_sizes);
 }
 
 /* ---- argmax and argmin along one axis (greedy decoding's token, a router's expert) ----
@@ -1639,12 +1641,6 @@ static PyObject *py_sizes_kernel(PyObject *self, PyObject *unused) {
 typedef struct arg_self {
     int max, axis;
 } arg_self;
-
-typedef struct arg_job {
-    const arg_self *a;
-    const svx_tensor *x, *y;
-    int64_t n, inner, per_task, total;
-} arg_job;
 
 /* The first index of the largest (smallest) of n contiguous floats, a NaN's if any: the
  * extreme of each of 16 lanes first (vectors of 4, selects without branches: one running
@@ -1709,20 +1705,16 @@ static int64_t arg_row(const float *p, int64_t n, int max) {
 }
 
 static void arg_task(void *vctx, int64_t task) {
-    const arg_job *j = vctx;
-    const svx_tensor *x = j->x, *y = j->y;
-    int axis = j->a->axis, nd = x->ndim;
-    int64_t f1 = (task + 1) * j->per_task < j->total ? (task + 1) * j->per_task : j->total;
-    int64_t step = x->strides[axis];
-    for (int64_t f = task * j->per_task; f < f1; f++) {
-        int64_t o = f / j->inner, i = f % j->inner;
-        int64_t xo = offset_of(o, x->shape, x->strides, 0, axis) +
-                     offset_of(i, x->shape, x->strides, axis + 1, nd);
-        const float *p = (const float *)x->data + xo;
+    const lines *j = vctx;
+    const arg_self *a = j->self;
+    int64_t step = j->x->strides[j->axis], f, f1, xo, yo;
+    for (f1 = task_lines(j, task, &f); f < f1; f++) {
+        line_at(j, f, &xo, &yo);
+        const float *p = (const float *)j->x->data + xo;
         int64_t best = 0;
         float bv = p[0];
         if (step == 1 && j->n >= 16)
-            best = arg_row(p, j->n, j->a->max);
+            best = arg_row(p, j->n, a->max);
         else if (bv == bv)
             for (int64_t r = 1; r < j->n; r++) {
                 float v = p[r * step];
@@ -1730,14 +1722,12 @@ static void arg_task(void *vctx, int64_t task) {
                     best = r;
                     break;
                 }
-                if (j->a->max ? v > bv : v < bv) {
+                if (a->max ? v > bv : v < bv) {
                     bv = v;
                     best = r;
                 }
             }
-        int64_t yo = offset_of(o, y->shape, y->strides, 0, axis) +
-                     offset_of(i, y->shape, y->strides, axis, y->ndim);
-        ((int64_t *)y->data)[yo] = best;
+        ((int64_t *)j->y->data)[yo] = best;
     }
 }
 
@@ -1759,26 +1749,15 @@ static int run_arg(const void *vself, const svx_tensor *ins, int nin, const svx_
         *err = "argmax: float32 x and an int64 result of x's shape less the axis";
         return -1;
     }
-    arg_job j = {.a = a, .x = x, .y = y, .n = x->shape[a->axis], .inner = 1, .total = 1};
-    for (int d = 0; d < x->ndim; d++)
-        if (d != a->axis) j.total *= x->shape[d];
-    for (int d = a->axis + 1; d < x->ndim; d++) j.inner *= x->shape[d];
+    lines j;
+    lines_init(&j, x, y, a->axis, false, a);
     if (j.total == 0) return 0;
     if (j.n == 0) {
         *err = a->max ? "argmax of an empty sequence (an axis of length 0)"
                       : "argmin of an empty sequence (an axis of length 0)";
         return SVX_DATA_ERROR;
     }
-    int threads = sv_pool_threads();
-    double work = (double)j.total * (double)j.n;
-    if (threads <= 1 || work < 32768.0 || j.total < 2) {
-        j.per_task = j.total;
-        arg_task(&j, 0);
-        return 0;
-    }
-    int64_t tasks = 4 * (int64_t)threads < j.total ? 4 * (int64_t)threads : j.total;
-    j.per_task = (j.total + tasks - 1) / tasks;
-    sv_parallel((j.total + j.per_task - 1) / j.per_task, arg_task, &j);
+    run_lines(&j, 32768.0, arg_task);
     return 0;
 }
 
@@ -1792,12 +1771,7 @@ static PyObject *py_arg_kernel(PyObject *self, PyObject *args) {
     if (max < 0)
         return sv_raise("arg_kernel", "an unknown search", "argmax or argmin", kind,
                         "pass one of those");
-    if (axis < 0 || axis >= SVX_MAXDIM) {
-        char found[32];
-        snprintf(found, sizeof found, "axis %d", axis);
-        return sv_raise("arg_kernel", "an axis out of range", "0 <= axis < 8 (normalized)",
-                        found, "pass the axis counted from the front");
-    }
+    if (axis < 0 || axis >= SVX_MAXDIM) return bad_axis("arg_kernel", axis);
     arg_self *a = PyMem_Malloc(sizeof *a);
     if (!a) return PyErr_NoMemory();
     a->max = max;
