@@ -141,6 +141,16 @@ def test_round_is_rint_to_the_bit(isa: str) -> None:
     np.testing.assert_array_equal(y.view(np.int32), np.rint(x).view(np.int32))
 
 
+@pytest.mark.parametrize("name", ["floor", "ceil"])
+def test_floor_and_ceil_keep_the_sign_of_zero(isa: str, name: str) -> None:
+    """floor(-0.0) is -0.0 and ceil(0.0) is 0.0 (a conversion to integer and back made
+    them +0.0 and -0.0: x / floor(z) was inf where NumPy's is -inf); ceil(-0.3) is -0.0."""
+    x = np.array([-0.0, 0.0, -0.3, 0.3, -1e-30, 1e-30, -2.5, 2.5, 1e20, np.nan, -np.inf],
+                 np.float32)  # fmt: skip
+    y = tile.run(_unary(name), x)
+    np.testing.assert_array_equal(y.view(np.int32), getattr(np, name)(x).view(np.int32))
+
+
 def test_bool_operands(isa: str) -> None:
     a, b = _grid()
     x, y = a > 0, b > 0

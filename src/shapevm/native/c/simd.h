@@ -104,7 +104,9 @@ SV_INLINE vf vfloor(vf a) {
     vf big = vsplat(8388608.0f);
     vf t = vcvt_f(vcvt_i(a));
     t = vsel(t > a, t - vsplat(1.0f), t);
-    return vsel(vabs(a) < big, t, a); /* large values (and nan/inf) are already integral */
+    /* large values (and nan/inf) are already integral, and so is a zero, whose sign the
+     * conversion loses (floor(-0.0) is -0.0; ceil(0.0), as -floor(-0.0), is 0.0) */
+    return vsel((vabs(a) < big) & (a != vsplat(0.0f)), t, a);
 }
 
 /* np.rint: to the nearest integer, halves to even, a zero keeping a's sign, any magnitude
