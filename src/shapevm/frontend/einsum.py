@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from shapevm.frontend.methods import _same  # sizes known equal, structurally
 from shapevm.ops.core import ShapeRuleError
 from shapevm.ops.shape_rules_nn import parse_einsum
 
@@ -42,13 +43,6 @@ def _prod(dims: Sequence[Any]) -> Any:
     for d in dims:
         out = out * d
     return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Sizes known equal: equal integers, or the same symbolic expression."""
-    if isinstance(a, int) or isinstance(b, int):
-        return isinstance(a, int) and isinstance(b, int) and a == b
-    return bool(a == b)
 
 
 def contract(equation: str, operands: Sequence[Any], xp: Any) -> Any | None:

@@ -420,12 +420,8 @@ def _t(v: Value) -> Any:
 
 
 def einsum(n: Node, *xs: Value) -> Value:
-    eq = str(n.attr("equation")).replace(" ", "")
-    if "->" not in eq:
-        letters = [ch for ch in eq if ch.isalpha()]
-        tail = "".join(sorted(ch for ch in set(letters) if letters.count(ch) == 1))
-        eq = f"{eq}->{'...' if '...' in eq else ''}{tail}"
-    out: Value = snp.einsum(eq, *(V.tensor(x) for x in xs))  # products where it is one
+    # NumPy's rule for an implicit output is ONNX's; the products where the equation is one
+    out: Value = snp.einsum(str(n.attr("equation")), *(V.tensor(x) for x in xs))
     return out
 
 

@@ -85,18 +85,21 @@ def _fusible(low: Any, op: Op) -> bool:
         and op.info is not None
         and native_enabled(op.info.name, "native_chain", _kernel_dtype(low, op))
         and ints_stay_exact(low, op)
-        and (op.info.name != "cast" or _tile_cast(low, op))
+        and (
+            op.info.name != "cast"
+            or tile_cast(low.graph.value(op.ins[0]).dtype, low.graph.value(op.outs[0]).dtype)
+        )
     )
 
 
 _TILE_READS = frozenset(np.dtype(t) for t in (np.float32, np.bool_, np.int32, np.int64))
 
 
-def _tile_cast(low: Any, op: Op) -> bool:
-    """A cast the tile interpreter runs: of float32, bool or int32/int64 lanes to float32 or
-    bool (others, a uint8 image to float32, are the executor's cast kernel's)."""
-    src = low.graph.value(op.ins[0]).dtype if op.ins else np.dtype(np.float32)
-    return src in _TILE_READS and low.graph.value(op.outs[0]).dtype in (np.float32, np.bool_)
+def tile_cast(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
+    """Whether the tile interpreter runs a cast: of float32, bool or int32/int64 lanes to
+    float32 or bool (others, a uint8 image to float32, are the executor's cast kernel's,
+    `lower.lower_cast`)."""
+    return src in _TILE_READS and dst in (np.float32, np.bool_)
 
 
 _INTS = (np.dtype(np.int32), np.dtype(np.int64))

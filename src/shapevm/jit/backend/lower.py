@@ -903,8 +903,7 @@ def lower_int_reduce(low: RegionLowering, op: Op) -> bool:
     ints = (np.dtype(np.int32), np.dtype(np.int64))
     if x.dtype not in (*ints, np.bool_) or y.dtype not in ints or not x.shape:
         return False
-    key = DType.I64 if x.dtype == np.bool_ else DType.from_numpy(x.dtype)  # counts of bools
-    if not native_enabled(info.name, "native_chain", key):
+    if not native_enabled(info.name, "native_chain", DType.from_numpy(x.dtype)):
         return False
     nd = len(x.shape)
     axis = op.attrs.get("axis")
@@ -921,21 +920,16 @@ def lower_int_reduce(low: RegionLowering, op: Op) -> bool:
     return True
 
 
-_SORT_KEYS = frozenset(
-    np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.int16, np.int8,
-                          np.uint8, np.bool_)
-)  # fmt: skip
-
-
 def lower_argsort(low: RegionLowering, op: Op) -> bool:
-    """``argsort`` along one axis of floats, signed integers, uint8 or bool (a router's or a
-    beam's top k, ``argsort(-p)[..., :k]``): the executor's stable merge sort of each line's
-    indices, NaN last ascending and first descending, as the interpreter's."""
+    """``argsort`` along one axis of the dtypes the capability table lists for it (floats,
+    signed integers, uint8, bool: a router's or a beam's top k, ``argsort(-p)[..., :k]``):
+    the executor's stable radix sort of each line's indices, NaN last ascending and first
+    descending, as the interpreter's."""
     if op.info is None or op.info.name != "argsort":
         return False
     (src,) = op.ins
     x = low.graph.value(src)
-    if x.dtype not in _SORT_KEYS or not x.shape:
+    if not x.shape:
         return False
     if not native_enabled("argsort", "native_index", DType.from_numpy(x.dtype)):
         return False
@@ -945,30 +939,24 @@ def lower_argsort(low: RegionLowering, op: Op) -> bool:
     return True
 
 
-_CAST_FROM = frozenset(
-    np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.bool_, np.uint8,
-                          np.int8, np.int16)
-)  # fmt: skip
-_CHAIN_CASTS = (frozenset(np.dtype(t) for t in (np.float32, np.bool_, np.int32, np.int64)),
-                frozenset(np.dtype(t) for t in (np.float32, np.bool_)))  # fmt: skip
-
-
 def lower_cast(low: RegionLowering, op: Op) -> bool:
     """A cast a chain does not read (a uint8 image to float32, float32 to float64, int8 ids
     to int64): the executor's cast kernel, which converts as NumPy's ``astype`` does into a
     float, or from an integer into int32/int64. Casts a chain reads (int64 ids to float32,
     a comparison to float32) are left to it, which fuses them with what follows."""
+    from shapevm.jit.backend.chains import tile_cast
+
     if op.info is None or op.info.name != "cast":
         return False
     (src,) = op.ins
     x, y = low.graph.value(src).dtype, low.graph.value(op.outs[0]).dtype
-    if x in _CHAIN_CASTS[0] and y in _CHAIN_CASTS[1]:
+    if tile_cast(x, y):
         return False
     into_float = y in (np.float32, np.float64)
     into_int = y in (np.int32, np.int64) and x.kind in "iub"
-    if x not in _CAST_FROM or not (into_float or into_int):
+    if not (into_float or into_int):
         return False
-    if not native_enabled("cast", "native_chain"):  # the native tier's casts, listed or not
+    if not native_enabled("cast", "native_chain", DType.from_numpy(x)):  # the sources listed
         return False
     low.external(op, [low.tensor(src)], low.result(op.outs[0]), native.cast_kernel())
     return True
@@ -984,7 +972,7 @@ def lower_cumsum(low: RegionLowering, op: Op) -> bool:
     (src,) = op.ins
     (out,) = op.outs
     x = low.graph.value(src)
-    if x.dtype not in _IOTA_DTYPES or low.graph.value(out).dtype != x.dtype or not x.shape:
+    if low.graph.value(out).dtype != x.dtype or not x.shape:
         return False
     if not native_enabled("cumsum", "native_index", DType.from_numpy(x.dtype)):
         return False
