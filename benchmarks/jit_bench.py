@@ -3,7 +3,9 @@
 1. overhead: a jitted function of one small elementwise op, against the executor called
    directly and against NumPy (the target: the executor's per-call overhead <= 10 us);
 2. new shapes: the first call on each new shape once the function is native, against the
-   same shape's steady time (target: <= 1.5x);
+   same shape's steady time (target: <= 1.5x), in fresh processes, beside ONNX Runtime's
+   (when installed) measured the same way: calls back to back as in a stream, and after a
+   pause (which costs any call on a shared virtual machine, a shape seen before too);
 3. tier 3: the compile time of generated chains in a fresh cache (target: median <= 200 ms),
    and a second process on the same cache (target: it compiles nothing);
 4. GIL: interpreted calls of one function while another's chains compile in the background;
@@ -18,6 +20,7 @@ round by round, and reports medians: the machine is shared and noisy.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -83,30 +86,88 @@ def overhead(quick: bool) -> None:
         print(f"| {name} | {statistics.median(us):.2f} us |")
 
 
-def new_shapes(quick: bool) -> None:
-    from shapevm.models import traced
-    from shapevm.models import workloads as wl
+PAUSE_S = 0.01
+NEW_SHAPE_SYSTEMS = ("shapevm-jit", "onnxruntime")
 
-    print(f"| workload ({load()}) | shape | first call | steady | first / steady |")
-    print("|---|---|---|---|---|")
+
+def new_shapes_child(system_name: str, workload: str, pause: bool) -> None:
+    """In a fresh process: the system built and called until hot on the first shape; then
+    for each further shape, ten calls of the shape before it, then (``pause``: after
+    PAUSE_S of sleep) the first call of the new shape, and its steady time. With ``pause``
+    also a shape already seen, called after the same sleep: what the pause alone costs.
+    Prints one JSON line of ratios to the steady times."""
+    from shapevm.models import workloads as wl
+    from shapevm.tools.bench.registry import get_system
+
+    system = get_system(system_name)
+    weights = wl.make_weights(workload)
+    shapes = wl.get_workload(workload).shapes
+    xs = [wl.make_input(workload, shape, i) for i, shape in enumerate(shapes)]  # ahead
+    if system.prepare is not None:
+        system.prepare(workload, weights)
+    fn = system.build(workload, weights)  # default options
+    for _ in range(4):
+        fn(xs[0])
+    settle = getattr(fn, "settle", None)
+    if settle is not None:
+        settle()
+    first, seen = [], []
+    for before, x in itertools.pairwise(xs):
+        for _ in range(10):
+            fn(before)
+        if pause:
+            time.sleep(PAUSE_S)
+        t = timed(lambda x=x: fn(x), 1)[0]
+        steady = median_us(lambda x=x: fn(x), 30)
+        first.append(t / steady)
+        if pause:
+            time.sleep(PAUSE_S)
+            seen.append(timed(lambda x=x: fn(x), 1)[0] / steady)
+    print(json.dumps({"first": first, "seen": seen}))
+
+
+def new_shapes(quick: bool) -> None:
+    """(b) in fresh processes, for the JIT and (when installed) ONNX Runtime: calls back to
+    back as in a stream, and after a pause of PAUSE_S, which costs a call on this kind of
+    machine (cores and caches gone cold) whatever its shape."""
+    from shapevm.models import workloads as wl
+    from shapevm.tools.bench.env import set_thread_env
+    from shapevm.tools.bench.registry import get_system
+
+    systems = [s for s in NEW_SHAPE_SYSTEMS if get_system(s).is_available()[0]]
+    env = dict(os.environ)
+    set_thread_env(env, 2)
+    runs = 3 if quick else 5
+    ms = PAUSE_S * 1e3
+    print(f"first call on a new shape / its steady time, medians of {runs} fresh processes "
+          f"({load()}); after a {ms:.0f} ms pause, also a shape seen before:")  # fmt: skip
+    cols = [f"{s}: back to back" for s in systems]
+    cols += [f"{s}: after a pause, new / seen" for s in systems]
+    print("| workload | shape | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 2) + "|")
     for workload in ("W1", "W3"):
-        exp = traced.export_workload(workload, wl.make_weights(workload), form="user")
-        fast = exp.jit()  # default options
-        shapes = wl.get_workload(workload).shapes
-        x0 = wl.make_input(workload, shapes[0], 0)
-        for _ in range(4):  # hot: the function is native from here on
-            fast(x0)
-        fast.wait(30)
-        fast(x0)
-        for shape in shapes[1:]:
-            x = wl.make_input(workload, shape, 1)
-            first = timed(lambda x=x, fast=fast: fast(x), 1)[0]
-            steady = median_us(lambda x=x, fast=fast: fast(x), 10 if quick else 30)
+        found: dict[tuple[str, bool], list[dict[str, list[float]]]] = {}
+        for _ in range(runs):  # interleaved: the machine's load changes
+            for system in systems:
+                for pause in (False, True):
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--new-shapes-child",
+                         f"{system},{workload},{int(pause)}"],
+                        env=env, capture_output=True, text=True, check=True,
+                    )  # fmt: skip
+                    data = json.loads(out.stdout.strip().splitlines()[-1])
+                    found.setdefault((system, pause), []).append(data)
+
+        def med(system: str, pause: bool, what: str, i: int, found: Any = found) -> float:
+            return float(statistics.median(d[what][i] for d in found[(system, pause)]))
+
+        for i, shape in enumerate(wl.get_workload(workload).shapes[1:]):
+            cells = [f"{med(s, False, 'first', i):.2f}" for s in systems]
+            cells += [
+                f"{med(s, True, 'first', i):.2f} / {med(s, True, 'seen', i):.2f}" for s in systems
+            ]
             label = wl.get_workload(workload).label(shape)
-            print(
-                f"| {workload} | {label} | {first / 1e3:.3f} ms | {steady / 1e3:.3f} ms | "
-                f"{first / steady:.2f} |"
-            )
+            print(f"| {workload} | {label} | " + " | ".join(cells) + " |")
 
 
 def _chains(seed: int) -> Callable[[Any], Any]:
@@ -219,9 +280,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default=",".join(SECTIONS))
     parser.add_argument("--tier3-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--new-shapes-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tier3_child:
         tier3_child(args.tier3_child)
+        return
+    if args.new_shapes_child:
+        system, workload, pause = args.new_shapes_child.split(",")
+        new_shapes_child(system, workload, pause == "1")
         return
     run = {"overhead": overhead, "new-shapes": new_shapes, "tier3": tier3, "gil": gil,
            "tiers": tiers}  # fmt: skip
