@@ -106,11 +106,13 @@ VMATH_FUNCTIONS: Final = (
 def info() -> dict[str, Any]:
     """The library's state: ``isa`` in use, ``isa_levels`` this CPU supports,
     ``num_threads``, the tile size, the compiler it was built with, ``debug`` (a build with
-    bounds checks), ``pool`` counters, and ``isa_note`` when ``SHAPEVM_ISA`` was not
-    followed.
+    bounds checks), ``pool`` counters, ``code_mapped_bytes`` (the library's machine code
+    mapped into the process at import, so that no kernel's first call faults its code in;
+    0 where the system cannot: not Linux, or a kernel before 5.14), and ``isa_note`` when
+    ``SHAPEVM_ISA`` was not followed.
 
     >>> sorted(info())[:4]
-    ['abi_version', 'compiler', 'debug', 'isa']
+    ['abi_version', 'code_mapped_bytes', 'compiler', 'debug']
     """
     return dict(_native.info())
 

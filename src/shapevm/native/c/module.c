@@ -256,6 +256,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (sv_gemm_types(m) < 0 || sv_tile_types(m) < 0 || sv_exec_types(m) < 0) goto fail;
     if (add_methods(m, sv_conv_methods) < 0 || sv_conv_types(m) < 0) goto fail;
     if (PyModule_AddIntConstant(m, "ABI_VERSION", SV_ABI_VERSION) < 0) goto fail;
+    sv_code_mapped = sv_map_code((const void *)(uintptr_t)&PyInit__native);
     return m;
 fail:
     Py_DECREF(m);

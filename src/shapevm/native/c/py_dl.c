@@ -31,6 +31,7 @@ static PyObject *py_load_kernel(PyObject *self, PyObject *args) {
                         "the symbol the generator named", found,
                         "delete it from the cache directory; it is rebuilt");
     }
+    sv_map_code(fn); /* its first call does not fault its code in (see sv_map_code) */
     sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
     if (!k) return PyErr_NoMemory();
     k->self = NULL;

@@ -8,6 +8,8 @@
 
 static const char *const level_names[3] = {"generic", "avx2", "avx512"};
 
+size_t sv_code_mapped; /* the extension's code mapped in at import (sv_map_code) */
+
 static PyObject *py_info(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -31,7 +33,7 @@ static PyObject *py_info(PyObject *self, PyObject *unused) {
     const sv_isa_table *t = sv_isa();
     sv_pool_stats st = sv_pool_get_stats();
     return Py_BuildValue(
-        "{s:s,s:s,s:N,s:i,s:i,s:i,s:i,s:s,s:O,s:i,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L}}", "isa", t->name,
+        "{s:s,s:s,s:N,s:i,s:i,s:i,s:i,s:s,s:O,s:i,s:n,s:{s:L,s:L,s:L,s:L,s:L,s:L,s:L}}", "isa", t->name,
         "isa_note", sv_isa_note(),
         "isa_levels", levels, "vector_floats", t->vw, "tile_rows", t->mr, "tile_cols", SV_NR,
         "num_threads", sv_pool_threads(), "compiler",
@@ -40,7 +42,8 @@ static PyObject *py_info(PyObject *self, PyObject *unused) {
 #else
         "unknown",
 #endif
-        "debug", debug ? Py_True : Py_False, "abi_version", SV_ABI_VERSION, "pool",
+        "debug", debug ? Py_True : Py_False, "abi_version", SV_ABI_VERSION, "code_mapped_bytes",
+        (Py_ssize_t)sv_code_mapped, "pool",
         "parallel_calls", (long long)st.parallel_calls, "serial_calls",
         (long long)st.serial_calls, "tasks_by_caller", (long long)st.tasks_by_caller,
         "tasks_by_workers", (long long)st.tasks_by_workers, "late_jobs",

@@ -164,6 +164,8 @@ void sv_free(void *p);
 #define SV_SCRATCH_MAP ((size_t)1 << 20) /* from this size on, a growing mapping */
 void *sv_scratch_grow(void *old, size_t old_size, size_t bytes, size_t *size);
 void sv_scratch_free(void *p, size_t size);
+size_t sv_map_code(const void *addr); /* the loaded object's code mapped in now: bytes */
+extern size_t sv_code_mapped;        /* sv_map_code of the extension, at import */
 /* This thread's grow-only scratch of one kind (a slot): at least `bytes` of 64-byte aligned
  * memory, kept between calls and freed when the thread ends; NULL on failure.  A kernel
  * asks for its slot once per task and does not call another user of the same slot while
