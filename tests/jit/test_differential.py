@@ -1,10 +1,11 @@
 """Differential tests: the native tier against the interpreter, the reference semantics.
 
 Hypothesis writes programs (elementwise chains with broadcasting, reductions, matmuls,
-einsums, running sums, reshapes, transposes, slices, concatenations and pads, over two
-dimension variables, with axes written positive or negative) and runs each on a stream of
-shapes in every cache mode, with the variants compiled synchronously from the first call
-on, at every instruction-set level the machine has.
+dense layers against a constant with their own input as residual, einsums, running sums,
+reshapes, transposes, slices, concatenations and pads, over two dimension variables, with
+axes written positive or negative) and runs each on a stream of shapes in every cache
+mode, with the variants compiled synchronously from the first call on, at every
+instruction-set level the machine has.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ PAIRS = {
     "bp": ("bp", "b1"),
 }
 ROWS = ("bn", "b5", "bw", "bp")  # kinds whose axis 1 (also written -1) may be reduced
+DENSE = np.random.default_rng(7).normal(size=(5, 5)).astype(np.float32)  # a constant layer
 
 step = st.one_of(
     st.tuples(st.just("unary"), st.sampled_from(sorted(UNARY)), st.integers(0, 50)),
@@ -63,6 +65,7 @@ step = st.one_of(
         st.integers(0, 3),
     ),
     st.tuples(st.just("matmul"), st.integers(0, 50)),
+    st.tuples(st.just("dense"), st.integers(0, 50), st.integers(0, 2)),
     st.tuples(st.just("reshape"), st.integers(0, 50)),
     st.tuples(st.just("transpose"), st.integers(0, 50)),
     st.tuples(st.just("concat"), st.integers(0, 50), st.integers(0, 50), st.integers(0, 3)),
@@ -132,6 +135,10 @@ def make_function(recipe: list[tuple[Any, ...]]) -> Any:
             elif s[0] == "matmul":
                 _, a = pick(pool, ("bn",), s[1])
                 add("b5", a @ w)
+            elif s[0] == "dense":  # a layer against a constant, its own input as residual
+                _, a = pick(pool, ("b5",), s[1]) or ("b5", x @ w)
+                h = a @ DENSE
+                add("b5", (h, snp.maximum(h, 0) + a, h + a)[s[2]])
             elif s[0] == "reshape":
                 _, a = pick(pool, ("bn",), s[1])
                 b_, n_ = a.shape

@@ -282,6 +282,35 @@ def test_a_residual_broadcast_along_its_rows_fails_the_dense_instruction() -> No
         ex(np.ones((5, 3), np.float32), np.ones((5, 1), np.float32))
 
 
+def test_a_layer_written_into_its_own_input_fails_the_instruction() -> None:
+    """A dense layer (or a convolution, or a product) whose result is placed in the memory
+    of its input would read rows it has already overwritten: the instruction refuses it,
+    whatever the memory plan says (here a plan made by hand puts the result in the
+    buffer of its input, which is also its residual)."""
+    from shapevm.jit.backend.dims import DimHeap
+    from shapevm.jit.backend.nodes import Lowered
+    from shapevm.jit.backend.plan import build_spec, plan_memory
+
+    packed = native.pack_dense(np.ones((4, 4), np.float32))
+    ts = [
+        Tensor(0, "input", F32, (A, 4), arg=0),
+        Tensor(1, "temp", F32, (A, 4)),
+        Tensor(2, "temp", F32, (A, 4)),
+        Tensor(3, "output", F32, (A, 4), out_index=0),
+    ]
+    ks = [
+        Kernel(N.OP_COPY, [0], [1]),
+        Kernel(N.OP_DENSE, [1, 1], [2], iattr=[0], fattr=[1.0], obj=packed),
+        Kernel(N.OP_COPY, [2], [3]),
+    ]
+    low = Lowered(ts, ks, [0], [3], [0], [3])
+    plan = plan_memory(low)
+    ts[2].buffer = ts[1].buffer  # what the plan no longer does
+    ex = native.Executor(build_spec(low, plan, DimHeap(("a",))))
+    with pytest.raises(RuntimeError, match="dense: its result in the memory of its input"):
+        ex(np.ones((5, 4), np.float32))
+
+
 def test_a_product_of_operands_that_do_not_fit_fails_the_instruction() -> None:
     w = np.ones((4, 2), np.float32)  # a [a, 5] @ w [4, 2] would read a fifth row of w
     ts = [

@@ -706,6 +706,43 @@ def test_a_dense_layer_written_over_its_residual_with_a_long_k() -> None:
         run_both(exp, ex, nf, n, 16, rtol=1e-5, atol=1e-5)
 
 
+def test_a_layer_whose_residual_is_its_own_input_is_not_written_over_it() -> None:
+    """``relu(h @ W) + h``: the residual is also the product's input, so the result may not
+    take its memory (the product would read rows of ``h`` the first tiles overwrote: a
+    U-Net's ``relu(conv(e)) + e`` was off by 0.1 in its probabilities)."""
+    w = (RNG.standard_normal((32, 32)) * 0.2).astype(np.float32)
+
+    def fn(x: Any) -> Any:
+        h = x * 1.5 + 0.5
+        return (snp.maximum(h @ w, 0.0) + h) * 2.0
+
+    exp, ex, nf = lowered(fn, 32)
+    assert "dense+relu+residual" in labels(nf)
+    (region,) = nf.regions
+    assert not region.memory.inplace
+    for n in (1, 7, 64):
+        run_both(exp, ex, nf, n, 32, rtol=1e-5, atol=1e-5)
+
+
+def test_a_convolution_whose_residual_is_its_own_input_is_not_written_over_it() -> None:
+    k = (RNG.standard_normal((3, 3, 3, 3)) / 5).astype(np.float32)
+
+    def fn(x: Any) -> Any:
+        e = x * 1.5 + 0.5
+        return (sv.nn.relu(sv.nn.conv2d(e, k, padding=1)) + e) * 2.0
+
+    exp, ex, nf = _conv_program(fn)
+    assert any("+residual" in label for label in labels(nf)), labels(nf)
+    assert not any(r.memory.inplace for r in nf.regions)
+    from shapevm.jit.backend.variant import Variant
+
+    for shape in ((1, 3, 8, 8), (2, 3, 16, 9)):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        env = {"b": shape[0], "h": shape[2], "w": shape[3]}
+        (got,) = Variant(ex, ("exact", tuple(env.values())), nf, env).run([x], env)
+        np.testing.assert_allclose(got, exp.call(x), rtol=1e-5, atol=1e-5)
+
+
 def test_a_chain_with_more_results_than_an_instruction_writes_is_split() -> None:
     """An executor instruction writes at most four results; a chain whose five values are
     all read outside it failed to lower (``chain_kernel: wrong number of programs``) and

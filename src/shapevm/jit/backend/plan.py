@@ -124,6 +124,9 @@ def plan_memory(low: Lowered, optimize: bool = True) -> MemoryPlan:
                     and root[u] == u
                     and last.get(u) == i
                     and _key(tensors[u].nbytes_expr()) == _key(tensors[tid].nbytes_expr())
+                    # nor when the kernel reads it as another operand too: `relu(x @ W) + x`
+                    # in x's memory would overwrite rows of x the product still reads
+                    and all(root[v] != u for j, v in enumerate(k.ins) if j != in_index)
                 ):
                     group[tid] = group[u]
                     inplace.append((tid, u))

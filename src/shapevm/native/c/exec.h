@@ -52,6 +52,10 @@ enum svx_viewop {
 };
 
 extern const int svx_itemsize[SVX_NDTYPES];
+/* whether two tensors' memory meets; whether a result y meets its input x or a residual r
+ * it is not exactly (exec_resolve.c) */
+int svx_overlaps(const svx_tensor *a, const svx_tensor *b);
+int svx_result_overlaps(const svx_tensor *y, const svx_tensor *x, const svx_tensor *r);
 
 typedef struct svx_slot {
     int32_t kind, dtype, ndim, index; /* index: arg / const / buffer / output / base slot */

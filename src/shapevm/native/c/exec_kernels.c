@@ -455,6 +455,11 @@ static int run_conv(const void *vself, const svx_tensor *ins, int nin, const svx
         *err = "conv: the result's shape does not follow from the input's";
         return -1;
     }
+    if (svx_result_overlaps(y, x, r)) {
+        *err = "conv: its result in the memory of its input (or of a residual it is not "
+               "exactly)";
+        return -1;
+    }
     int rc = sv_conv2d(p, x->shape[0], x->shape[2], x->shape[3], (const float *)x->data,
                        c->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, (float *)y->data,
                        c->out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW,

@@ -189,6 +189,38 @@ static int rows_fold(const svx_tensor *t) {
     return 1;
 }
 
+/* Whether the memory a and b span (from their lowest to their highest element) meets. */
+int svx_overlaps(const svx_tensor *a, const svx_tensor *b) {
+    const svx_tensor *t[2] = {a, b};
+    char *lo[2], *hi[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t below = 0, above = 0, isz = svx_itemsize[t[i]->dtype];
+        for (int d = 0; d < t[i]->ndim; d++) {
+            if (t[i]->shape[d] == 0) return 0; /* empty: no memory */
+            int64_t ext = (t[i]->shape[d] - 1) * t[i]->strides[d] * isz;
+            if (ext < 0) below += ext;
+            else above += ext;
+        }
+        lo[i] = t[i]->data + below;
+        hi[i] = t[i]->data + above + isz;
+    }
+    return lo[0] < hi[1] && lo[1] < hi[0];
+}
+
+/* A result written in the memory of an operand the kernel reads other than element by
+ * element (a dense layer's or a convolution's input, a product's factors): rows of it
+ * would be read after the kernel wrote over them.  The residual may be the result's own
+ * memory, exactly, as the kernels read each of its elements before writing that one. */
+int svx_result_overlaps(const svx_tensor *y, const svx_tensor *x, const svx_tensor *r) {
+    if (svx_overlaps(y, x)) return 1;
+    if (!r || !svx_overlaps(y, r)) return 0;
+    if (r->data != y->data || r->ndim != y->ndim) return 1;
+    for (int d = 0; d < y->ndim; d++)
+        if (r->shape[d] != y->shape[d] || (r->shape[d] > 1 && r->strides[d] != y->strides[d]))
+            return 1;
+    return 0;
+}
+
 /* A dense layer's operands against its packed weights: NULL if they fit, else why. */
 const char *svx_dense_misfit(const svx_tensor *x, const svx_tensor *y, const svx_tensor *r,
                              const sv_packed_b *b) {
@@ -211,6 +243,9 @@ const char *svx_dense_misfit(const svx_tensor *x, const svx_tensor *y, const svx
         (y->ndim && y->strides[y->ndim - 1] != 1 && b->n > 1) ||
         (r && r->ndim && r->strides[r->ndim - 1] != 1 && b->n > 1))
         return "dense: operands without unit inner stride";
+    if (svx_result_overlaps(y, x, r))
+        return "dense: its result in the memory of its input (or of a residual it is not "
+               "exactly)";
     return NULL;
 }
 
@@ -227,5 +262,6 @@ const char *svx_matmul_misfit(const svx_tensor *a, const svx_tensor *b, const sv
             (db >= 0 && b->shape[db] != 1 && b->shape[db] != c->shape[d]))
             return "matmul: batch dimensions that do not broadcast to the result's";
     }
+    if (svx_overlaps(c, a) || svx_overlaps(c, b)) return "matmul: its result in a factor's memory";
     return NULL;
 }
