@@ -254,7 +254,9 @@ def int_comparison(info: OpInfo) -> bool:
     return OpFlag.COMPARISON in info.flags and OpFlag.BINARY in info.flags
 
 
-INT_ARITHMETIC: Final = ("add", "sub", "mul", "maximum", "minimum", "cast", "floordiv", "mod")
+INT_ARITHMETIC: Final = (
+    "add", "sub", "mul", "maximum", "minimum", "cast", "floordiv", "mod", "where",
+)  # fmt: skip
 """Ops the native tier computes exactly on int32/int64 tensors (`lower.lower_int_arith`);
 a fused chain never takes them on integers (`chains.ints_stay_exact`)."""
 INT_REDUCTIONS: Final = ("sum", "max", "min", "prod")

@@ -292,6 +292,37 @@ def test_integer_division_by_zero_or_minus_one_is_numpys(kind: str) -> None:
     np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.parametrize(("da", "db", "dy"), [(np.int64, np.int64, np.int64),
+                                              (np.int32, np.int32, np.int32),
+                                              (np.int32, np.int64, np.int64)])  # fmt: skip
+def test_int_where_picks_exact_integers(da: Any, db: Any, dy: Any) -> None:
+    """where(condition, a, b) of integers past 2**24 (a float32 lane would round them),
+    the condition a column broadcast along the rows and b a row broadcast down them."""
+    boolean = np.dtype(np.bool_)
+    ts = [
+        Tensor(0, "input", boolean, (A, 1), arg=0),
+        Tensor(1, "input", np.dtype(da), (A, B), arg=1),
+        Tensor(2, "input", np.dtype(db), (B,), arg=2),
+        Tensor(3, "view", boolean, (A, B), base=0, viewop=N.V_BROADCAST, contiguous=False),
+        Tensor(4, "view", np.dtype(db), (A, B), base=2, viewop=N.V_BROADCAST, contiguous=False),
+        Tensor(5, "temp", np.dtype(dy), (A, B)),
+    ]
+    run = native.int_arith_kernel("where")
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [3, 1, 4], [5], obj=run)], [0, 1, 2], [5])
+    c = np.array([[True], [False], [True]])
+    a = np.array([[2**24 + 1, -1, 7], [3, 2**30 + 3, -(2**31)], [0, 5, 2**31 - 1]], da)
+    b = np.array([-(2**24) - 1, 9, -2], db)
+    (y,) = ex((3, 3), c, a, b)
+    assert y.dtype == dy
+    np.testing.assert_array_equal(y, np.where(c, a, b).astype(dy))
+    i32 = np.dtype(np.int32)  # a condition of integers: the kernel refuses it
+    ts[0] = Tensor(0, "input", i32, (A, 1), arg=0)
+    ts[3] = Tensor(3, "view", i32, (A, B), base=0, viewop=N.V_BROADCAST, contiguous=False)
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [3, 1, 4], [5], obj=run)], [0, 1, 2], [5])
+    with pytest.raises(native.ExecFailure, match="int where: a bool condition"):
+        ex((3, 3), c.astype(np.int32), a, b)
+
+
 def test_int_arith_kernel_checks_its_operands() -> None:
     ts = [Tensor(0, "input", F32, (A,), arg=0), Tensor(1, "temp", np.dtype(np.int64), (A,))]
     ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.int_arith_kernel("cast"))],

@@ -579,7 +579,7 @@ def test_a_length_mask_compares_integers_exactly_in_the_native_call() -> None:
 def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
     """Positions made from token ids (``minimum(ids + 1, n - 1)``, an offset row broadcast
     against them, a product that wraps around past the type's range, buckets by ``//`` and
-    ``%`` of either sign) are the executor's
+    ``%`` of either sign, ids replaced by ``where``) are the executor's
     integer kernel: the function is one native call (each such op was interpreted and cut
     it in pieces) and its integers are NumPy's exactly, int32 kept int32."""
     table = OWN_RNG.standard_normal((50, 8)).astype(np.float32)
@@ -589,7 +589,8 @@ def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
         shifted = snp.minimum(snp.maximum(pos - offsets[None, :], 0), 49)
         wrapped = ids * 1_000_003 * 1_000_003 - ids
         buckets = ids // 7 + ids % -5 + offsets[None, :] // 2
-        return snp.asarray(table)[shifted] * 2.0, wrapped, shifted, buckets
+        masked = snp.where(ids % 3 > 0, ids, offsets[None, :])  # padding ids replaced
+        return snp.asarray(table)[shifted] * 2.0, wrapped, shifted, buckets, masked
 
     b_, s_ = sv.symbolic_shape("b, s")
     specs = [sv.ShapeDtypeStruct((b_, s_), ids_dtype), sv.ShapeDtypeStruct((s_,), np.int64)]
@@ -610,7 +611,7 @@ def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
     rec = next(r for r in jitted.engines[0].records() if r.variant)
     labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
     assert rec.variant.function.whole, labels
-    assert {"add", "minimum", "sub", "maximum", "mul", "floordiv", "mod"} <= set(labels), labels
+    assert {"add", "minimum", "sub", "maximum", "mul", "floordiv", "mod", "where"} <= set(labels)
 
 
 WEIGHTED: dict[str, tuple[Callable[[Any], Any], bool]] = {

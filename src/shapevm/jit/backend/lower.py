@@ -828,10 +828,11 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
 
 def lower_int_arith(low: RegionLowering, op: Op) -> bool:
     """Arithmetic of int32/int64 tensors and integer literals (positions ``ids + 1``, a
-    clipped index ``minimum(ids, n - 1)``) and casts between the two types (NumPy's
-    promotion of int32 with int64): the executor's exact integer kernel, over views
-    of the operands broadcast to the result; it wraps around in the result's type, as
-    NumPy does. A fused chain reads integers as float32 lanes, so such an op was
+    clipped index ``minimum(ids, n - 1)``), casts between the two types (NumPy's
+    promotion of int32 with int64) and ``where`` of a bool condition between them
+    (padding ids masked, ``where(ids >= 0, ids, 0)``): the executor's exact integer kernel,
+    over views of the operands broadcast to the result; it wraps around in the result's
+    type, as NumPy does. A fused chain reads integers as float32 lanes, so such an op was
     interpreted and cut its function in two. A literal that does not fit the result's
     type stays interpreted, where NumPy says so."""
     info = op.info
@@ -842,18 +843,18 @@ def lower_int_arith(low: RegionLowering, op: Op) -> bool:
     if result.dtype not in (np.int32, np.int64):
         return False
     operands = low.literals(op)
-    arity = 1 if info.name == "cast" else 2
+    arity = {"cast": 1, "where": 3}.get(info.name, 2)
     if len(operands) != arity or all(kind != "v" for kind, _ in operands):
         return False
     limits = np.iinfo(result.dtype)
     ins = []
-    for kind, x in operands:
+    for i, (kind, x) in enumerate(operands):
+        want = (np.bool_,) if info.name == "where" and i == 0 else (np.int32, np.int64)
         if kind == "v":
-            dtype = low.graph.value(x).dtype
-            if dtype not in (np.int32, np.int64):
+            if low.graph.value(x).dtype not in want:
                 return False
             tid = low.tensor(x)
-        elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        elif want != (np.bool_,) and isinstance(x, (int, np.integer)) and not isinstance(x, bool):
             if not limits.min <= int(x) <= limits.max:
                 return False
             tid = low.new("const", result.dtype, (), array=np.array(int(x), result.dtype))

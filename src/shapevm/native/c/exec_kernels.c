@@ -1032,14 +1032,15 @@ static int run_redmid(const void *vself, const svx_tensor *ins, int nin, const s
 }
 
 /* ---- integer binary ops: comparisons (a length mask: arange(s) < lengths[:, None]) and
- * arithmetic (positions: ids + offset) ----
+ * arithmetic (positions: ids + offset), and where (padding ids masked: where(ids >= 0, ids, 0))
+ * ----
  * The tile interpreter reads integers as float32 lanes, exact only below 2^24; these compute
- * on int32 and int64 values exactly.  Both operands come as views of the result's shape
+ * on int32 and int64 values exactly.  The operands come as views of the result's shape
  * (broadcast axes of stride 0).  Arithmetic wraps around in the result's type, as NumPy's
  * does (computed on unsigned 64-bit values, whose low bits are the two's complement
  * result). */
 enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE, IOP_ADD, IOP_SUB, IOP_MUL, IOP_MAX,
-       IOP_MIN, IOP_CAST, IOP_FLOORDIV, IOP_MOD };
+       IOP_MIN, IOP_CAST, IOP_FLOORDIV, IOP_MOD, IOP_WHERE };
 typedef struct int_binary_self {
     int kind;
 } int_binary_self;
@@ -1085,23 +1086,30 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
     (void)iattr;
     (void)fattr;
     int kind = ((const int_binary_self *)vself)->kind;
-    bool compare = kind <= CMP_NE;
-    if (nin != (kind == IOP_CAST ? 1 : 2) || nout != 1) {
+    bool compare = kind <= CMP_NE, where = kind == IOP_WHERE;
+    if (nin != (kind == IOP_CAST ? 1 : where ? 3 : 2) || nout != 1) {
         *err = compare             ? "compare: takes two tensors and gives one result"
                : kind == IOP_CAST ? "int cast: takes one tensor and gives one result"
+               : where            ? "int where: takes a condition and two tensors and gives "
+                                    "one result"
                                   : "int arithmetic: takes two tensors and gives one result";
         return -1;
     }
-    /* a cast reads its one operand twice */
-    const svx_tensor *a = &ins[0], *b = &ins[nin - 1], *y = &outs[0];
+    /* a cast reads its one operand twice; where's condition comes first */
+    const svx_tensor *c = where ? &ins[0] : NULL;
+    const svx_tensor *a = &ins[where ? 1 : 0], *b = &ins[nin - 1], *y = &outs[0];
     bool fits = (a->dtype == SVX_I32 || a->dtype == SVX_I64) &&
                 (b->dtype == SVX_I32 || b->dtype == SVX_I64) &&
                 (compare ? y->dtype == SVX_BOOL : y->dtype == SVX_I32 || y->dtype == SVX_I64) &&
-                a->ndim == y->ndim && b->ndim == y->ndim;
+                a->ndim == y->ndim && b->ndim == y->ndim &&
+                (!c || (c->dtype == SVX_BOOL && c->ndim == y->ndim));
     for (int d = 0; fits && d < y->ndim; d++)
-        fits = a->shape[d] == y->shape[d] && b->shape[d] == y->shape[d];
+        fits = a->shape[d] == y->shape[d] && b->shape[d] == y->shape[d] &&
+               (!c || c->shape[d] == y->shape[d]);
     if (!fits) {
         *err = compare ? "compare: int32 or int64 operands of the bool result's shape"
+               : where ? "int where: a bool condition and int32 or int64 operands of the int32 "
+                         "or int64 result's shape"
                        : "int arithmetic: int32 or int64 operands of the int32 or int64 "
                          "result's shape";
         return -1;
@@ -1109,15 +1117,18 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
     int64_t total = 1;
     for (int d = 0; d < y->ndim; d++) total *= y->shape[d];
     for (int64_t f = 0; f < total; f++) {
-        int64_t ao = 0, bo = 0, yo = 0, rest = f;
+        int64_t ao = 0, bo = 0, co = 0, yo = 0, rest = f;
         for (int d = y->ndim - 1; d >= 0; d--) {
             int64_t i = rest % y->shape[d];
             rest /= y->shape[d];
             ao += i * a->strides[d];
             bo += i * b->strides[d];
+            if (c) co += i * c->strides[d];
             yo += i * y->strides[d];
         }
-        int64_t r = int_binary(kind, int_at(a, ao), int_at(b, bo));
+        int64_t r = !c ? int_binary(kind, int_at(a, ao), int_at(b, bo))
+                    : ((const uint8_t *)c->data)[co] ? int_at(a, ao)
+                                                     : int_at(b, bo);
         if (y->dtype == SVX_BOOL) ((uint8_t *)y->data)[yo] = (uint8_t)r;
         else if (y->dtype == SVX_I64) ((int64_t *)y->data)[yo] = r;
         else ((int32_t *)y->data)[yo] = (int32_t)(uint32_t)(uint64_t)r;
@@ -1789,7 +1800,7 @@ static PyObject *py_arg_kernel(PyObject *self, PyObject *args) {
 static const char *compare_names[] = {"less", "less_equal", "greater", "greater_equal",
                                       "equal", "not_equal", NULL};
 static const char *arith_names[] = {"add",  "sub",      "mul", "maximum", "minimum",
-                                    "cast", "floordiv", "mod", NULL};
+                                    "cast", "floordiv", "mod", "where",   NULL};
 
 static PyObject *int_binary_kernel(PyObject *arg, const char *fn, const char **names,
                                    int first, const char *what, const char *expected) {
@@ -1821,7 +1832,7 @@ static PyObject *py_int_arith_kernel(PyObject *self, PyObject *arg) {
     (void)self;
     return int_binary_kernel(arg, "int_arith_kernel", arith_names, IOP_ADD,
                              "an unknown integer operation",
-                             "add, sub, mul, maximum, minimum, cast, floordiv or mod");
+                             "add, sub, mul, maximum, minimum, cast, floordiv, mod or where");
 }
 
 /* reduce_kernel(kind, first, stop) -> kernel */
@@ -1875,8 +1886,8 @@ PyMethodDef sv_exec_kernel_methods[] = {
      "tensors"},
     {"int_arith_kernel", py_int_arith_kernel, METH_O,
      "int_arith_kernel(kind) -> an executor kernel: add, sub, mul, maximum, minimum, floordiv "
-     "or mod of two int32/int64 tensors, or a cast of one, wrapping around in the result's "
-     "type"},
+     "or mod of two int32/int64 tensors, a cast of one, or where(condition, a, b) of a bool "
+     "tensor and two int32/int64 ones, wrapping around in the result's type"},
     {"reduce_kernel", py_reduce_kernel, METH_VARARGS,
      "reduce_kernel(kind, first, stop) -> an executor kernel: kind ('sum', 'mean', 'max', "
      "'min', 'prod') over the axes [first, stop), the trailing axes kept; a sum or mean "
