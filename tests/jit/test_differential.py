@@ -2,7 +2,7 @@
 
 Hypothesis writes programs (elementwise chains with broadcasting, reductions, matmuls,
 dense layers against a constant with their own input as residual, einsums, running sums,
-reshapes, transposes, slices, concatenations and pads, over two dimension variables, with
+reshapes, transposes, slices, flips, concatenations and pads, over two dimension variables, with
 axes written positive or negative) and runs each on a stream of shapes in every cache
 mode, with the variants compiled synchronously from the first call on, at every
 instruction-set level the machine has.
@@ -66,6 +66,7 @@ step = st.one_of(
     ),
     st.tuples(st.just("matmul"), st.integers(0, 50)),
     st.tuples(st.just("dense"), st.integers(0, 50), st.integers(0, 2)),
+    st.tuples(st.just("flip"), st.integers(0, 50), st.integers(0, 2)),
     st.tuples(st.just("reshape"), st.integers(0, 50)),
     st.tuples(st.just("transpose"), st.integers(0, 50)),
     st.tuples(st.just("concat"), st.integers(0, 50), st.integers(0, 50), st.integers(0, 3)),
@@ -135,6 +136,9 @@ def make_function(recipe: list[tuple[Any, ...]]) -> Any:
             elif s[0] == "matmul":
                 _, a = pick(pool, ("bn",), s[1])
                 add("b5", a @ w)
+            elif s[0] == "flip":  # x[::-1] along axis 0, 1 or both: views walking back
+                kind, a = pick(pool, ("bn", "Bn", "bw", "bp", "nb", "b5"), s[1])
+                add(kind, a[::-1] if s[2] == 0 else a[:, ::-1] if s[2] == 1 else snp.flip(a))
             elif s[0] == "dense":  # a layer against a constant, its own input as residual
                 _, a = pick(pool, ("b5",), s[1]) or ("b5", x @ w)
                 h = a @ DENSE

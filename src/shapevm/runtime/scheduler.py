@@ -131,6 +131,7 @@ def native_names(info: OpInfo) -> list[str]:
         "transpose",
         "reshape",
         "slice",
+        "flip",
         "broadcast_to",
         "concatenate",
         "pad",

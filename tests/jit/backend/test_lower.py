@@ -744,6 +744,51 @@ def test_a_convolution_whose_residual_is_its_own_input_is_not_written_over_it() 
         np.testing.assert_allclose(got, exp.call(x), rtol=1e-5, atol=1e-5)
 
 
+FLIPPED: dict[str, Callable[[Any], Any]] = {
+    "a chain": lambda x: snp.tanh(x[:, ::-1]) * x,
+    "rows reduced": lambda x: snp.flip(x).sum(axis=-1) + x[::-1].max(axis=0).sum(),
+    "softmax rows": lambda x: sv.nn.softmax(x[:, ::-1] * 2.0, axis=-1),
+    "a dense layer": lambda x: x[::-1, ::-1] @ W.T + BIAS,
+    "a product": lambda x: x[::-1] @ x[:, ::-1].T,
+    "concatenated": lambda x: snp.concatenate([x, x[:, ::-1]], axis=-1) * 1.5,
+    "running sums": lambda x: snp.cumsum(x[::-1], axis=0),
+    "argmax": lambda x: snp.argmax(x[:, ::-1], axis=-1),
+    "reshaped": lambda x: snp.flip(x).reshape(-1) * 2.0,
+}
+
+
+@pytest.mark.parametrize("isa", native.isa_levels())
+@pytest.mark.parametrize("name", list(FLIPPED))
+def test_flipped_views_feed_every_kind_of_kernel(name: str, isa: str) -> None:
+    """``x[::-1]`` and ``flip`` are views walking back through their base (negative
+    strides), read in place by chains and reductions and copied for kernels that need
+    rows: each agrees with the interpreter, the function one native call."""
+    before = native.info()["isa"]
+    native.set_isa(isa)
+    try:
+        variant, labels = native_agrees(FLIPPED[name], "b", 32, [(1,), (5,), (33,)])
+    finally:
+        native.set_isa(before)
+    assert variant.function.whole, labels
+
+
+def test_a_flipped_image_is_one_native_call() -> None:
+    """Test-time augmentation's mirror image (``x[..., ::-1]``) before a convolution."""
+
+    def fn(x: Any) -> Any:
+        return sv.nn.conv2d(x[..., ::-1], K1, padding=1) + sv.nn.conv2d(x, K1, padding=1)
+
+    exp, ex, nf = _conv_program(fn)
+    assert len(nf.regions) == 1 and not nf.interpreted, labels(nf)
+    from shapevm.jit.backend.variant import Variant
+
+    for shape in ((1, 3, 8, 8), (2, 3, 16, 9)):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        env = {"b": shape[0], "h": shape[2], "w": shape[3]}
+        (got,) = Variant(ex, ("exact", tuple(env.values())), nf, env).run([x], env)
+        np.testing.assert_allclose(got, exp.call(x), rtol=1e-5, atol=1e-5)
+
+
 def test_a_chain_with_more_results_than_an_instruction_writes_is_split() -> None:
     """An executor instruction writes at most four results; a chain whose five values are
     all read outside it failed to lower (``chain_kernel: wrong number of programs``) and

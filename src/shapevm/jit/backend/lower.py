@@ -565,7 +565,7 @@ def _view_enabled(low: RegionLowering, op: Op, *names: str) -> bool:
 
 
 def lower_layout(low: RegionLowering, op: Op) -> bool:
-    if not _view_enabled(low, op, "transpose", "reshape", "slice", "broadcast_to"):
+    if not _view_enabled(low, op, "transpose", "reshape", "slice", "flip", "broadcast_to"):
         return False
     info = op.info
     assert info is not None
@@ -584,6 +584,13 @@ def lower_layout(low: RegionLowering, op: Op) -> bool:
         shape = low.graph.value(out).shape
         contiguous = _slice_contiguous(low.tensors[base], starts, steps, shape)
         low.bind_view(out, base, N.V_SLICE, contiguous, params=tuple(starts), params2=steps)
+    elif info.name == "flip":  # x[::-1]: a slice from each flipped axis's last element back
+        shape = low.graph.value(out).shape
+        axes = {a % len(shape) for a in op.attrs["axes"]}
+        starts = tuple(n - 1 if d in axes else 0 for d, n in enumerate(shape))
+        steps = tuple(-1 if d in axes else 1 for d in range(len(shape)))
+        contiguous = all(shape[d] == 1 for d in axes)
+        low.bind_view(out, base, N.V_SLICE, contiguous, params=starts, params2=steps)
     else:
         low.bind_view(out, base, N.V_BROADCAST, False)
     low.claim(op.pos)

@@ -106,9 +106,12 @@ int svx_resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *
         int64_t off = 0;
         for (int d = 0; d < sl->ndim; d++) {
             int64_t start = h[sl->param[d]], step = sl->param2[d], n = t->shape[d];
-            /* the last element taken, start + (n - 1) * step, lies in [0, base) */
-            if (n > 0 && (start < 0 || start >= base->shape[d] ||
-                          (n - 1) > (base->shape[d] - 1 - start) / step)) {
+            /* the last element taken, start + (n - 1) * step, lies in [0, base) (a step
+             * below 0 walks back from start: a flipped axis) */
+            int64_t room = step > 0 ? (base->shape[d] - 1 - start) / step
+                           : step < 0 ? (step == INT64_MIN ? 0 : start / -step)
+                                      : (n > 1 ? -1 : 0);
+            if (n > 0 && (start < 0 || start >= base->shape[d] || (n - 1) > room)) {
                 snprintf(msg, size, "slice: axis %d takes %lld elements from %lld by %lld of "
                          "a base of %lld", d, (long long)n, (long long)start, (long long)step,
                          (long long)base->shape[d]);
