@@ -85,6 +85,12 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
                        x.min(initial=-0.5), x.mean(dtype=np.float32), x.prod(0, dtype=np.float32)),
         "b, c, 3",
     ),
+    "take_along_broadcast": (  # indices and arr broadcast off the axis, as NumPy's
+        lambda ns, x: (ns.take_along_axis(x, ns.argsort(x[..., 0], axis=1)[:, :2, None], axis=1),
+                       ns.take_along_axis(x[:1], ns.argmax(x, axis=1, keepdims=True), axis=1),
+                       ns.take_along_axis(x, ns.argmin(x, axis=-1, keepdims=True), axis=-1)),
+        "b, c + 1, 4",
+    ),
     "tensordot": (
         lambda ns, x: (ns.tensordot(x, x, axes=([1], [1])), ns.tensordot(x, x, axes=2),
                        ns.inner(x, x), ns.tensordot(x[0], x[0], axes=0)),
@@ -110,7 +116,9 @@ def test_more_of_numpy_agrees_with_numpy(name: str) -> None:
     check(fn, ref, spec, concrete_shapes(spec, 4))
 
 
-@pytest.mark.parametrize("name", ["logs", "roll", "median", "tile_stack", "isclose"])
+@pytest.mark.parametrize(
+    "name", ["logs", "roll", "median", "tile_stack", "isclose", "take_along_broadcast"]
+)
 def test_the_jit_agrees_with_the_interpreter(name: str) -> None:
     fn, _, spec = _mirror(name)
     exp = sv.export(sv.jit(fn))(sv.ShapeDtypeStruct(sv.symbolic_shape(spec), np.float32))
@@ -159,6 +167,14 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         assert all(f"{label}:" in str(err.value) for label in ("expected", "found", "fix"))
     with pytest.raises(sv.TracingError, match="axis 2 is out of range"):
         snp.roll(x, 1, axis=2)
+    idx = np.zeros((2, 2), np.int64)
+    for call, headline in (
+        (lambda: snp.take_along_axis(x, idx[0], 1), "same number of dimensions"),
+        (lambda: snp.take_along_axis(x[:, :2], np.zeros((3, 1), np.int64), 1), "do not broadcast"),
+    ):
+        with pytest.raises(sv.TracingError, match=headline) as err:
+            call()
+        assert all(f"{label}:" in str(err.value) for label in ("expected", "found", "fix"))
 
 
 def test_where_between_two_scalars_makes_an_array_of_their_common_type() -> None:

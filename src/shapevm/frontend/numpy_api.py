@@ -757,8 +757,40 @@ def cumsum(x: Any, axis: int | None = None) -> Any:
 
 
 def take_along_axis(arr: Any, indices: Any, axis: int) -> Any:
-    """``np.take_along_axis``: ``arr``'s entries at ``indices`` along ``axis``."""
-    return bind_op("take_along_axis", [_as_tensor(arr), _as_tensor(indices)], {"axis": axis})
+    """``np.take_along_axis``: ``arr``'s entries at ``indices`` along ``axis``. Off the
+    axis the two broadcast against each other, as NumPy's do: boxes ``[b, n, 4]`` taken
+    at ``order[..., None]`` (``[b, k, 1]``) are ``[b, k, 4]``."""
+    from shapevm.frontend.methods import _same
+
+    a, i = _as_tensor(arr), _as_tensor(indices)
+    if ndim(a) != ndim(i) or ndim(a) == 0:
+        raise user_error(
+            "take_along_axis: indices and arr must have the same number of dimensions",
+            expected=f"indices of rank {ndim(a)}",
+            found=f"arr {fmt_shape(shape(a))}, indices {fmt_shape(shape(i))}",
+            fix="add axes of size 1 to the indices (indices[..., None]) where they broadcast",
+        )
+    ax = _axis(axis, ndim(a))
+    a_shape, i_shape = list(shape(a)), list(shape(i))
+    for d, (n, m) in enumerate(zip(a_shape, i_shape, strict=True)):
+        if d == ax or _same(n, m):
+            continue
+        if _same(m, 1):
+            i_shape[d] = n
+        elif _same(n, 1):
+            a_shape[d] = m
+        else:
+            raise user_error(
+                "take_along_axis: indices and arr do not broadcast off the gathered axis",
+                expected=f"equal sizes, or 1, on axis {d}",
+                found=f"arr {fmt_shape(shape(a))}, indices {fmt_shape(shape(i))}",
+                fix="make the sizes equal, or 1 where one should be repeated",
+            )
+    if a_shape != list(shape(a)):
+        a = broadcast_to(a, a_shape)
+    if i_shape != list(shape(i)):
+        i = broadcast_to(i, i_shape)
+    return bind_op("take_along_axis", [a, i], {"axis": ax})
 
 
 def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
