@@ -484,7 +484,7 @@ def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
     """Indices sorting each line along axis 0 of a transposed view: equal values by lower
     index first in both orders (-0.0 ties with 0.0), NaN last ascending and first
     descending, infinities and the integer types' ends where they belong, as the op table's
-    reference; lines of 0, 1 and many elements."""
+    reference; lines of 0, 1, a few and many elements."""
     dt = np.dtype(dtype)
     ts = [
         Tensor(0, "input", dt, (A, B), arg=0),
@@ -496,7 +496,9 @@ def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
     ex = executor(ts, [Kernel(N.OP_EXTERNAL, [1], [2], obj=run)], [0], [2])
     ref = get_op("argsort")
     assert ref is not None
-    for a, b in [(7, 3), (1, 1), (300, 5), (0, 2), (2000, 40)]:  # the last split over threads
+    # lines up to 48 long are sorted by insertion, longer ones by radix passes; the last
+    # split over threads
+    for a, b in [(7, 3), (1, 1), (48, 4), (49, 4), (300, 5), (0, 2), (2000, 40)]:
         x = OWN.integers(-3, 4, (a, b)).astype(dt)  # many ties
         if dt.kind == "f" and a > 2:
             x[::4, 0] = np.nan
