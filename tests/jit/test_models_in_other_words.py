@@ -5,7 +5,10 @@ Each of these found a wrong result or a refused call when it was first run: a co
 along axis -1 (rotary embeddings), a reshape of a row picked from a batch (a class token),
 a dense layer written over its own residual with a long k, a table sliced by a symbolic
 length, an embedding lookup, a mean over the sequence axis, patches of an image whose sides
-are declared multiples of the patch size.
+are declared multiples of the patch size, a convolution whose residual is its own input
+(written over it), boxes taken at a top k's order (``take_along_axis`` broadcasting its
+indices, as NumPy's does: checked against NumPy in tests/frontend/test_numpy_more.py), a
+mirrored image (``x[..., ::-1]``, interpreted then, now a view).
 """
 
 from __future__ import annotations
@@ -97,6 +100,52 @@ def unet(x: Any) -> Any:
     return 1.0 / (1.0 + snp.exp(-nn.conv2d(d1, UN["out"])))
 
 
+# -- a segmentation net: a block whose residual is its own input, nearest upsampling by
+# repeat, instance norm, a softmax over channels and its argmax -----------------------------
+SG = dict(e=_w(8, 3, 3, 3, scale=0.3), m=_w(8, 8, 3, 3, scale=0.1), out=_w(2, 16, 1, 1))
+
+
+def segment(x: Any) -> Any:
+    e = snp.maximum(nn.conv2d(x, SG["e"], padding=1), 0)
+    p = nn.max_pool2d(e, 2)
+    mu = p.mean(axis=(2, 3), keepdims=True)
+    p = (p - mu) / snp.sqrt(((p - mu) ** 2).mean(axis=(2, 3), keepdims=True) + 1e-5)
+    m = snp.maximum(nn.conv2d(p, SG["m"], padding=1), 0) + p  # the residual is the input
+    u = snp.repeat(snp.repeat(m, 2, axis=2), 2, axis=3)
+    probs = nn.softmax(nn.conv2d(snp.concatenate([u, e], axis=1), SG["out"]), axis=1)
+    return probs, probs.argmax(axis=1)
+
+
+# -- a detector's post-processing: boxes decoded, the top 4 by argsort, boxes taken at them
+# with take_along_axis (indices [b, 4, 1] against boxes [b, n, 4]), pairwise IoU ----------------
+ANCHORS = np.abs(RNG.standard_normal((16, 4))).astype(np.float32) * 0.3 + 0.05
+
+
+def detect(raw: Any) -> Any:
+    a = snp.asarray(ANCHORS)[: raw.shape[1]]
+    cx, cy = a[:, 0] + raw[..., 0] * 0.1 * a[:, 2], a[:, 1] + raw[..., 1] * 0.1 * a[:, 3]
+    w, h = a[:, 2] * snp.exp(raw[..., 2] * 0.2), a[:, 3] * snp.exp(raw[..., 3] * 0.2)
+    boxes = snp.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=-1)
+    score = 1 / (1 + snp.exp(-raw[..., 4]))
+    order = snp.argsort(-score, axis=-1)[:, :4]
+    top = snp.take_along_axis(boxes, order[..., None], axis=1)
+    lo = snp.maximum(top[:, :, None, :2], top[:, None, :, :2])
+    hi = snp.minimum(top[:, :, None, 2:], top[:, None, :, 2:])
+    inter = snp.prod(snp.maximum(hi - lo, 0), axis=-1)
+    area = snp.prod(top[..., 2:] - top[..., :2], axis=-1)
+    return top, inter / (area[:, :, None] + area[:, None, :] - inter), order
+
+
+# -- test-time augmentation: the image and its mirror (x[..., ::-1]) through one conv ----------
+TT = dict(k=_w(4, 3, 3, 3, scale=0.3), head=_w(3, 4))
+
+
+def tta(x: Any) -> Any:
+    feats = [snp.maximum(nn.conv2d(v, TT["k"], padding=1), 0).mean(axis=(2, 3))
+             for v in (x, x[..., ::-1], snp.flip(x, axis=2))]  # fmt: skip
+    return nn.softmax(sum(feats) / 3.0 @ TT["head"].T, axis=-1)
+
+
 # -- a small ViT: patches by reshape, a class token, positions sliced, einsum attention -------
 PS, VD = 4, 24
 VT = dict(patch=_w(VD, 3 * PS * PS), cls=_w(1, 1, VD), pos=_w(1, 1 + 16 * 16, VD),
@@ -174,6 +223,9 @@ MODELS: dict[str, tuple[Callable[..., Any], str, list[str], Any, list[tuple[int,
         [(1, 3, 8, 8), (2, 3, 16, 24), (1, 3, 64, 4)],
     ),
     "text": (text, "b, s", [], np.int32, [(1, 4), (3, 9), (2, 1)]),
+    "segment": (segment, "b, 3, 2*h, 2*w", [], np.float32, [(1, 3, 8, 8), (2, 3, 12, 20)]),
+    "detect": (detect, "b, n, 5", ["n >= 4", "n <= 16"], np.float32, [(1, 4, 5), (3, 16, 5)]),
+    "tta": (tta, "b, 3, h, w", [], np.float32, [(1, 3, 8, 8), (2, 3, 5, 11)]),
 }
 
 
