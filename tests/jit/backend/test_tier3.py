@@ -413,6 +413,28 @@ def test_a_forked_child_leaves_its_parents_compiles_alone() -> None:
         proc.wait()
 
 
+@needs_cc
+@pytest.mark.usefixtures("cache")
+def test_a_chain_of_scalars_is_left_to_tier_2_and_the_others_generated() -> None:
+    """A function with a chain over a scalar (a total scaled: ``exp(x.sum() * 0.5)``)
+    beside a chain over rows: the scalar one stays in tier 2 and the row one is generated
+    (the shape of a rank-0 chain made the whole of tier 3 fail)."""
+
+    def fn(x: Any) -> Any:
+        return snp.tanh(x * 1.5) * 2.0, snp.exp(x.sum() * 0.5) - 1.0
+
+    f = sv.jit(fn, shapes="b, 64", hot_threshold=1, background=False, tier3_min_elements=0)
+    x = np.random.default_rng(0).standard_normal((5, 64)).astype(np.float32) * 0.01
+    f(x)
+    assert f.wait(60)
+    (row,) = f.jit_info()
+    assert row["tier3"].startswith("partial: ") and "rank 0" in row["tier3"], row["tier3"]
+    assert row["tier3_build_ms"], "the row chain was generated"
+    want = sv.jit(fn, shapes="b, 64", enabled=False)(x)
+    for got, ref in zip(f(x), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
 def test_small_chains_keep_tier_2_and_say_why() -> None:
     """A hot key whose chains are below ``tier3_min_elements`` at its shape compiles no C:
     its row says so and the engine counts it skipped; a larger key of the same function is

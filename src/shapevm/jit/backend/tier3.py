@@ -129,7 +129,7 @@ def _build_all(
             if chain is None:
                 continue
             check()
-            d = chain.shape[-1]
+            d = chain.shape[-1] if chain.shape else 1  # a chain of scalars (a total's scale)
             inner = d if specialize and isinstance(d, int) else None
             try:
                 symbol, source = codegen.chain_source(chain, isa, inner)
