@@ -1114,11 +1114,15 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
                          "result's shape";
         return -1;
     }
-    int64_t total = 1;
-    for (int d = 0; d < y->ndim; d++) total *= y->shape[d];
-    for (int64_t f = 0; f < total; f++) {
+    /* row by row along the last axis (the offsets of a row's start from its index) */
+    int last = y->ndim - 1;
+    int64_t n = last >= 0 ? y->shape[last] : 1, rows = 1;
+    for (int d = 0; d < last; d++) rows *= y->shape[d];
+    int64_t as = last >= 0 ? a->strides[last] : 0, bs = last >= 0 ? b->strides[last] : 0,
+            cs = c && last >= 0 ? c->strides[last] : 0, ys = last >= 0 ? y->strides[last] : 0;
+    for (int64_t f = 0; n > 0 && f < rows; f++) {
         int64_t ao = 0, bo = 0, co = 0, yo = 0, rest = f;
-        for (int d = y->ndim - 1; d >= 0; d--) {
+        for (int d = last - 1; d >= 0; d--) {
             int64_t i = rest % y->shape[d];
             rest /= y->shape[d];
             ao += i * a->strides[d];
@@ -1126,12 +1130,26 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
             if (c) co += i * c->strides[d];
             yo += i * y->strides[d];
         }
-        int64_t r = !c ? int_binary(kind, int_at(a, ao), int_at(b, bo))
-                    : ((const uint8_t *)c->data)[co] ? int_at(a, ao)
-                                                     : int_at(b, bo);
-        if (y->dtype == SVX_BOOL) ((uint8_t *)y->data)[yo] = (uint8_t)r;
-        else if (y->dtype == SVX_I64) ((int64_t *)y->data)[yo] = r;
-        else ((int32_t *)y->data)[yo] = (int32_t)(uint32_t)(uint64_t)r;
+        /* one loop per common kind, so that its operation is not a jump per element */
+#define INT_ROW(EXPR)                                                                          \
+    for (int64_t k = 0; k < n; k++, ao += as, bo += bs, co += cs, yo += ys) {                  \
+        int64_t u = int_at(a, ao), v = int_at(b, bo), r = (EXPR);                              \
+        if (y->dtype == SVX_BOOL) ((uint8_t *)y->data)[yo] = (uint8_t)r;                       \
+        else if (y->dtype == SVX_I64) ((int64_t *)y->data)[yo] = r;                            \
+        else ((int32_t *)y->data)[yo] = (int32_t)(uint32_t)(uint64_t)r;                        \
+    }
+        switch (kind) {
+        case CMP_LT: INT_ROW(u < v) break;
+        case CMP_LE: INT_ROW(u <= v) break;
+        case CMP_GT: INT_ROW(u > v) break;
+        case CMP_GE: INT_ROW(u >= v) break;
+        case CMP_EQ: INT_ROW(u == v) break;
+        case CMP_NE: INT_ROW(u != v) break;
+        case IOP_ADD: INT_ROW((int64_t)((uint64_t)u + (uint64_t)v)) break;
+        case IOP_WHERE: INT_ROW(((const uint8_t *)c->data)[co] ? u : v) break;
+        default: INT_ROW(int_binary(kind, u, v)) break;
+        }
+#undef INT_ROW
     }
     return 0;
 }
@@ -1582,14 +1600,19 @@ static int run_int_reduce(const void *vself, const svx_tensor *ins, int nin,
             rest /= y->shape[d];
         }
         uint64_t acc = a->kind == IRED_PROD ? 1 : 0;
-        for (int64_t g = 0; g < n; g++) {
-            int64_t ro = offset_of(g, x->shape, x->strides, a->r0, a->r1);
-            int64_t v = x->dtype == SVX_BOOL ? ((const uint8_t *)x->data)[xo + ro] != 0
-                                              : int_at(x, xo + ro);
-            if (a->kind == IRED_SUM) acc += (uint64_t)v;
-            else if (a->kind == IRED_PROD) acc *= (uint64_t)v;
-            else if (g == 0 || (a->kind == IRED_MAX ? v > (int64_t)acc : v < (int64_t)acc))
-                acc = (uint64_t)v;
+        /* the last reduced axis innermost: one offset computed per run along it */
+        int64_t inner = x->shape[a->r1 - 1], step = x->strides[a->r1 - 1];
+        for (int64_t g = 0; inner > 0 && g < n; g += inner) {
+            int64_t ro = xo + offset_of(g, x->shape, x->strides, a->r0, a->r1);
+            for (int64_t k = 0; k < inner; k++, ro += step) {
+                int64_t v = x->dtype == SVX_BOOL ? ((const uint8_t *)x->data)[ro] != 0
+                                                  : int_at(x, ro);
+                if (a->kind == IRED_SUM) acc += (uint64_t)v;
+                else if (a->kind == IRED_PROD) acc *= (uint64_t)v;
+                else if ((g == 0 && k == 0) ||
+                         (a->kind == IRED_MAX ? v > (int64_t)acc : v < (int64_t)acc))
+                    acc = (uint64_t)v;
+            }
         }
         int64_t yo = offset_of(f, y->shape, y->strides, 0, y->ndim);
         if (y->dtype == SVX_I64) ((int64_t *)y->data)[yo] = (int64_t)acc;
