@@ -162,8 +162,14 @@ def test_the_page_shows_variants_appear_turn_ready_and_fail_in_red(program):
         page.wait_for_selector(row)
         assert page.get_attribute(row, "data-status") == "failed"
         assert "unknown lowering(s) ['no_such_pattern']" in page.inner_text(row)
-        color = page.eval_on_selector(f"{row} td", "td => getComputedStyle(td).color")
-        assert color == "rgb(192, 38, 45)"  # --bad
+        # red (--bad), read in one script: a handle kept across the redraw is detached and
+        # its computed style empty
+        page.wait_for_function(
+            """(sel) => { const td = document.querySelector(sel);
+                          return td !== null
+                                 && getComputedStyle(td).color === 'rgb(192, 38, 45)'; }""",
+            arg=f"{row} td",
+        )
         assert "failures" in page.inner_text("#totals")
 
         # the latency chart has a figure per function, with points drawn
