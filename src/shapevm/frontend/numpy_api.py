@@ -779,6 +779,8 @@ def take_along_axis(arr: Any, indices: Any, axis: int) -> Any:
             i_shape[d] = n
         elif _same(n, 1):
             a_shape[d] = m
+        elif not (isinstance(n, int) and isinstance(m, int)):
+            i_shape[d] = n  # symbolic: broadcast_to checks that m equals n, as `+` would
         else:
             raise user_error(
                 "take_along_axis: indices and arr do not broadcast off the gathered axis",

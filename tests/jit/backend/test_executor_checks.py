@@ -137,6 +137,13 @@ def test_operands_of_another_dtype_are_refused(op: int, dtypes: Any, message: st
             (A, 3),
             "slice: axis 0 takes 4 elements from 0 by 2 of a base of 4",
         ),
+        (  # x[2::-1] (a flip from row 2 back) declared with a rows: one row before x
+            Tensor(
+                1, "view", F32, (A, 3), base=0, viewop=N.V_SLICE, params=(2, 0), params2=(-1, 1)
+            ),
+            (A, 3),
+            "slice: axis 0 takes 4 elements from 2 by -1 of a base of 4",
+        ),
         (  # x.T declared [a, 3]
             Tensor(1, "view", F32, (A, 3), base=0, viewop=N.V_TRANSPOSE, params=(1, 0)),
             (A, 3),
@@ -159,6 +166,14 @@ def test_a_view_past_its_base_is_refused(view: Tensor, shape: Any, message: str)
     with pytest.raises(native.ExecMismatch, match="slot 1: a view that does not fit its base") as e:
         ex(np.ones((4, 3), np.float32))
     assert message in str(e.value)
+
+
+def test_a_slice_of_step_0_is_refused() -> None:
+    """A step of 0 would read one element for every one taken; below 0 a slice walks back
+    (a flipped axis), and its reach is checked at the call as above."""
+    view = Tensor(1, "view", F32, (A, 3), base=0, viewop=N.V_SLICE, params=(0, 0), params2=(0, 1))
+    with pytest.raises(native.NativeKernelError, match="bad slice start or step"):
+        copy_of_view(view, (A, 3))
 
 
 def _reshape_of_view(base_view: Tensor, shape: tuple[Any, ...]) -> Any:

@@ -586,10 +586,10 @@ def lower_layout(low: RegionLowering, op: Op) -> bool:
         low.bind_view(out, base, N.V_SLICE, contiguous, params=tuple(starts), params2=steps)
     elif info.name == "flip":  # x[::-1]: a slice from each flipped axis's last element back
         shape = low.graph.value(out).shape
-        axes = {a % len(shape) for a in op.attrs["axes"]}
+        axes = {a % len(shape) for a in op.attrs["axes"] if not _equal(shape[a], 1)}
         starts = tuple(n - 1 if d in axes else 0 for d, n in enumerate(shape))
         steps = tuple(-1 if d in axes else 1 for d in range(len(shape)))
-        contiguous = all(shape[d] == 1 for d in axes)
+        contiguous = _slice_contiguous(low.tensors[base], starts, steps, shape)
         low.bind_view(out, base, N.V_SLICE, contiguous, params=starts, params2=steps)
     else:
         low.bind_view(out, base, N.V_BROADCAST, False)

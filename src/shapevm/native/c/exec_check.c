@@ -198,8 +198,7 @@ static int check_slots(Executor *e, const uint8_t *defined) {
                 if (e->slots[sl->index].ndim != sl->ndim) return bad("bad slice", found), -1;
                 for (int d = 0; d < sl->ndim; d++)
                     if (!in_range(sl->param[d], e->nheap) || !defined[sl->param[d]] ||
-                        sl->param2[d] == 0 || sl->param2[d] < -INT32_MAX ||
-                        sl->param2[d] > INT32_MAX) /* below 0: a flipped axis */
+                        sl->param2[d] == 0 || sl->param2[d] == INT32_MIN) /* below 0: flipped */
                         return bad("bad slice start or step", found), -1;
             } else if (sl->viewop == SVX_V_SELECT) {
                 int bn = e->slots[sl->index].ndim, used = 0;

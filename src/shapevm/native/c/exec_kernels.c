@@ -1050,15 +1050,9 @@ static int64_t int_at(const svx_tensor *t, int64_t off) {
                                : ((const int32_t *)t->data)[off];
 }
 
+/* The kinds without a loop of their own in run_int_binary. */
 static int64_t int_binary(int kind, int64_t u, int64_t v) {
     switch (kind) {
-    case CMP_LT: return u < v;
-    case CMP_LE: return u <= v;
-    case CMP_GT: return u > v;
-    case CMP_GE: return u >= v;
-    case CMP_EQ: return u == v;
-    case CMP_NE: return u != v;
-    case IOP_ADD: return (int64_t)((uint64_t)u + (uint64_t)v);
     case IOP_SUB: return (int64_t)((uint64_t)u - (uint64_t)v);
     case IOP_MUL: return (int64_t)((uint64_t)u * (uint64_t)v);
     case IOP_MAX: return u > v ? u : v;
@@ -1320,24 +1314,24 @@ static void argsort_task(void *vctx, int64_t task) {
                 ks[m] = u;
                 is[m] = i;
             }
-            all_and = all_or; /* no radix pass below */
-        }
-        for (int shift = 0; shift < (wide ? 64 : 32); shift += 8) {
-            if ((((all_and ^ all_or) >> shift) & 0xff) == 0) continue; /* one digit: no pass */
-            int64_t count[257] = {0};
-            for (int64_t k = 0; k < n; k++) count[((ks[k] >> shift) & 0xff) + 1]++;
-            for (int d = 0; d < 256; d++) count[d + 1] += count[d];
-            for (int64_t k = 0; k < n; k++) {
-                int64_t at = count[(ks[k] >> shift) & 0xff]++;
-                kd[at] = ks[k];
-                id[at] = is[k];
+        } else {
+            for (int shift = 0; shift < (wide ? 64 : 32); shift += 8) {
+                if ((((all_and ^ all_or) >> shift) & 0xff) == 0) continue; /* one digit */
+                int64_t count[257] = {0};
+                for (int64_t k = 0; k < n; k++) count[((ks[k] >> shift) & 0xff) + 1]++;
+                for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+                for (int64_t k = 0; k < n; k++) {
+                    int64_t at = count[(ks[k] >> shift) & 0xff]++;
+                    kd[at] = ks[k];
+                    id[at] = is[k];
+                }
+                uint64_t *tk = ks;
+                ks = kd;
+                kd = tk;
+                int64_t *ti = is;
+                is = id;
+                id = ti;
             }
-            uint64_t *tk = ks;
-            ks = kd;
-            kd = tk;
-            int64_t *ti = is;
-            is = id;
-            id = ti;
         }
         int64_t *out = (int64_t *)y->data + yo;
         for (int64_t k = 0; k < n; k++) out[k * ys] = is[k];

@@ -107,10 +107,9 @@ int svx_resolve_view(const svx_slot *sl, const svx_tensor *base, const int64_t *
         for (int d = 0; d < sl->ndim; d++) {
             int64_t start = h[sl->param[d]], step = sl->param2[d], n = t->shape[d];
             /* the last element taken, start + (n - 1) * step, lies in [0, base) (a step
-             * below 0 walks back from start: a flipped axis) */
-            int64_t room = step > 0 ? (base->shape[d] - 1 - start) / step
-                           : step < 0 ? (step == INT64_MIN ? 0 : start / -step)
-                                      : (n > 1 ? -1 : 0);
+             * below 0 walks back from start: a flipped axis; the executor's construction
+             * refused a step of 0 or of INT32_MIN) */
+            int64_t room = step > 0 ? (base->shape[d] - 1 - start) / step : start / -step;
             if (n > 0 && (start < 0 || start >= base->shape[d] || (n - 1) > room)) {
                 snprintf(msg, size, "slice: axis %d takes %lld elements from %lld by %lld of "
                          "a base of %lld", d, (long long)n, (long long)start, (long long)step,
