@@ -8,7 +8,8 @@ length, an embedding lookup, a mean over the sequence axis, patches of an image 
 are declared multiples of the patch size, a convolution whose residual is its own input
 (written over it), boxes taken at a top k's order (``take_along_axis`` broadcasting its
 indices, as NumPy's does: checked against NumPy in tests/frontend/test_numpy_more.py), a
-mirrored image (``x[..., ::-1]``, interpreted then, now a view).
+mirrored image (``x[..., ::-1]``, interpreted then, now a view), casts of float16 and into
+int8 (interpreted then).
 """
 
 from __future__ import annotations
@@ -202,6 +203,18 @@ def bert(ids: Any) -> Any:
     return _ln(x + (a @ v).transpose(0, 2, 1, 3).reshape(b, s, BD) @ BT["o"].T)
 
 
+# -- quantization-aware inference: half-precision input, int8 rounding of activations ---------
+QW = _w(24, 10, scale=0.3)
+
+
+def fake_quant(x: Any) -> Any:
+    h = x.astype(snp.float32)
+    scale = snp.abs(h).max(axis=-1, keepdims=True) / 127.0 + 1e-8
+    q = snp.clip(snp.round(h / scale), -127, 127).astype(snp.int8)
+    y = snp.maximum((q.astype(snp.float32) * scale) @ QW, 0.0)
+    return y.astype(snp.float16), q
+
+
 MODELS: dict[str, tuple[Callable[..., Any], str, list[str], Any, list[tuple[int, ...]]]] = {
     "bert": (bert, "b, s", [], np.int64, [(1, 6), (3, 11), (2, 1)]),
     "llama": (llama, "b, s, 32", ["s <= 64"], np.float32, [(1, 5, 32), (2, 17, 32), (1, 64, 32)]),
@@ -226,6 +239,7 @@ MODELS: dict[str, tuple[Callable[..., Any], str, list[str], Any, list[tuple[int,
     "segment": (segment, "b, 3, 2*h, 2*w", [], np.float32, [(1, 3, 8, 8), (2, 3, 12, 20)]),
     "detect": (detect, "b, n, 5", ["n >= 4", "n <= 16"], np.float32, [(1, 4, 5), (3, 16, 5)]),
     "tta": (tta, "b, 3, h, w", [], np.float32, [(1, 3, 8, 8), (2, 3, 5, 11)]),
+    "fake_quant": (fake_quant, "b, 24", [], np.float16, [(1, 24), (7, 24), (130, 24)]),
 }
 
 
@@ -263,3 +277,20 @@ def test_a_padding_mask_from_int_ids_fuses_into_attention() -> None:
     kernels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
     assert "attention" in kernels and len(rec.variant.regions) == 1, kernels
     assert rec.variant.function.whole and not rec.variant.function.interpreted
+
+
+def test_casts_between_half_float_and_int8_run_native() -> None:
+    """float16 in, int8 rounding, float16 out: the cast kernel converts between any two
+    dtypes (float into int8 truncated as NumPy's), so the function is one native call."""
+    spec = sv.symbolic_args_specs(np.zeros((1, 24), np.float16), "b, 24")
+    exp = sv.export(sv.jit(fake_quant))(spec)
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    x = (RNG.standard_normal((9, 24)) * 40).astype(np.float16)
+    y, q = jitted(x)
+    want_y, want_q = exp.call(x)
+    assert y.dtype == np.float16 and q.dtype == np.int8
+    np.testing.assert_array_equal(q, want_q)
+    np.testing.assert_allclose(y.astype(np.float32), want_y.astype(np.float32), rtol=1e-3)
+    (engine,) = jitted.engines
+    (rec,) = [r for r in engine.records() if r.variant]
+    assert rec.variant.function.whole, rec.variant.describe()

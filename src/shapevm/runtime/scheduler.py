@@ -265,8 +265,8 @@ INT_REDUCTIONS: Final = ("sum", "max", "min", "prod")
 (`lower.lower_int_reduce`)."""
 _INT_READERS = frozenset((DType.F32, DType.BOOL, DType.I32, DType.I64))
 _SCANNED = frozenset((DType.F32, DType.F64, DType.I32, DType.I64))  # the scan kernel's
-_SORTED = _SCANNED | {DType.I16, DType.I8, DType.U8, DType.BOOL}  # the argsort kernel's
-_CAST_FROM = _INT_READERS | {DType.F64, DType.U8, DType.I8, DType.I16}  # the cast kernel's
+_SORTED = _SCANNED | {DType.I16, DType.I8, DType.U8, DType.BOOL}  # argsort's, argmax's
+_CAST_FROM = _INT_READERS | {DType.F64, DType.F16, DType.U8, DType.I8, DType.I16}  # cast kernel's
 _referenced: set[str] = set()  # ops that have their reference variant
 
 
@@ -296,7 +296,7 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
                 else ref.dtypes & _SCANNED
                 if ref.op == "cumsum"
                 else ref.dtypes & _SORTED
-                if ref.op == "argsort"
+                if ref.op in ("argsort", "argmax", "argmin")
                 else ref.dtypes & {DType.F32, DType.BOOL}
             )
             variant = KernelVariant(ref.op, name, ref.fn, dtypes, _never, doc=NATIVE_DOCS[name])

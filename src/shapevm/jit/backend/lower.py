@@ -875,20 +875,26 @@ def lower_int_arith(low: RegionLowering, op: Op) -> bool:
     return True
 
 
+_ARG_DTYPES = tuple(
+    np.dtype(t)
+    for t in (np.float32, np.float64, np.int32, np.int64, np.int16, np.int8, np.uint8, np.bool_)
+)
+
+
 def lower_arg(low: RegionLowering, op: Op) -> bool:
-    """``argmax``/``argmin`` of a float32 tensor along one axis (greedy decoding's next
-    token, a router's expert): the executor's search kernel, which returns the first index
-    of the extreme (a NaN's, if any), as NumPy does. Over the flattened operand
-    (``axis=None``) it stays interpreted."""
+    """``argmax``/``argmin`` along one axis (greedy decoding's next token, a router's expert,
+    a vote count's class) of float32, float64, an integer or bool: the executor's search
+    kernel, which returns the first index of the extreme (a NaN's, if any), as NumPy does.
+    Over the flattened operand (``axis=None``) it stays interpreted."""
     info = op.info
     if info is None or info.name not in ("argmax", "argmin"):
         return False
     (src,) = op.ins
     value = low.graph.value(src)
     axis = op.attrs.get("axis")
-    if value.dtype != F32 or axis is None or not value.shape:
+    if value.dtype not in _ARG_DTYPES or axis is None or not value.shape:
         return False
-    if not native_enabled(info.name, "native_index", DType.F32):
+    if not native_enabled(info.name, "native_index", DType.from_numpy(value.dtype)):
         return False
     axis %= len(value.shape)
     tid = low.tensor(src)
@@ -948,10 +954,12 @@ def lower_argsort(low: RegionLowering, op: Op) -> bool:
 
 
 def lower_cast(low: RegionLowering, op: Op) -> bool:
-    """A cast a chain does not read (a uint8 image to float32, float32 to float64, int8 ids
-    to int64): the executor's cast kernel, which converts as NumPy's ``astype`` does into a
-    float, or from an integer into int32/int64. Casts a chain reads (int64 ids to float32,
-    a comparison to float32) are left to it, which fuses them with what follows."""
+    """A cast a chain does not read (a uint8 image to float32, float16 in and out, float32
+    to float64, a quantized float32 to int8, int8 ids to int64): the executor's cast kernel,
+    which converts between any two of its dtypes as NumPy's ``astype`` does on x86-64 (a
+    float into an integer truncated, a NaN or a value out of range as the processor's
+    conversion gives it). Casts a chain reads (int64 ids to float32, a comparison to
+    float32) are left to it, which fuses them with what follows."""
     from shapevm.jit.backend.chains import tile_cast
 
     if op.info is None or op.info.name != "cast":
@@ -959,10 +967,6 @@ def lower_cast(low: RegionLowering, op: Op) -> bool:
     (src,) = op.ins
     x, y = low.graph.value(src).dtype, low.graph.value(op.outs[0]).dtype
     if tile_cast(x, y):
-        return False
-    into_float = y in (np.float32, np.float64)
-    into_int = y in (np.int32, np.int64) and x.kind in "iub"
-    if not (into_float or into_int):
         return False
     if not native_enabled("cast", "native_chain", DType.from_numpy(x)):  # the sources listed
         return False

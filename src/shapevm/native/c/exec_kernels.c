@@ -1384,18 +1384,57 @@ static PyObject *py_argsort_kernel(PyObject *self, PyObject *args) {
     return make_capsule(run_argsort, a);
 }
 
-/* ---- casts the chains do not read (uint8 images to float32, float64, int8/int16) ----
- * y = x converted as C converts (NumPy's astype for these: exact for integers into wider
- * types and into floats that hold them, rounding to nearest into float32, wrapping into a
- * narrower integer); no float into an integer (C leaves a value out of range undefined). */
+/* ---- casts the chains do not read (uint8 images to float32, float16, float64, int8) ----
+ * y = x converted between any two of the executor's dtypes as NumPy's astype does on x86-64:
+ * - into a float: rounded to nearest even (float16 and float32 from float64 or an integer in
+ *   one rounding; past the type's range to inf);
+ * - into an integer from an integer or bool: the low bits (wrapping, as C converts);
+ * - into an integer from a float: truncated toward zero, as the processor's conversion does
+ *   into 32 bits (64 for int64), then wrapped into a narrower type; a NaN or a value out of
+ *   that range gives the conversion's "indefinite" value (INT32_MIN / INT64_MIN), which is
+ *   what NumPy gives there (with a warning); checked in C, never the undefined C cast;
+ * - into bool: x != 0 (a NaN is true). */
+static double half_to_double(uint16_t h) { /* exact: every float16 is a double */
+    uint64_t s = (uint64_t)(h & 0x8000) << 48, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+    if (e == 0) {
+        double v = (double)m * 0x1p-24; /* zero or subnormal */
+        return s ? -v : v;
+    }
+    bits = s | (e == 31 ? 0x7ff0000000000000ULL : (e + 1008) << 52) | (m << 42);
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+/* IEEE binary16 of a double, rounded to nearest even once (NumPy's doublebits_to_halfbits) */
+static uint16_t double_to_half(double d) {
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    uint16_t sign = (uint16_t)((b >> 48) & 0x8000);
+    uint64_t mag = b & 0x7fffffffffffffffULL;
+    if (mag >= 0x7ff0000000000000ULL) { /* inf, or a NaN keeping its top payload bits */
+        if (mag == 0x7ff0000000000000ULL) return sign | 0x7c00;
+        uint16_t m = (uint16_t)((mag >> 42) & 0x3ff);
+        return (uint16_t)(sign | 0x7c00 | (m ? m : 1));
+    }
+    int e = (int)(mag >> 52) - 1023;
+    if (e >= 16) return sign | 0x7c00;
+    if (e < -25) return sign; /* below half the least subnormal */
+    uint64_t mant = (mag & 0xfffffffffffffULL) | (1ULL << 52);
+    int shift = e >= -14 ? 42 : 42 + (-14 - e); /* to 10 bits, or to units of 2^-24 */
+    uint64_t q = mant >> shift, rem = mant & ((1ULL << shift) - 1), tie = 1ULL << (shift - 1);
+    if (rem > tie || (rem == tie && (q & 1))) q++;
+    uint64_t h = e >= -14 ? ((uint64_t)(e + 14) << 10) + q : q; /* a carry moves up */
+    return (uint16_t)(sign | (h >= 0x7c00 ? 0x7c00 : h));
+}
+
+static bool cast_is_float(int dt) { return dt == SVX_F32 || dt == SVX_F64 || dt == SVX_F16; }
+
 static double cast_in(const char *p, int dt) {
     switch (dt) {
     case SVX_F32: return *(const float *)p;
     case SVX_F64: return *(const double *)p;
-    case SVX_U8: return *(const uint8_t *)p;
-    case SVX_I8: return *(const int8_t *)p;
-    case SVX_I16: return *(const int16_t *)p;
-    default: return *(const uint8_t *)p != 0; /* SVX_BOOL */
+    default: return half_to_double(*(const uint16_t *)p); /* SVX_F16 */
     }
 }
 
@@ -1410,9 +1449,40 @@ static int64_t cast_int_in(const char *p, int dt) {
     }
 }
 
-static bool cast_from(int dt) {
-    return dt == SVX_F32 || dt == SVX_F64 || dt == SVX_I32 || dt == SVX_I64 || dt == SVX_BOOL ||
-           dt == SVX_U8 || dt == SVX_I8 || dt == SVX_I16;
+/* a float truncated into an integer as x86-64's cvtt* does: 64 bits for int64, else 32 */
+static int64_t float_to_int(double v, int dt) {
+    if (dt == SVX_I64)
+        return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+    return v > -2147483649.0 && v < 2147483648.0 ? (int64_t)(int32_t)v : (int64_t)INT32_MIN;
+}
+
+static void cast_int_out(char *q, int dt, int64_t v) {
+    switch (dt) {
+    case SVX_I64: *(int64_t *)q = v; break;
+    case SVX_I32: *(int32_t *)q = (int32_t)(uint32_t)(uint64_t)v; break;
+    case SVX_I16: *(int16_t *)q = (int16_t)(uint16_t)(uint64_t)v; break;
+    case SVX_I8: *(int8_t *)q = (int8_t)(uint8_t)(uint64_t)v; break;
+    case SVX_U8: *(uint8_t *)q = (uint8_t)(uint64_t)v; break;
+    default: *(uint8_t *)q = v != 0; /* SVX_BOOL */
+    }
+}
+
+static void cast_one(const char *p, int from, char *q, int to) {
+    if (cast_is_float(from)) {
+        double v = cast_in(p, from);
+        if (to == SVX_F32) *(float *)q = (float)v;
+        else if (to == SVX_F64) *(double *)q = v;
+        else if (to == SVX_F16) *(uint16_t *)q = double_to_half(v);
+        else if (to == SVX_BOOL) *(uint8_t *)q = v != 0.0;
+        else cast_int_out(q, to, float_to_int(v, to));
+        return;
+    }
+    int64_t v = cast_int_in(p, from); /* exact in 64 bits, then as C converts */
+    if (to == SVX_F32) *(float *)q = (float)v; /* one rounding from the integer */
+    else if (to == SVX_F64) *(double *)q = (double)v;
+    else if (to == SVX_F16) /* |v| past 2^53 is inf in float16 however it rounds */
+        *(uint16_t *)q = double_to_half((double)v);
+    else cast_int_out(q, to, v);
 }
 
 static int run_cast(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
@@ -1425,15 +1495,11 @@ static int run_cast(const void *vself, const svx_tensor *ins, int nin, const svx
         return -1;
     }
     const svx_tensor *x = &ins[0], *y = &outs[0];
-    bool to_float = y->dtype == SVX_F32 || y->dtype == SVX_F64;
-    bool to_int = y->dtype == SVX_I32 || y->dtype == SVX_I64;
-    bool from_float = x->dtype == SVX_F32 || x->dtype == SVX_F64;
-    bool fits = cast_from(x->dtype) && (to_float || (to_int && !from_float)) &&
-                x->ndim == y->ndim;
+    bool fits = x->dtype >= 0 && x->dtype < SVX_NDTYPES && y->dtype >= 0 &&
+                y->dtype < SVX_NDTYPES && x->ndim == y->ndim;
     for (int d = 0; fits && d < y->ndim; d++) fits = x->shape[d] == y->shape[d];
     if (!fits) {
-        *err = "cast: a result of x's shape, float32 or float64 (of any of float32, float64, "
-               "int8/16/32/64, uint8, bool) or int32/int64 (of an integer or bool)";
+        *err = "cast: a result of x's shape";
         return -1;
     }
     /* row by row along the last axis; offsets of the rows from the other axes */
@@ -1449,7 +1515,7 @@ static int run_cast(const void *vself, const svx_tensor *ins, int nin, const svx
         nd = 1;
     }
     size_t xs = (size_t)svx_itemsize[x->dtype], ys = (size_t)svx_itemsize[y->dtype];
-    bool int_path = to_int || x->dtype == SVX_I32 || x->dtype == SVX_I64;
+    int from = x->dtype, to = y->dtype;
     for (int64_t r = 0; r < rows; r++) {
         const char *p = x->data;
         char *q = y->data;
@@ -1457,27 +1523,22 @@ static int run_cast(const void *vself, const svx_tensor *ins, int nin, const svx
             p += (int64_t)xs * offset_of(r, x->shape, x->strides, 0, nd - 1);
             q += (int64_t)ys * offset_of(r, y->shape, y->strides, 0, nd - 1);
         }
-        if (x->dtype == SVX_U8 && y->dtype == SVX_F32 && sx == 1 && sy == 1) {
-            const uint8_t *a = (const uint8_t *)p; /* images: a loop the compiler vectorizes */
-            float *b = (float *)q;
-            for (int64_t i = 0; i < n; i++) b[i] = (float)a[i];
-            continue;
-        }
-        for (int64_t i = 0; i < n; i++) {
-            const char *pi = p + (int64_t)xs * i * sx;
-            char *qi = q + (int64_t)ys * i * sy;
-            if (int_path) { /* exact in 64 bits, then as C converts */
-                int64_t v = cast_int_in(pi, x->dtype);
-                if (y->dtype == SVX_I64) *(int64_t *)qi = v;
-                else if (y->dtype == SVX_I32) *(int32_t *)qi = (int32_t)(uint32_t)(uint64_t)v;
-                else if (y->dtype == SVX_F32) *(float *)qi = (float)v;
-                else *(double *)qi = (double)v;
-            } else {
-                double v = cast_in(pi, x->dtype);
-                if (y->dtype == SVX_F32) *(float *)qi = (float)v;
-                else *(double *)qi = v;
+        if (sx == 1 && sy == 1) { /* the common ones: loops the compiler vectorizes */
+            if (from == SVX_U8 && to == SVX_F32) {
+                const uint8_t *a = (const uint8_t *)p;
+                float *c = (float *)q;
+                for (int64_t i = 0; i < n; i++) c[i] = (float)a[i];
+                continue;
+            }
+            if (from == SVX_F16 && to == SVX_F32) {
+                const uint16_t *a = (const uint16_t *)p;
+                float *c = (float *)q;
+                for (int64_t i = 0; i < n; i++) c[i] = (float)half_to_double(a[i]);
+                continue;
             }
         }
+        for (int64_t i = 0; i < n; i++)
+            cast_one(p + (int64_t)xs * i * sx, from, q + (int64_t)ys * i * sy, to);
     }
     return 0;
 }
@@ -1687,7 +1748,8 @@ static PyObject *py_sizes_kernel(PyObject *self, PyObject *unused) {
 
 /* ---- argmax and argmin along one axis (greedy decoding's token, a router's expert) ----
  * y[o, i] = the first index r of the largest (smallest) x[o, r, i]; a NaN counts as the
- * extreme, its first index wins, as in NumPy. */
+ * extreme, its first index wins, as in NumPy.  float32 vectorized; integers, bool and
+ * float64 one element a step. */
 typedef struct arg_self {
     int max, axis;
 } arg_self;
@@ -1781,6 +1843,39 @@ static void arg_task(void *vctx, int64_t task) {
     }
 }
 
+/* any other dtype (integers, bool, float64: a vote count, a class id): one compare a step */
+static void arg_any_task(void *vctx, int64_t task) {
+    const lines *j = vctx;
+    const arg_self *a = j->self;
+    int dt = j->x->dtype;
+    int64_t step = j->x->strides[j->axis] * svx_itemsize[dt], f, f1, xo, yo;
+    for (f1 = task_lines(j, task, &f); f < f1; f++) {
+        line_at(j, f, &xo, &yo);
+        const char *p = j->x->data + xo * svx_itemsize[dt];
+        int64_t best = 0;
+        if (dt == SVX_F64) {
+            double bv = *(const double *)p;
+            for (int64_t r = 1; r < j->n && bv == bv; r++) {
+                double v = *(const double *)(p + r * step);
+                if (v != v || (a->max ? v > bv : v < bv)) {
+                    bv = v;
+                    best = r;
+                }
+            }
+        } else {
+            int64_t bv = cast_int_in(p, dt);
+            for (int64_t r = 1; r < j->n; r++) {
+                int64_t v = cast_int_in(p + r * step, dt);
+                if (a->max ? v > bv : v < bv) {
+                    bv = v;
+                    best = r;
+                }
+            }
+        }
+        ((int64_t *)j->y->data)[yo] = best;
+    }
+}
+
 static int run_arg(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
                    int nout, const int32_t *iattr, const float *fattr, const char **err) {
     (void)iattr;
@@ -1791,12 +1886,13 @@ static int run_arg(const void *vself, const svx_tensor *ins, int nin, const svx_
         return -1;
     }
     const svx_tensor *x = &ins[0], *y = &outs[0];
-    bool fits = x->dtype == SVX_F32 && y->dtype == SVX_I64 && a->axis < x->ndim &&
+    bool fits = x->dtype != SVX_F16 && y->dtype == SVX_I64 && a->axis < x->ndim &&
                 y->ndim == x->ndim - 1;
     for (int d = 0; fits && d < x->ndim; d++)
         if (d != a->axis) fits = y->shape[d < a->axis ? d : d - 1] == x->shape[d];
     if (!fits) {
-        *err = "argmax: float32 x and an int64 result of x's shape less the axis";
+        *err = "argmax: x of any dtype but float16 and an int64 result of x's shape less the "
+               "axis";
         return -1;
     }
     lines j;
@@ -1807,7 +1903,7 @@ static int run_arg(const void *vself, const svx_tensor *ins, int nin, const svx_
                       : "argmin of an empty sequence (an axis of length 0)";
         return SVX_DATA_ERROR;
     }
-    run_lines(&j, 32768.0, arg_task);
+    run_lines(&j, 32768.0, x->dtype == SVX_F32 ? arg_task : arg_any_task);
     return 0;
 }
 
