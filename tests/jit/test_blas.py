@@ -60,3 +60,21 @@ def test_a_function_with_nothing_compiled_keeps_numpy_threads(entered):
         args = mlp_inputs(5)
         assert_same(numpy_mlp(*args), j(*args))
     assert entered[0] == 0
+
+
+def test_a_function_that_nothing_lowers_keeps_numpy_threads(entered):
+    """float64 layers have no native kernel: the compile fails once, with the reason, and
+    the calls after it are the interpreter's with NumPy's threads (setting and restoring
+    the count cost them 5 us, the JIT ran slower than the interpreter)."""
+    w = np.random.default_rng(0).standard_normal((6, 3))  # float64, as np.random makes
+
+    def dense64(x):
+        return sv.numpy.maximum(x @ w, 0.0)
+
+    j = sv.jit(dense64, shapes="b, 6", hot_threshold=1, background=False)
+    x = np.ones((4, 6), np.float32)
+    for _ in range(3):
+        assert_same(np.maximum(x @ w, 0.0), j(x))
+    (info,) = j.jit_info()
+    assert info["status"] == "failed" and ".astype(np.float32)" in info["reason"], info
+    assert entered[0] == 0

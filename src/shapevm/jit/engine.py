@@ -423,7 +423,7 @@ class JitEngine:
                     self._remember_fast(arrays, values, variant)
                 return variant.run(arrays, env)
             plan = variant.plan_for(env) if variant is not None else self.executable.plan_for(env)
-            if (variant is None or not variant.whole) and self._records:
+            if (variant is None or not variant.whole) and self._native_beside():
                 with one_blas_thread():  # interpreted steps beside native kernels: see blas
                     return self._traced(plan).run(arrays)
             return self._traced(plan).run(arrays)
@@ -432,6 +432,12 @@ class JitEngine:
             # that call does not share the cores and the GIL with it.
             if job is not None:
                 self._submit(job)
+
+    def _native_beside(self) -> bool:
+        """Whether the function has native code compiled or compiling (a record not failed),
+        whose kernels its interpreted steps' BLAS threads would compete with (see `blas`);
+        a function that nothing lowers keeps NumPy's threads, and saves the 5 us."""
+        return any(r.status != FAILED for r in list(self._records.values()))
 
     def _traced(self, plan: Plan) -> Plan:
         rec = bctrace.ACTIVE

@@ -16,7 +16,9 @@ import shapevm.numpy as snp
 from shapevm import native
 from shapevm.frontend.numpy_api import _as_tensor
 from shapevm.frontend.tracer import bind_op
-from shapevm.jit.backend.function import lower_function
+from shapevm.jit.backend.compiler import Compiler
+from shapevm.jit.backend.function import F64_HINT, MOVES_ONLY, f64_hint, lower_function
+from shapevm.jit.errors import NoNativeCode
 from shapevm.jit.regions import find_regions
 from shapevm.runtime.interpreter import Executable
 
@@ -1356,3 +1358,28 @@ def test_results_returned_in_another_order_than_computed_are_still_one_call() ->
             np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
     rec = next(r for r in jitted.engines[0].records() if r.variant)
     assert rec.variant.function.whole
+
+
+def test_regions_that_only_move_data_stay_interpreted_beside_interpreted_steps() -> None:
+    """A float32 input cast to float64 before float64 layers (weights from np.random): the
+    cast alone is no native call's worth, so no region is left and the reasons say why,
+    with the float64 hint once; where the function is one native call, a cast region
+    stays (it is the whole call)."""
+    w = np.random.default_rng(1).standard_normal((4, 5))
+    (b,) = sv.symbolic_shape("b")
+    exp = sv.export(sv.jit(lambda x: x @ w))(sv.ShapeDtypeStruct((b, 4), np.float32))
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    assert not nf.regions
+    reasons = [p.reason for p in nf.interpreted]
+    assert reasons == ["matmul has no native kernel for f64", MOVES_ONLY], reasons
+    assert f64_hint(nf.interpreted) == f"; {F64_HINT}"
+    with pytest.raises(NoNativeCode, match=r"\.astype\(np\.float32\) on them runs it native"):
+        Compiler().native_function(ex, find_regions(ex.fn, ex.program))
+
+    cast = sv.export(sv.jit(lambda x: x.astype(snp.float64)))(
+        sv.ShapeDtypeStruct((b, 4), np.float32)
+    )
+    ex = Executable(cast.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    assert nf.whole and not nf.interpreted

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from shapevm.jit.backend.function import NativeFunction, lower_function
+from shapevm.jit.backend.function import NativeFunction, f64_hint, lower_function
 from shapevm.jit.backend.lower import Lowering
 from shapevm.jit.backend.registry import lowerings_named
 from shapevm.jit.backend.variant import Variant
@@ -69,6 +69,7 @@ class Compiler:
                 reasons = "; ".join(f"{p.region.span}: {p.reason}" for p in nf.interpreted)
                 raise NoNativeCode(
                     f"no region could be lowered ({reasons or 'no compilable region'})"
+                    + f64_hint(nf.interpreted)
                 )
         except CompileCancelled:
             raise  # a timeout or an abandoned compile: another try may finish

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Final
 
 from shapevm import native
 from shapevm.bytecode.errors import format_message
@@ -35,7 +35,7 @@ from shapevm.bytecode.program import (
 from shapevm.bytecode.shape_expr import evaluate_shape_expr
 from shapevm.jit.backend.dims import DimHeap
 from shapevm.jit.backend.lower import _FROM_DIMS, Lowering, Unsupported, lower_region
-from shapevm.jit.backend.nodes import Lowered
+from shapevm.jit.backend.nodes import OP_FILL, Lowered
 from shapevm.jit.backend.plan import MemoryPlan, build_spec, plan_memory
 from shapevm.jit.graph import RegionGraph, build_graph, fusible_op
 from shapevm.jit.regions import Region, RegionReport
@@ -227,7 +227,31 @@ def lower_function(
     out.lower_ms = (time.perf_counter() - t0) * 1e3
     if len(out.regions) == 1 and not out.interpreted and _covers_body(executable, out.regions[0]):
         out.direct, out.direct_needs_dims = _direct_executor(executable, out.regions[0])
+    else:
+        _drop_moves_only(out)
     return out
+
+
+_MOVES: Final = frozenset(("copy", "copy (result)", "cast", "sizes"))
+MOVES_ONLY: Final = (
+    "only moves data (copies, casts, sizes): beside interpreted steps, a native call for it "
+    "costs more than NumPy's"
+)
+
+
+def _drop_moves_only(out: NativeFunction) -> None:
+    """Leave interpreted the regions of a function that is not one native call whose
+    instructions only copy, convert or read sizes (a float32 input cast to float64 before
+    interpreted float64 layers): NumPy does that as fast, and a region's call costs
+    microseconds more than an interpreted step (an MLP with float64 weights ran 23 us
+    against 17 interpreted). Their pieces are listed with the reason."""
+    kept = []
+    for r in out.regions:
+        if all(k.label in _MOVES or k.op == OP_FILL for k in r.lowered.kernels):
+            out.interpreted.append(Piece(r.region, MOVES_ONLY))
+        else:
+            kept.append(r)
+    out.regions = kept
 
 
 def _surely_interpreted(
@@ -267,6 +291,18 @@ def _surely_interpreted(
         if not any(native_registered(instr.op, name, dtype) for name in native_names(info)):
             out.append((pc, f"{instr.op} has no native kernel for {dtype}"))
     return out
+
+
+F64_HINT: Final = (
+    "the native tier computes in float32: NumPy makes float64 where float32 meets a float64 "
+    "array (weights from np.random are float64); .astype(np.float32) on them runs it native"
+)
+
+
+def f64_hint(pieces: Sequence[Piece]) -> str:
+    """`F64_HINT` as a last sentence (with its separator) when an op of ``pieces`` stayed
+    interpreted for want of a float64 kernel; else ''."""
+    return f"; {F64_HINT}" if any(p.reason.endswith(" for f64") for p in pieces) else ""
 
 
 def _mask_ops(executable: Executable, instrs: list[tuple[int, OpCall]]) -> set[int]:

@@ -14,7 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shapevm.bytecode.program import Instr
-from shapevm.jit.backend.function import ExecFailure, NativeFunction, NativeRegion
+from shapevm.jit.backend.function import (
+    F64_HINT,
+    ExecFailure,
+    NativeFunction,
+    NativeRegion,
+    f64_hint,
+)
 from shapevm.runtime.bctrace import NamedStep
 from shapevm.runtime.interpreter import Executable, Plan, Step, splice_calls
 
@@ -132,4 +138,6 @@ class Variant:
     def describe(self) -> str:
         parts = [r.describe() for r in self.regions]
         parts += [f"{p.region.span} interpreted: {p.reason}" for p in self.function.interpreted]
+        if f64_hint(self.function.interpreted):
+            parts.append(F64_HINT)
         return "\n".join(parts) or "(no native regions)"
