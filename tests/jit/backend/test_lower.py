@@ -1383,3 +1383,63 @@ def test_regions_that_only_move_data_stay_interpreted_beside_interpreted_steps()
     ex = Executable(cast.program)
     nf = lower_function(ex, find_regions(ex.fn, ex.program))
     assert nf.whole and not nf.interpreted
+
+
+ORDER_W = np.random.default_rng(7).standard_normal((16, 16)).astype(np.float32)
+
+
+def _product_first(x: Any, y: Any) -> Any:
+    return x * 4.0 + snp.concatenate([y, y], axis=-1)
+
+
+def _concatenation_first(x: Any, y: Any) -> Any:
+    return snp.concatenate([y, y], axis=-1) + x * 4.0
+
+
+def _dense_between(x: Any, y: Any) -> Any:
+    a = snp.tanh(x[:, :16])
+    b = snp.concatenate([y[:, :8] @ ORDER_W[:8, :8], y[:, 8:]], axis=1)
+    return snp.maximum(a * b + y @ ORDER_W, 0.0) * a, a
+
+
+@pytest.mark.parametrize("fn", [_product_first, _concatenation_first, _dense_between])
+def test_a_chain_is_one_pass_whatever_the_order_of_the_trace(fn: Any) -> None:
+    """An elementwise op that reads a chain and a value computed by another kind of op
+    (a concatenation, a dense layer) traced between them joins the chain: that op is
+    lowered ahead of its turn, as soon as what it reads is computed. The product, its
+    sum and what follows are one chain in either order, and agree with the interpreter."""
+    spec = ["b, 32", "b, 16"]
+    jitted = sv.jit(fn, shapes=spec, hot_threshold=1, background=False, tier3=False)
+    ref = sv.jit(fn, shapes=spec, enabled=False)
+    for n in (1, 5, 33):
+        rng = np.random.default_rng(n)
+        x, y = (rng.standard_normal((n, k)).astype(np.float32) for k in (32, 16))
+        for got, want in zip(
+            *((r if isinstance(r, tuple) else (r,)) for r in (jitted(x, y), ref(x, y))), strict=True
+        ):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    (engine,) = jitted.engines
+    rec = next(r for r in engine.records() if r.variant)
+    (region,) = rec.variant.regions
+    chains = [k for k in region.lowered.kernels if k.label.startswith("chain")]
+    assert len(chains) == 1, rec.variant.describe()
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_stacks_copy_into_strided_views_as_numpy(axis: int) -> None:
+    """`stack` copies each operand into every k-th element of the result: the copy drops
+    axes of size 1 and merges the ones both sides step through evenly, so a pair stacked
+    last is one run per operand; checked against NumPy with sizes of 1, a transposed and
+    a reversed operand."""
+
+    def f(a: Any, b: Any) -> Any:
+        return snp.stack([snp.sin(a), b.T[::-1], a * 2.0], axis=axis)
+
+    jitted = sv.jit(f, shapes=["n, m", "m, n"], hot_threshold=1, background=False, tier3=False)
+    for n, m in [(1, 1), (1, 7), (5, 1), (200, 8), (3, 33)]:
+        rng = np.random.default_rng(n * 100 + m)
+        a = rng.standard_normal((n, m)).astype(np.float32)
+        b = rng.standard_normal((m, n)).astype(np.float32)
+        want = np.stack([np.sin(a), b.T[::-1], a * 2.0], axis=axis)
+        np.testing.assert_allclose(jitted(a, b), want, rtol=1e-6, atol=1e-6)
+    assert jitted.jit_stats()["compiled_calls"] > 0

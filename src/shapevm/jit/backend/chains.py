@@ -232,6 +232,37 @@ def grow_chain(low: Any, start: Op, pull: bool = True) -> Grown | None:
     return members, tuple(shape), reduce_op
 
 
+def _lower_what_blocks(low: Any, start: Op) -> None:
+    """Lower ahead (`RegionLowering.lower_ahead`) the ops that are not elementwise, come
+    after ``start`` and compute what a later elementwise op reading the chain also reads,
+    with those they need in turn, where all they read is computed: a chain joins computed
+    values only, and the program's order alone would cut ``x * 4.0 + concatenate([y, y])``
+    (traced in that order) in two. The order of the ops is the trace's, not the graph's:
+    ``concatenate([y, y]) + x * 4.0`` was one chain."""
+    graph = low.graph
+    reach = {start.outs[0]}
+    seen: set[int] = set()
+
+    def ahead(pos: int) -> bool:
+        op = graph.ops[pos]
+        if pos in seen or op.fusible or pos <= start.pos:
+            return False
+        seen.add(pos)
+        for v in op.ins:
+            q = graph.value(v).producer
+            if graph.value(v).kind == "temp" and v not in low.of_value and q > start.pos:
+                ahead(q)
+        return bool(low.lower_ahead(op))
+
+    for op in graph.ops[start.pos + 1 :]:
+        if op.kind != "call" or not op.fusible or not any(v in reach for v in op.ins):
+            continue
+        reach.add(op.outs[0])
+        for v in op.ins:
+            if v not in reach and v not in low.of_value and graph.value(v).kind == "temp":
+                ahead(graph.value(v).producer)
+
+
 def _joined(members: list[Op], start: Op) -> list[Op]:
     """The members that meet ``start`` through values they share: computations of the
     chain's shape that never meet it stay chains of their own."""
@@ -504,6 +535,7 @@ def lower_elementwise(low: Any, op: Op) -> bool:
     if _is_reduction(low, op, any_axes=True):
         chain, positions = _reduction_only(low, op)  # a reduction of a tensor computed before
     else:
+        _lower_what_blocks(low, op)
         # Pulling in the terms that meet the chain may make it larger than the tile
         # interpreter takes (64 registers, 128 instructions): tried first on a dry chain.
         grown = grow_chain(low, op, pull=True)

@@ -360,6 +360,25 @@ class RegionLowering:
         self.emit(Kernel(N.OP_EXTERNAL, ins, [out], obj=run, pcs=(op.pc,), label=name))
         self.claim(op.pos)
 
+    def lower_ahead(self, op: Op) -> bool:
+        """Lower ``op`` before its turn, if all it reads is computed, and say whether its
+        values are computed now: a chain reads its value further on and joins only
+        computed values (``x * 4.0 + concatenate([y, y])``, traced in that order, has the
+        concatenation between the product and the sum). Its deferred kernels follow it, as
+        in `run`, whose loop skips it when it comes."""
+        graph = self.graph
+        if op.pos in self.claimed or op.kind != "call" or op.fusible or self._from_dims(op):
+            return False
+        if not all(v in self.of_value or graph.value(v).kind != "temp" for v in op.ins):
+            return False
+        self._lower_op(op, self._lowerings)
+        if not all(v in self.of_value for v in op.outs):
+            return False
+        self.claim(op.pos)
+        for emit in self.deferred.pop(op.pos, ()):
+            emit()
+        return True
+
     def defer(self, pos: int, emit: Callable[[], None]) -> None:
         """Call ``emit`` once the op at ``pos`` is lowered (claimed ops included): a kernel
         claimed at an earlier op that reads what that op computes (attention's mask, built
