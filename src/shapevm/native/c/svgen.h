@@ -30,11 +30,6 @@ SV_INLINE vf svg_sign(vf a) {
     vf r = vsel(a > vsplat(0.0f), vsplat(1.0f), vsel(a < vsplat(0.0f), vsplat(-1.0f), a));
     return r; /* 0 -> 0 (signed), NaN -> NaN */
 }
-SV_INLINE vf svg_map1(float (*f)(float), vf a) {
-    vf r;
-    for (int i = 0; i < SV_VW; i++) r[i] = f(a[i]);
-    return r;
-}
 SV_INLINE vf svg_map2(float (*f)(float, float), vf a, vf b) {
     vf r;
     for (int i = 0; i < SV_VW; i++) r[i] = f(a[i], b[i]);

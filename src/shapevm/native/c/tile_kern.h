@@ -2,9 +2,9 @@
  * vectorized loop per op over n floats (n a multiple of SV_VW, at most SV_TILE_LEN), and
  * the segment reductions.  Bools are 0.0f / 1.0f lanes.
  *
- * sin, cos, pow, floordiv and mod run libm per element: their float32 results are then the
- * C library's (within an ulp), and floordiv / mod follow NumPy's npy_divmodf step by step
- * (signs, zeros, infinities and NaN as NumPy gives them).
+ * pow, floordiv and mod run libm per element: their float32 results are then the C
+ * library's (within an ulp), and floordiv / mod follow NumPy's npy_divmodf step by step
+ * (signs, zeros, infinities and NaN as NumPy gives them); sin and cos are vmath.h's.
  */
 #include "vmath.h"
 
@@ -98,8 +98,8 @@ SV_TK_UNARY(logical_not, vbool(a == vsplat(0.0f)))
 SV_TK_UNARY(copy, a)
 SV_TK_UNARY(ne0, vbool(vtrue(a)))
 SV_TK_UNARY(square, a * a)
-SV_TK_SCALAR(sin, __builtin_sinf(a))
-SV_TK_SCALAR(cos, __builtin_cosf(a))
+SV_TK_UNARY(sin, vsin(a))
+SV_TK_UNARY(cos, vcos(a))
 SV_TK_SCALAR(pow, __builtin_powf(a, b))
 SV_TK_SCALAR(floordiv, b ? SV_FN(divmodf)(a, b, &mod) : a / b)
 SV_TK_SCALAR(mod, b ? (SV_FN(divmodf)(a, b, &mod), mod) : __builtin_fmodf(a, b))
