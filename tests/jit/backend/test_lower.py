@@ -13,11 +13,17 @@ import pytest
 
 import shapevm as sv
 import shapevm.numpy as snp
-from shapevm import native
+from shapevm import lax, native
 from shapevm.frontend.numpy_api import _as_tensor
 from shapevm.frontend.tracer import bind_op
 from shapevm.jit.backend.compiler import Compiler
-from shapevm.jit.backend.function import F64_HINT, MOVES_ONLY, f64_hint, lower_function
+from shapevm.jit.backend.function import (
+    F64_HINT,
+    MOVES_ONLY,
+    SCALARS_ONLY,
+    f64_hint,
+    lower_function,
+)
 from shapevm.jit.errors import NoNativeCode
 from shapevm.jit.regions import find_regions
 from shapevm.runtime.interpreter import Executable
@@ -1442,4 +1448,31 @@ def test_stacks_copy_into_strided_views_as_numpy(axis: int) -> None:
         b = rng.standard_normal((m, n)).astype(np.float32)
         want = np.stack([np.sin(a), b.T[::-1], a * 2.0], axis=axis)
         np.testing.assert_allclose(jitted(a, b), want, rtol=1e-6, atol=1e-6)
+    assert jitted.jit_stats()["compiled_calls"] > 0
+
+
+def test_a_loops_condition_stays_interpreted_beside_its_native_body() -> None:
+    """A recurrence over a symbolic length (``fori_loop(0, t, ...)``): the body is a native
+    region, the loop's head (``i < t``, scalars only) is an interpreted step, not a native
+    call per iteration, and says why."""
+    w = np.random.default_rng(3).standard_normal((4, 4)).astype(np.float32) * 0.5
+
+    def rnn(x: Any) -> Any:
+        def body(i: Any, h: Any) -> Any:
+            return snp.tanh(snp.take(x, i, axis=1) + h @ w)
+
+        return lax.fori_loop(0, x.shape[1], body, snp.zeros((x.shape[0], 4), np.float32))
+
+    (b, t) = sv.symbolic_shape("b, t")
+    exp = sv.export(sv.jit(rnn))(sv.ShapeDtypeStruct((b, t, 4), np.float32))
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    assert SCALARS_ONLY in [p.reason for p in nf.interpreted]
+    assert all(any(len(t.shape) for t in r.lowered.tensors) for r in nf.regions)
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    x = np.random.default_rng(4).standard_normal((3, 7, 4)).astype(np.float32)
+    h = np.zeros((3, 4), np.float32)
+    for i in range(7):
+        h = np.tanh(x[:, i] + h @ w)
+    np.testing.assert_allclose(jitted(x), h, rtol=1e-5, atol=1e-6)
     assert jitted.jit_stats()["compiled_calls"] > 0

@@ -237,18 +237,26 @@ MOVES_ONLY: Final = (
     "only moves data (copies, casts, sizes): beside interpreted steps, a native call for it "
     "costs more than NumPy's"
 )
+SCALARS_ONLY: Final = (
+    "computes scalars only (a loop's condition or counter): beside interpreted steps, a "
+    "native call for it costs more than NumPy's"
+)
 
 
 def _drop_moves_only(out: NativeFunction) -> None:
     """Leave interpreted the regions of a function that is not one native call whose
     instructions only copy, convert or read sizes (a float32 input cast to float64 before
-    interpreted float64 layers): NumPy does that as fast, and a region's call costs
-    microseconds more than an interpreted step (an MLP with float64 weights ran 23 us
+    interpreted float64 layers), or compute scalars only (``i < t`` at the head of a
+    ``fori_loop``, run once an iteration): NumPy does that as fast, and a region's call
+    costs microseconds more than an interpreted step (an MLP with float64 weights ran 23 us
     against 17 interpreted). Their pieces are listed with the reason."""
     kept = []
     for r in out.regions:
-        if all(k.label in _MOVES or k.op == OP_FILL for k in r.lowered.kernels):
+        kernels, tensors = r.lowered.kernels, r.lowered.tensors
+        if all(k.label in _MOVES or k.op == OP_FILL for k in kernels):
             out.interpreted.append(Piece(r.region, MOVES_ONLY))
+        elif all(not tensors[t].shape for k in kernels for t in k.outs):
+            out.interpreted.append(Piece(r.region, SCALARS_ONLY))
         else:
             kept.append(r)
     out.regions = kept
