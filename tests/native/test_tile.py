@@ -706,3 +706,41 @@ def test_sin_and_cos_are_vectorized_within_two_ulp(isa: str, name: str) -> None:
     got = tile.run(_unary(name), special)
     np.testing.assert_array_equal(np.signbit(got[3:]), np.signbit(want[3:]))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("reduce", ["none", "sum", "max"])
+def test_repeated_rows_and_long_runs_as_numpy(isa: str, reduce: str) -> None:
+    """Each operand walks the iteration space in its own longest runs (a contiguous input
+    beside a broadcast one is one run), and an input that repeats one row (a bias over
+    rows of 3, a scalar, a mask's row; of float32, bool, int64) is laid out once a task and
+    read at the tile's place in it: rows of 1 to past a tile's 256 elements, tiles and
+    reduced segments starting mid-row, transposed, reversed and non-contiguous outputs."""
+    rng = np.random.default_rng(5)
+    p = tile.Program()
+    x, b, m, c = p.input(), p.input(), p.input("bool"), p.input("i64")
+    y = p.op("add", p.op("mul", x, b), p.op("where", m, p.op("cast", c, dtype="f32"), x))
+    prog = p.build(y, reduce=reduce, axes=1 if reduce != "none" else 0)
+    for rows, n in [(1, 1), (5, 3), (700, 3), (90, 7), (40, 255), (9, 256), (7, 257), (3, 300)]:
+        xs = rng.standard_normal((rows, n)).astype(np.float32)
+        bs = rng.standard_normal(n).astype(np.float32)
+        ms = rng.random(n) < 0.5
+        cs = rng.integers(-50, 50, (1, n))
+        for xv in (xs, np.ascontiguousarray(xs.T).T, xs[::-1]):
+            want = xv * bs + np.where(ms, cs.astype(np.float32), xv)
+            if reduce != "none":
+                want = getattr(want, reduce)(axis=1)
+            got = tile.run(prog, xv, bs, ms, cs)
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)
+        if reduce == "none":  # into a strided output
+            out = np.zeros((n, rows), np.float32).T
+            tile.run(prog, xs, bs, ms, cs, out=out)
+            want = xs * bs + np.where(ms, cs.astype(np.float32), xs)
+            np.testing.assert_allclose(out, want, rtol=2e-5, atol=1e-5)
+    # a scalar broadcast and a column ([rows, 1]) beside them
+    q = tile.Program()
+    a, s, col = q.input(), q.input(), q.input()
+    prog = q.build(q.op("sub", q.op("mul", a, s), col))
+    a_ = rng.standard_normal((33, 5)).astype(np.float32)
+    s_ = np.array(1.5, np.float32)
+    col_ = rng.standard_normal((33, 1)).astype(np.float32)
+    np.testing.assert_allclose(tile.run(prog, a_, s_, col_), a_ * 1.5 - col_, rtol=1e-6)
