@@ -530,9 +530,10 @@ def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
     ex = executor(ts, [Kernel(N.OP_EXTERNAL, [1], [2], obj=run)], [0], [2])
     ref = get_op("argsort")
     assert ref is not None
-    # lines up to 48 long are sorted by insertion, longer ones by radix passes; the last
-    # split over threads
-    for a, b in [(7, 3), (1, 1), (48, 4), (49, 4), (300, 5), (0, 2), (2000, 40)]:
+    # lines of 32-bit keys up to 192 long are merged (runs of 16), float64/int64 ones up to
+    # 48 sorted by insertion, longer ones by radix passes; the last split over threads
+    for a, b in [(7, 3), (1, 1), (16, 3), (17, 3), (33, 2), (48, 4), (49, 4), (192, 2), (193, 2),
+                 (300, 5), (0, 2), (2000, 40)]:  # fmt: skip
         x = OWN.integers(-3, 4, (a, b)).astype(dt)  # many ties
         if dt.kind == "f" and a > 2:
             x[::4, 0] = np.nan
