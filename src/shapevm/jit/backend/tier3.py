@@ -26,7 +26,6 @@ from shapevm import native
 from shapevm.jit.backend import codegen, toolchain
 from shapevm.jit.backend.variant import Variant
 
-
 SHORT_ROW = 64
 """Rows shorter than this are tier 2's (``SVG_SHORT_ROW`` of svgen_body.h, where a
 generated kernel declines them at run time): a chain whose last axis is a shorter constant
