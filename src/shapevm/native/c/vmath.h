@@ -345,24 +345,17 @@ SV_INLINE vf vsincos(vf x, int cosine) {
     return (vf)((vi)y ^ (neg & visplat((int32_t)0x80000000)));
 }
 
-SV_INLINE vf vsin(vf x) {
-    if (vany(~(vabs(x) <= vsplat(SV_TRIG_MAX)))) {
+SV_INLINE vf vtrig(vf x, int cosine) {
+    if (vany(~(vabs(x) <= vsplat(SV_TRIG_MAX)))) { /* libm, lane by lane */
         float a[SV_VW];
         memcpy(a, &x, sizeof a);
-        for (int i = 0; i < SV_VW; i++) a[i] = __builtin_sinf(a[i]);
+        for (int i = 0; i < SV_VW; i++) a[i] = cosine ? __builtin_cosf(a[i]) : __builtin_sinf(a[i]);
         return vload(a);
     }
-    return vsincos(x, 0);
+    return vsincos(x, cosine);
 }
 
-SV_INLINE vf vcos(vf x) {
-    if (vany(~(vabs(x) <= vsplat(SV_TRIG_MAX)))) {
-        float a[SV_VW];
-        memcpy(a, &x, sizeof a);
-        for (int i = 0; i < SV_VW; i++) a[i] = __builtin_cosf(a[i]);
-        return vload(a);
-    }
-    return vsincos(x, 1);
-}
+SV_INLINE vf vsin(vf x) { return vtrig(x, 0); }
+SV_INLINE vf vcos(vf x) { return vtrig(x, 1); }
 
 #endif
