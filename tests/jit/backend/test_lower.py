@@ -24,6 +24,7 @@ from shapevm.jit.backend.function import (
     f64_hint,
     lower_function,
 )
+from shapevm.jit.backend.registry import LOWERINGS
 from shapevm.jit.errors import NoNativeCode
 from shapevm.jit.regions import find_regions
 from shapevm.runtime.interpreter import Executable
@@ -1476,3 +1477,37 @@ def test_a_loops_condition_stays_interpreted_beside_its_native_body() -> None:
         h = np.tanh(x[:, i] + h @ w)
     np.testing.assert_allclose(jitted(x), h, rtol=1e-5, atol=1e-6)
     assert jitted.jit_stats()["compiled_calls"] > 0
+
+
+def test_an_op_lowered_ahead_that_fails_is_the_one_left_interpreted() -> None:
+    """With no native concatenation (a lowering left out), the concatenation a chain asked
+    to lower ahead fails: the region is cut there, the product before it stays native and
+    the reason names the concatenation, not the chain's first op."""
+    names = [n for n, _ in LOWERINGS if n != "concatenate"]
+    f = sv.jit(
+        _product_first, shapes=["b, 32", "b, 16"], hot_threshold=1, background=False,
+        tier3=False, lowerings=names,
+    )  # fmt: skip
+    x, y = np.ones((3, 32), np.float32), np.full((3, 16), 2.0, np.float32)
+    np.testing.assert_array_equal(f(x, y), _product_first(x, y))
+    (rec,) = [r for r in f.engines[0].records() if r.variant]
+    pieces = rec.variant.function.interpreted
+    assert [p.reason for p in pieces] == ["concatenate has no native kernel"]
+    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    assert labels == ["chain[1]", "chain[1]"], labels
+
+
+def test_a_cast_into_a_dtype_the_executor_lacks_stays_interpreted() -> None:
+    """uint16 has no executor tensors: that cast (and what reads it) is interpreted, with
+    the reason, and the function's other ops stay native (a first version of the
+    any-dtype cast failed the whole compile with a KeyError)."""
+    f = sv.jit(
+        lambda x: (x * 2.0).astype(np.uint16) + 1, shapes="b, 4", hot_threshold=1,
+        background=False,
+    )  # fmt: skip
+    x = np.full((2, 4), 3.7, np.float32)
+    np.testing.assert_array_equal(f(x), (x * 2.0).astype(np.uint16) + 1)
+    (info,) = f.jit_info()
+    assert info["status"] == "ready", info["reason"]
+    (rec,) = [r for r in f.engines[0].records() if r.variant]
+    assert "cast has no native kernel" in [p.reason for p in rec.variant.function.interpreted]

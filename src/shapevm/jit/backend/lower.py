@@ -60,6 +60,11 @@ class Unsupported(Exception):
         self.pc = pc
 
 
+class _AheadFailed(Unsupported):
+    """An op lowered ahead of its turn (`RegionLowering.lower_ahead`) failed: the region
+    is cut at that op, not at the one whose lowering asked for it."""
+
+
 def _equal(a: Any, b: Any) -> bool:
     """Provably equal dimensions."""
     if isinstance(a, int) and isinstance(b, int):
@@ -371,7 +376,10 @@ class RegionLowering:
             return False
         if not all(v in self.of_value or graph.value(v).kind != "temp" for v in op.ins):
             return False
-        self._lower_op(op, self._lowerings)
+        try:
+            self._lower_op(op, self._lowerings)
+        except Unsupported as exc:  # the op's own failure, not the chain's that asked for it
+            raise _AheadFailed(str(exc), op.pc if exc.pc is None else exc.pc) from exc
         if not all(v in self.of_value for v in op.outs):
             return False
         self.claim(op.pos)
@@ -425,9 +433,11 @@ class RegionLowering:
                 if op.pos in self.claimed:  # a chain of its operands took it
                     return
             kernels, claimed = len(self.kernels), len(self.claimed)
+            failure: Unsupported | None = None
             try:
                 taken = any(lowering(self, op) for lowering in lowerings)
-                failure = None
+            except _AheadFailed as exc:  # an op lowered ahead for this one: its pc
+                taken, failure = False, exc
             except Unsupported as exc:
                 taken, failure = False, Unsupported(str(exc), op.pc)
             if not taken:
@@ -985,7 +995,7 @@ def lower_cast(low: RegionLowering, op: Op) -> bool:
         return False
     (src,) = op.ins
     x, y = low.graph.value(src).dtype, low.graph.value(op.outs[0]).dtype
-    if tile_cast(x, y):
+    if tile_cast(x, y) or y not in N.DTYPE_CODES:  # (no uint16/32/64 tensors in the executor)
         return False
     if not native_enabled("cast", "native_chain", DType.from_numpy(x)):  # the sources listed
         return False
