@@ -1511,3 +1511,21 @@ def test_a_cast_into_a_dtype_the_executor_lacks_stays_interpreted() -> None:
     assert info["status"] == "ready", info["reason"]
     (rec,) = [r for r in f.engines[0].records() if r.variant]
     assert "cast has no native kernel" in [p.reason for p in rec.variant.function.interpreted]
+
+
+def test_a_scalar_computed_from_tensors_stays_native_beside_interpreted_steps() -> None:
+    """Only regions that read and compute scalars are left interpreted: a mean of a tensor
+    into a scalar (a loss) beside an interpreted float64 product stays a native region."""
+    w = np.random.default_rng(0).standard_normal((8, 8))  # float64: the product is interpreted
+
+    def f(x: Any, y: Any) -> Any:
+        return ((x - y) ** 2).mean() * w  # the scalar's product with w is float64
+
+    (b,) = sv.symbolic_shape("b")
+    spec = sv.ShapeDtypeStruct((b, 8), np.float32)
+    exp = sv.export(sv.jit(f))(spec, spec)
+    ex = Executable(exp.program)
+    nf = lower_function(ex, find_regions(ex.fn, ex.program))
+    labels = [k.label for r in nf.regions for k in r.lowered.kernels]
+    assert any(label.startswith("chain") for label in labels), labels
+    assert SCALARS_ONLY not in [p.reason for p in nf.interpreted]
