@@ -257,6 +257,7 @@ class JitEngine:
         self._report: RegionReport | None = None
         self.skip_reason: str | None = None  # why no key of this function is compiled
         self._records: OrderedDict[Key, VariantRecord] = OrderedDict()  # LRU order
+        self._failed_records = 0  # of _records (a failed record stays there, never evicted)
         self._history: deque[VariantRecord] = deque(maxlen=_HISTORY)
         self._counts: dict[Key, int] = {}
         self._function_calls = 0  # calls before the first variant, of any key
@@ -437,7 +438,7 @@ class JitEngine:
         """Whether the function has native code compiled or compiling (a record not failed),
         whose kernels its interpreted steps' BLAS threads would compete with (see `blas`);
         a function that nothing lowers keeps NumPy's threads, and saves the 5 us."""
-        return any(r.status != FAILED for r in list(self._records.values()))
+        return len(self._records) > self._failed_records  # (the call path: no walk)
 
     def _traced(self, plan: Plan) -> Plan:
         rec = bctrace.ACTIVE
@@ -794,6 +795,7 @@ class JitEngine:
             if rec.status not in (QUEUED, COMPILING):
                 return
             rec.status = FAILED
+            self._failed_records += 1
             rec.reason = reason
             rec.stage = ""
             rec.cancelled = True
