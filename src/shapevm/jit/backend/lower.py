@@ -904,12 +904,6 @@ def lower_int_arith(low: RegionLowering, op: Op) -> bool:
     return True
 
 
-_ARG_DTYPES = tuple(
-    np.dtype(t)
-    for t in (np.float32, np.float64, np.int32, np.int64, np.int16, np.int8, np.uint8, np.bool_)
-)
-
-
 def lower_arg(low: RegionLowering, op: Op) -> bool:
     """``argmax``/``argmin`` along one axis (greedy decoding's next token, a router's expert,
     a vote count's class) of float32, float64, an integer or bool: the executor's search
@@ -921,8 +915,8 @@ def lower_arg(low: RegionLowering, op: Op) -> bool:
     (src,) = op.ins
     value = low.graph.value(src)
     axis = op.attrs.get("axis")
-    if value.dtype not in _ARG_DTYPES or axis is None or not value.shape:
-        return False
+    if axis is None or not value.shape:
+        return False  # the dtypes: the capability table's (`scheduler._SORTED`)
     if not native_enabled(info.name, "native_index", DType.from_numpy(value.dtype)):
         return False
     axis %= len(value.shape)
