@@ -26,6 +26,14 @@ from shapevm.ops import OpFlag, all_ops
 
 VECTOR_FLOATS = {"generic": 4, "avx2": 8, "avx512": 16}  # of each level, as in isa_<level>.c
 
+SHORT_ROW = 64
+"""Rows shorter than this are tier 2's, whose tiles span rows: a generated kernel works a
+row at a time, and a chain over rows of 3 took 25x tier 2's time (tanh(x * 2 + b) * x on
+[80000, 3]: 3.3 ms against 0.13), over rows of 8 7x, no less until rows of 64 (measured at
+avx512). A generated kernel declines such rows at run time (``SVG_SHORT_ROW``, written
+into its source), and `tier3` does not generate a chain whose last axis is a shorter
+constant."""
+
 EXPR: dict[str, str] = {
     "identity": "{0}",
     "neg": "(-({0}))",
@@ -159,6 +167,7 @@ def chain_source(chain: Chain, isa: str, inner: int | None = None) -> tuple[str,
         f"#define RANK {rank}",
         f"#define RED_AXES {red_axes}",
         f"#define INNER_CONST {inner if inner is not None else -1}",
+        f"#define SVG_SHORT_ROW {SHORT_ROW}",
         f"static const int in_bool[NIN + 1] = {{{_bools(chain, 'in')}}};",
         f"static const int out_bool[NOUT + 1] = {{{_bools(chain, 'out')}}};",
         "",

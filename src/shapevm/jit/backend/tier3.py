@@ -26,11 +26,6 @@ from shapevm import native
 from shapevm.jit.backend import codegen, toolchain
 from shapevm.jit.backend.variant import Variant
 
-SHORT_ROW = 64
-"""Rows shorter than this are tier 2's (``SVG_SHORT_ROW`` of svgen_body.h, where a
-generated kernel declines them at run time): a chain whose last axis is a shorter constant
-(points' 3 coordinates, a box's 4) is not generated at all."""
-
 
 def chain_elements(variant: Variant, env: Mapping[str, int]) -> int:
     """The elements of the variant's largest chain at the dimension values ``env`` (0 for
@@ -135,10 +130,11 @@ def _build_all(
                 continue
             check()
             d = chain.shape[-1] if chain.shape else 1  # a chain of scalars (a total's scale)
-            if isinstance(d, int) and d < SHORT_ROW and len(chain.shape) > 1:
+            short = codegen.SHORT_ROW
+            if isinstance(d, int) and d < short and len(chain.shape) > 1:
                 out.skipped.append(
                     f"{kernel.label} [{', '.join(f'#{p}' for p in kernel.pcs)}]: rows of {d}: "
-                    f"tier 2 runs rows shorter than {SHORT_ROW} faster (its tiles span rows)"
+                    f"tier 2 runs rows shorter than {short} faster (its tiles span rows)"
                 )
                 continue
             inner = d if specialize and isinstance(d, int) else None

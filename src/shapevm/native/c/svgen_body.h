@@ -17,10 +17,9 @@
 #define RED_MEAN 0
 #endif
 #define SVG_BLOCK (4 * SV_VW) /* elements of a packed segment */
-/* Rows shorter than this are left to tier 2, whose tiles span rows: a row at a time, a
- * chain over rows of 3 took 25x tier 2's time (tanh(x * 2 + b) * x on [80000, 3]: 3.3 ms
- * against 0.13), over rows of 8 7x, and no less until rows of 64 (measured at avx512). */
-#define SVG_SHORT_ROW 64
+#ifndef SVG_SHORT_ROW /* rows shorter than this are tier 2's: codegen.SHORT_ROW writes it */
+#error "the generated source defines SVG_SHORT_ROW"
+#endif
 
 typedef struct {
     const svx_tensor *ins, *outs;
