@@ -381,7 +381,10 @@ static void regs_init(const tile_job *j, tile_regs *r, float (*scratch)[T],
         float *row = rows[slot - 1];
         const float *got = gather(sp, i, j->args->in[i].data, p->in_dtype[i], 0, (int)len, row);
         if (got != row) memcpy(row, got, (size_t)len * 4); /* it was read in place */
-        for (int64_t k = len; k < PERIOD_LEN; k++) row[k] = row[k - len];
+        /* as far as a tile reads: its place in the row, its elements, a vector's rounding
+         * (a job of 16 elements fills 33 for a scalar input, not the buffer's 528) */
+        int64_t reach = len + (sp->total < T ? sp->total : T) + 16;
+        for (int64_t k = len; k < reach && k < PERIOD_LEN; k++) row[k] = row[k - len];
     }
 }
 
