@@ -39,6 +39,59 @@ def test_the_first_call_runs_native_and_other_shapes_borrow_it():
     assert (stats["compiled_calls"], stats["borrowed_calls"]) == (2, 1)
 
 
+def test_a_new_shapes_borrowed_calls_skip_the_engines_decision(monkeypatch):
+    """A new shape's calls before its key is hot run in the function's shape-generic
+    executor straight from the call (`JitEngine._borrow_fast`): the engine's full decision
+    is not taken, the counters say what it would have said, and the call that makes the
+    key hot takes the full path and gives the key its own variant (the shared code)."""
+    from shapevm.jit.engine import JitEngine
+
+    decided = []
+    full = JitEngine._decide
+
+    def counting(self, values):
+        decided.append(values)
+        return full(self, values)
+
+    monkeypatch.setattr(JitEngine, "_decide", counting)
+    j = jitted_mlp()  # hot_threshold=3
+    j(*mlp_inputs(5))  # the first call: the full path makes 5's variant
+    assert decided == [(5,)]
+    for _ in range(2):
+        args = mlp_inputs(9)
+        assert_same(interpreted(j, *args), j(*args))
+    assert decided == [(5,)]
+    stats = j.jit_stats()
+    assert (stats["calls"], stats["compiled_calls"], stats["borrowed_calls"]) == (3, 3, 2)
+    assert [r["key"] for r in j.jit_info()] == [("exact", (5,))]
+    assert j.jit_info()[0]["hits"] == 3
+    for _ in range(2):  # hot: 9's own variant; then its known shape's fast path
+        args = mlp_inputs(9)
+        assert_same(interpreted(j, *args), j(*args))
+    assert decided == [(5,), (9,)]
+    assert [r["key"] for r in j.jit_info()] == [("exact", (5,)), ("exact", (9,))]
+    assert j.jit_info()[-1]["shares_code_with"] == "exact (5,)"
+    with pytest.raises(sv.ShapeError, match=r"Dimension x\.shape\[1\] must be 8, found 7"):
+        j(mlp_inputs(4)[0][:, :7], *mlp_inputs(4)[1:])  # a mismatch: the binder explains it
+    assert j.jit_stats()["calls"] == 5
+
+
+def test_a_borrowed_call_that_fails_names_the_instruction():
+    table = np.arange(36, dtype=np.float32).reshape(9, 4)
+
+    @sv.jit(shapes="b, s")
+    def lookup(ids):
+        return snp.asarray(table)[ids] * 2.0
+
+    ok = np.array([[0, 8, 3]], np.int64)
+    assert_same(table[ok] * 2.0, lookup(ok))
+    bad = np.array([[0, 9]], np.int64)  # a new shape: a borrowed call
+    named = r"OP_CALL take\(.* failed .*index 9 is out of bounds for axis 0 with size 9"
+    with pytest.raises(sv.RuntimeOpError, match=named):
+        lookup(bad)
+    assert lookup.jit_stats()["borrowed_calls"] == 1
+
+
 def test_an_exported_program_is_lowered_by_jit_before_any_call():
     exp = exported_mlp()
     fast = exp.jit()

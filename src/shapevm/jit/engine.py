@@ -5,7 +5,9 @@ With the option ``ahead`` (the default) the engine lowers the function when it i
 native; generated C for a key waits for ``hot_threshold`` calls of it (`_Tier3Job`). The
 flow below is the rest, and all of it with ``ahead=False``.
 
-How a call flows (`JitEngine.__call__`):
+How a call flows (`JitEngine.__call__`; a shape seen before whose key's variant is one
+executor call goes straight to it, `fast_call`, and so does an ``exact`` key with no record
+yet while a shape-generic variant serves it, `_borrow_fast`):
 
 1. **bind**: the arguments are checked and the dimension variables solved (cached per
    tuple of shapes by the executable's binder);
@@ -58,7 +60,7 @@ from shapevm.jit import stats
 from shapevm.jit.blas import one_blas_thread
 from shapevm.jit.errors import CompileCancelled, JitCompileError, format_key
 from shapevm.jit.options import JitOptions
-from shapevm.jit.policy import AdaptivePolicy, Key, make_policy, pow2
+from shapevm.jit.policy import AdaptivePolicy, ExactPolicy, Key, make_policy, pow2
 from shapevm.jit.regions import RegionReport, find_regions
 from shapevm.jit.worker import WORKER, native_tier, prefetch_blas_libraries, run_with_timeout
 from shapevm.runtime import bctrace, scheduler
@@ -104,6 +106,7 @@ class VariantRecord:
         self.tier3_started = 0.0  # time.monotonic() when its generated C began
         self.tier3_build_ms: tuple[float, ...] = ()  # each library its tier 3 compiled
         self.patches: tier3.Patches | None = None
+        self.fast_shapes: list[tuple[Any, ...]] = []  # its entries in the engine's _fast
         self.tier3_when_hot = False
         """Made at its key's first call from code lowered ahead: its generated C is queued
         once the key has had ``hot_threshold`` calls (`JitEngine._tier3_job`)."""
@@ -254,6 +257,7 @@ class JitEngine:
             self.options.adaptive_exact_after,
             self.variables,
         )
+        self._policy_exact = type(self.policy) is ExactPolicy
         self._report: RegionReport | None = None
         self.skip_reason: str | None = None  # why no key of this function is compiled
         self._records: OrderedDict[Key, VariantRecord] = OrderedDict()  # LRU order
@@ -263,11 +267,11 @@ class JitEngine:
         self._function_calls = 0  # calls before the first variant, of any key
         self.counters = stats.Counters()
         self._fast: dict[tuple[Any, ...], tuple[VariantRecord, Any, Any]] = {}
-        self._bind: Any = None
-        self._generation = scheduler.generation()
-        """Once a variant is one executor call that binds the arrays itself: its `bind`."""
         """Shapes of calls whose key's own variant is ready and one executor call: the
         record, the executor and the dimension values it needs (None: it binds them)."""
+        self._bind: Any = None
+        """Once a variant is one executor call that binds the arrays itself: its `bind`."""
+        self._generation = scheduler.generation()
         self._ahead: Any = None
         """The function's native code when it was lowered ahead (`_lower_ahead`)."""
         self.ahead_ms = 0.0
@@ -318,7 +322,7 @@ class JitEngine:
     # -- calls ------------------------------------------------------------------------------
     def __call__(self, *args: Any, dims: Mapping[str, int] | None = None) -> list[Any]:
         if dims is None:
-            if self._fast:
+            if self._fast or self._bind is not None:
                 outs = self.fast_call(args)
                 if outs is not None:
                     return outs
@@ -343,12 +347,10 @@ class JitEngine:
             found = self._fast.get(tuple(a.shape for a in arrays))
         except AttributeError:  # not arrays: the full path converts them
             return None
-        if (
-            found is None
-            or bctrace.ACTIVE is not None
-            or scheduler.generation() != self._generation
-        ):
+        if bctrace.ACTIVE is not None or scheduler.generation() != self._generation:
             return None
+        if found is None:
+            return self._borrow_fast(arrays)
         rec, direct, dims = found
         now = time.monotonic()
         with stats.LOCK:
@@ -384,6 +386,48 @@ class JitEngine:
             if job is not None:
                 self._submit(job)
 
+    def _borrow_fast(self, arrays: Sequence[Any]) -> list[Any] | None:
+        """A call of a shape whose key has no record yet, while the function has a
+        shape-generic variant that is one executor call (exact keys only): it borrows that
+        variant as `_decide` would (counted towards its key's ``hot_threshold`` and as a
+        borrowed call) with no more Python than that on the way. The full path around the
+        same executor call made a new shape's first call at W1's b=3 (about 50 us) 20-30 us
+        longer, most of it Python's objects gone cold from the cache under the previous
+        calls' kernels. None: the full path (a key with a record, the call that makes the
+        key hot, any other policy)."""
+        bind = self._bind
+        if bind is None or not self._policy_exact:
+            return None
+        try:
+            key = ("exact", bind(*arrays))
+        except self._mismatch:
+            return None  # the full path explains it
+        now = time.monotonic()
+        with stats.LOCK:
+            if key in self._records:  # failed, queued or compiling: the full path decides
+                return None
+            n = self._counts.get(key, 0) + 1
+            if n >= self.options.hot_threshold:
+                return None  # the full path gives the key its variant
+            lender = self._lender()
+            if lender is None or lender.variant is None or not lender.variant.whole:
+                return None
+            fn = lender.variant.function
+            direct = fn.direct
+            if direct is None or fn.direct_needs_dims:
+                return None
+            if len(self._counts) >= _COUNTED_KEYS:
+                self._counts.clear()
+            self._counts[key] = n
+            for c in (self.counters, stats.COUNTERS):
+                c.calls += 1
+                c.borrowed_calls += 1
+            self._hit(lender, now)
+        try:
+            return list(direct(*arrays))
+        except self._failure as exc:  # an instruction failed (an index out of range)
+            raise fn.failure(exc) from exc
+
     def _remember_fast(
         self, arrays: Sequence[Any], values: tuple[int, ...], variant: Variant
     ) -> None:
@@ -393,8 +437,13 @@ class JitEngine:
             return
         if len(self._fast) >= _COUNTED_KEYS:
             self._fast.clear()
+            for r in self._records.values():
+                r.fast_shapes.clear()
         dims = None if not fn.direct_needs_dims else values
-        self._fast[tuple(a.shape for a in arrays)] = (rec, fn.direct, dims)
+        shapes = tuple(a.shape for a in arrays)
+        if self._fast.get(shapes, (None,))[0] is not rec:  # (a call the executor refused
+            rec.fast_shapes.append(shapes)  # comes here again with the same shapes)
+        self._fast[shapes] = (rec, fn.direct, dims)
 
     def run(self, arrays: Sequence[Any], env: Mapping[str, int]) -> list[Any]:
         """Run bound arrays: compiled if a variant is ready, interpreted otherwise."""
@@ -631,8 +680,8 @@ class JitEngine:
         return _Job(self, rec, first)
 
     def _make_room(self) -> bool:
-        active = [r for r in self._records.values() if r.status in (QUEUED, COMPILING, READY)]
-        if len(active) < self.options.max_variants:
+        # queued, compiling or ready: the rest of the records (evicted ones are not there)
+        if len(self._records) - self._failed_records < self.options.max_variants:
             return True
         for rec in self._records.values():  # least recently used first
             if rec.status == READY:
@@ -641,7 +690,10 @@ class JitEngine:
         return False
 
     def _evict(self, rec: VariantRecord) -> None:
-        self._fast = {k: v for k, v in self._fast.items() if v[0] is not rec}
+        for shapes in rec.fast_shapes:  # (not a walk of _fast: a stream evicts at every key)
+            if self._fast.get(shapes, (None,))[0] is rec:
+                del self._fast[shapes]
+        rec.fast_shapes.clear()
         if rec.patches is not None:
             rec.patches.remove()
             rec.patches = None
@@ -725,7 +777,8 @@ class JitEngine:
         rec.status = READY  # hot-patch: the next call of the key takes the variant
         rec.stage = ""
         fn = variant.function
-        self._mismatch, self._failure = _exec_errors()
+        if self._mismatch is _NoExecutorYet:
+            self._mismatch, self._failure = _exec_errors()
         if fn.direct is not None and not fn.direct_needs_dims and self._bind is None:
             self._bind = fn.direct.bind
         self.counters.compiles += 1

@@ -14,6 +14,7 @@ mismatch.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -171,6 +172,11 @@ class NativeFunction:
     @property
     def whole(self) -> bool:
         return self.direct is not None
+
+    @functools.cached_property
+    def patterns(self) -> tuple[str, ...]:
+        """The lowering patterns its regions use (every key's variant of it asks)."""
+        return tuple(sorted({p for r in self.regions for p in r.patterns}))
 
     def failure(self, exc: Exception) -> RuntimeOpError:
         """The error of a call of `direct` that its executor failed (see

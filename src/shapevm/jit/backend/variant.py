@@ -97,7 +97,7 @@ class Variant:
 
     @property
     def patterns(self) -> tuple[str, ...]:
-        return tuple(sorted({p for r in self.regions for p in r.patterns}))
+        return self.function.patterns
 
     def plan_for(self, env: Mapping[str, int]) -> Plan:
         values = tuple(env[v] for v in self.variables)
