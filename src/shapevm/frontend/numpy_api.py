@@ -740,8 +740,11 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
 
 
 def any(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """``np.any``: whether some element along ``axis`` is nonzero (True)."""
-    return greater(count_nonzero(x, axis=axis, keepdims=keepdims), 0)
+    """``np.any``: whether some element along ``axis`` is nonzero (True). Counted as a
+    float32 sum of the nonzero mask, which the JIT fuses with the test: a positive count
+    stays positive however it rounds (an int64 count was a comparison, two casts and an
+    integer sum: 20 us of a [400, 8] median's 66)."""
+    return greater(sum(astype(_nonzero(x), np.float32), axis=axis, keepdims=keepdims), 0.0)
 
 
 def all(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -862,7 +865,15 @@ def _squeeze_dynamic(col: Tracer) -> Any:
 
 
 def count_nonzero(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    return sum(astype(not_equal(x, 0), np.int64), axis=axis, keepdims=keepdims)
+    """``np.count_nonzero``: an int64 count (a sum of the bool mask is one)."""
+    return sum(_nonzero(x), axis=axis, keepdims=keepdims)
+
+
+def _nonzero(x: Any) -> Any:
+    """The bool mask of ``x``'s nonzero elements (a bool array is its own)."""
+    if np.dtype(_np_dtype(x)) == np.bool_:
+        return _as_tensor(x)
+    return not_equal(x, 0)
 
 
 # ---------------------------------------------------------------------------------------
