@@ -398,6 +398,148 @@ def inner(a: Any, b: Any) -> Any:
     return tensordot(x, y, ([-1], [-1]))
 
 
+def logaddexp(x1: Any, x2: Any) -> Any:
+    """``log(exp(x1) + exp(x2))`` without overflow: the larger plus ``log1p(exp(-|d|))``
+    (an infinity or nan: the larger, as NumPy's; no ``inf - inf`` is computed)."""
+    return _log_add(x1, x2, api.exp, 1.0)
+
+
+def logaddexp2(x1: Any, x2: Any) -> Any:
+    """``log2(2**x1 + 2**x2)``, as `logaddexp` in base 2."""
+    return _log_add(x1, x2, exp2, 1.0 / np.log(2.0))
+
+
+def _log_add(x1: Any, x2: Any, exp: Any, scale: float) -> Any:
+    (a, b), _ = api._common([x1, x2], to_float=True)
+    big = api.maximum(a, b)
+    finite = api.logical_and(api.isfinite(a), api.isfinite(b))
+    d = api.abs(api.where(finite, a, 0.0) - api.where(finite, b, 0.0))
+    return api.where(finite, big + log1p(exp(api.negative(d))) * scale, big)
+
+
+def exp2(x: Any) -> Any:
+    """``2 ** x`` of a float array (integers as float32)."""
+    (a,), _ = api._common([x], to_float=True)
+    return api.power(np.dtype(a.dtype).type(2.0), a)
+
+
+def trunc(x: Any) -> Any:
+    """The integer part, towards zero (integers and bools unchanged)."""
+    a = _as_tensor(x)
+    if _kind(a) != "f":
+        return a
+    return api.where(api.less(a, 0.0), api.ceil(a), api.floor(a))
+
+
+fix = trunc
+
+
+def rint(x: Any) -> Any:
+    """The nearest integer, halves to even (as `round`)."""
+    return api.round(x)
+
+
+def fmax(x1: Any, x2: Any) -> Any:
+    """`maximum` that ignores nan: the other argument where one is nan."""
+    (a, b), _ = api._common([x1, x2])
+    if _kind(a) != "f":
+        return api.maximum(a, b)
+    return api.where(api.isnan(b), a, api.where(api.isnan(a), b, api.maximum(a, b)))
+
+
+def fmin(x1: Any, x2: Any) -> Any:
+    """`minimum` that ignores nan: the other argument where one is nan."""
+    (a, b), _ = api._common([x1, x2])
+    if _kind(a) != "f":
+        return api.minimum(a, b)
+    return api.where(api.isnan(b), a, api.where(api.isnan(a), b, api.minimum(a, b)))
+
+
+def ptp(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Peak to peak: the maximum minus the minimum along ``axis``."""
+    x = _as_tensor(a)
+    return api.subtract(
+        api.max(x, axis=axis, keepdims=keepdims), api.min(x, axis=axis, keepdims=keepdims)
+    )
+
+
+def deg2rad(x: Any) -> Any:
+    return api.multiply(_as_float(x), np.pi / 180.0)
+
+
+def rad2deg(x: Any) -> Any:
+    return api.multiply(_as_float(x), 180.0 / np.pi)
+
+
+radians = deg2rad
+degrees = rad2deg
+
+
+def heaviside(x1: Any, x2: Any) -> Any:
+    """0 where ``x1 < 0``, ``x2`` where ``x1 == 0``, 1 where ``x1 > 0``; nan where ``x1`` is."""
+    (a, b), _ = api._common([x1, x2], to_float=True)
+    step = api.where(api.less(a, 0.0), 0.0, api.where(api.greater(a, 0.0), 1.0, b))
+    return api.where(api.isnan(a), a, step)
+
+
+def column_stack(tup: Sequence[Any]) -> Any:
+    """1-D arrays as the columns of a 2-D array, 2-D arrays as they are, side by side."""
+    arrays = [_as_tensor(a) for a in tup]
+    arrays = [api.expand_dims(a, 1) if api.ndim(a) < 2 else a for a in arrays]
+    return api.concatenate(arrays, axis=1)
+
+
+def linspace(
+    start: Any, stop: Any, num: Any = 50, endpoint: bool = True, dtype: Any = np.float32
+) -> Any:
+    """``num`` values evenly spaced from ``start`` to ``stop`` (float32 by default, as the
+    package's other constructors). A symbolic ``num`` computes them in ``dtype`` (NumPy in
+    float64, then rounds: a value may differ in its last bit), the last one ``stop``."""
+    if not isinstance(num, DimExpr):
+        return np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype)
+    if np.dtype(dtype).kind != "f":
+        raise _bad(
+            "linspace of a symbolic length in an integer dtype",
+            "a float dtype",
+            str(np.dtype(dtype)),
+            "make it in float32 and cast: linspace(...).astype(dtype)",
+        )
+    div = num - 1 if endpoint else num
+    index = api.arange(num)
+    span = np.dtype(dtype).type(float(stop) - float(start))
+    step = span / api.maximum(api.asarray(div).astype(dtype), 1.0)
+    out = index.astype(dtype) * step + np.dtype(dtype).type(start)
+    if endpoint:
+        out = api.where(api.equal(index, div), np.dtype(dtype).type(stop), out)
+    return out
+
+
+def empty(shape_: Any, dtype: Any = np.float32) -> Any:
+    """`zeros`: what NumPy leaves unset is 0 here."""
+    return api.zeros(shape_, dtype)
+
+
+def empty_like(x: Any, dtype: Any = None) -> Any:
+    """`zeros_like`: what NumPy leaves unset is 0 here."""
+    return api.zeros_like(x, dtype)
+
+
+def tri(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float32) -> Any:
+    """Ones at and below the ``k``-th diagonal of an ``n`` x ``m`` array (sizes may be
+    symbolic)."""
+    m = n if m is None else m
+    if not isinstance(n, DimExpr) and not isinstance(m, DimExpr):
+        return np.tri(n, m, k, dtype=dtype)
+    rows = api.expand_dims(api.arange(n), 1)
+    cols = api.expand_dims(api.arange(m), 0)
+    return api.greater_equal(rows + k, cols).astype(dtype)
+
+
+def _as_float(x: Any) -> Any:
+    (a,), _ = api._common([x], to_float=True)
+    return a
+
+
 # -- helpers ------------------------------------------------------------------------------
 
 
@@ -423,18 +565,31 @@ __all__ = [
     "atleast_1d",
     "atleast_2d",
     "average",
+    "column_stack",
+    "deg2rad",
+    "degrees",
     "diagonal",
     "diff",
+    "empty",
+    "empty_like",
+    "exp2",
     "expm1",
     "eye",
+    "fix",
+    "fmax",
+    "fmin",
+    "heaviside",
     "hstack",
     "hypot",
     "identity",
     "inner",
     "isclose",
+    "linspace",
     "log1p",
     "log2",
     "log10",
+    "logaddexp",
+    "logaddexp2",
     "median",
     "meshgrid",
     "nan_to_num",
@@ -444,11 +599,17 @@ __all__ = [
     "nansum",
     "newaxis",
     "outer",
+    "ptp",
+    "rad2deg",
+    "radians",
     "reciprocal",
+    "rint",
     "roll",
     "select",
     "tensordot",
     "tile",
     "trace",
+    "tri",
+    "trunc",
     "vstack",
 ]
