@@ -475,6 +475,38 @@ def test_arg_kernel_picks_numpys_index_on_rows_of_any_length(kind: str) -> None:
         np.testing.assert_array_equal(y, getattr(np, kind)(x, axis=1))
 
 
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_arg_kernel_along_a_middle_axis_searches_the_lines_side_by_side(kind: str) -> None:
+    """float32 along an axis that is not the last (a segmentation head's class per pixel):
+    the lines of a block compared element by element, in chunks of the block, alone or on
+    the pool: NumPy's index, the first of ties, the first NaN's."""
+    c = sv.symbolic_shape("c")[0]
+    ts = [Tensor(0, "input", F32, (A, B, c), arg=0), Tensor(1, "temp", np.dtype(np.int64), (A, c))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.arg_kernel(kind, 1))],
+                  [0], [1], variables=("a", "b", "c"))  # fmt: skip
+    values = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf], np.float32)
+    for shape in [(1, 1, 2), (2, 5, 7), (3, 4, 300), (2, 9, 2100), (1, 70, 600)]:
+        x = OWN.choice(values, shape).astype(np.float32)  # many ties
+        x[:, :, ::3] = OWN.standard_normal(x[:, :, ::3].shape).astype(np.float32)
+        x[:, OWN.integers(0, shape[1]), 1::5] = np.nan
+        x[:, -1, 2::7] = np.nan
+        (y,) = ex(shape, x)
+        np.testing.assert_array_equal(y, getattr(np, kind)(x, axis=1))
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_a_middle_max_or_min_propagates_nan_and_keeps_signed_zeros(kind: str) -> None:
+    ts = [Tensor(0, "input", F32, (2, A, B), arg=0), Tensor(1, "temp", F32, (2, B))]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.reduce_kernel(kind, 1, 2))],
+                  [0], [1])  # fmt: skip
+    for shape in [(2, 1, 1), (2, 5, 7), (2, 33, 300), (2, 300, 90)]:
+        x = OWN.standard_normal(shape).astype(np.float32)
+        x[:, ::4, ::3] = np.inf if kind == "max" else -np.inf
+        x[0, OWN.integers(0, shape[1]), 1::5] = np.nan
+        (y,) = ex(shape[1:], x)
+        np.testing.assert_array_equal(y, getattr(np, kind)(x, axis=1))
+
+
 @pytest.mark.parametrize(
     "dtype", [np.float64, np.int32, np.int64, np.int16, np.int8, np.uint8, np.bool_]
 )

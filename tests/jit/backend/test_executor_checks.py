@@ -438,6 +438,31 @@ def test_an_attention_mask_that_does_not_span_the_keys_fails_the_instruction() -
         ex(ok, np.zeros((5, 3), np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int8])
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+def test_take_of_single_elements_along_a_later_axis(dtype: Any, idx_dtype: Any) -> None:
+    """Rows of one element (a bilinear lookup's corners in a flattened image, x[:, ids]),
+    for each leading index, with contiguous or strided indices: NumPy's take, and an index
+    out of range named."""
+    a, b, n = sv.symbolic_shape("a, b, n")
+    ts = [
+        Tensor(0, "input", np.dtype(idx_dtype), (n,), arg=0),
+        Tensor(1, "input", np.dtype(dtype), (a, b), arg=1),
+        Tensor(2, "temp", np.dtype(dtype), (a, n)),
+    ]
+    k = Kernel(N.OP_EXTERNAL, [1, 0], [2], obj=native.take_kernel(1))
+    ex = native.Executor(spec_of(ts, [k], [0, 1], [2], variables=("a", "b", "n")))
+    rng = np.random.default_rng(5)
+    for rows, cols, count in [(1, 1, 1), (3, 7, 20), (2, 600, 3000)]:
+        x = rng.integers(-100, 100, (rows, cols)).astype(dtype)
+        ids = rng.integers(-cols, cols, 2 * count).astype(idx_dtype)
+        for i in (ids[:count], ids[::2]):  # contiguous, then strided
+            (got,) = ex(i, x)
+            np.testing.assert_array_equal(got, np.take(x, i, axis=1))
+        with pytest.raises(native.ExecFailure, match=f"index {cols} is out of bounds for axis 1"):
+            ex(np.array([0, cols], idx_dtype), x)
+
+
 def test_take_copies_rows_whole_or_element_by_element_as_their_strides_allow() -> None:
     """Rows contiguous in the table and the result are copied whole; a transposed table's
     rows (strided) element by element: both give NumPy's take."""
