@@ -275,6 +275,28 @@ def test_int_arith_kernel_wraps_around_as_numpy_does(kind: str, da: Any, dy: Any
     np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.parametrize("kind", ["add", "sub", "mul"])
+def test_int64_arith_of_a_column_broadcast_along_the_rows(kind: str) -> None:
+    """A flat index (row * width + column, width a column of the call): an operand of no
+    stride along the rows, wrapping as NumPy's."""
+    ts = [
+        Tensor(0, "input", np.dtype(np.int64), (A, B), arg=0),
+        Tensor(1, "input", np.dtype(np.int64), (A, 1), arg=1),
+        Tensor(2, "view", np.dtype(np.int64), (A, B), base=1, viewop=N.V_BROADCAST,
+               contiguous=False),
+        Tensor(3, "temp", np.dtype(np.int64), (A, B)),
+    ]  # fmt: skip
+    run = native.int_arith_kernel(kind)
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [2, 0], [3], obj=run)], [0, 1], [3])
+    top = np.iinfo(np.int64).max
+    a = np.array([[top, -top - 1, 0, 7, 5], [3, -3, 2**40, -(2**20), 1]], np.int64)
+    col = np.array([[2**40 + 5], [-9]], np.int64)
+    (y,) = ex((2, 5), a, col)
+    with np.errstate(over="ignore"):
+        want = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[kind](col, a)
+    np.testing.assert_array_equal(y, want)
+
+
 @pytest.mark.parametrize("kind", ["floordiv", "mod"])
 def test_integer_division_by_zero_or_minus_one_is_numpys(kind: str) -> None:
     """x // 0 and x % 0 are 0 (NumPy warns), the smallest int64 // -1 wraps around to
