@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -190,3 +191,23 @@ def test_data_dependent_dimension_from_a_mask() -> None:
     f = sv.jit(lambda x: x[x > 0].sum() + snp.sum(x > 0), shapes="b")
     x = np.array([1.0, -2.0, 3.0], np.float32)
     assert float(f(x)) == 6.0
+
+
+def test_a_data_dependent_size_used_as_a_number_says_how_to_count_it() -> None:
+    """``x[mask].shape[0]`` is known only from the data: as an operand (``sum / n``) or in
+    Python arithmetic it is refused naming the count that stands for it."""
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    for body in (
+        lambda v: v[v > 0].sum() / v[v > 0].shape[0],
+        lambda v: snp.maximum(v[v > 0].shape[0], 1),
+        lambda v: v[v > 0].sum() / (v[v > 0].shape[0] + 1),
+    ):
+        with pytest.raises(TypeError, match="a data-dependent size") as err:
+            sv.jit(body, shapes="b")(x)
+        assert "snp.count_nonzero(mask)" in str(err.value) and "found:    dynamic" in str(err.value)
+
+    def mean_of_positives(v: Any) -> Any:  # the fix the message gives
+        m = v > 0
+        return snp.sum(snp.where(m, v, 0)) / snp.maximum(snp.count_nonzero(m), 1)
+
+    assert float(sv.jit(mean_of_positives, shapes="b")(x)) == 2.0

@@ -20,6 +20,7 @@ from shapevm.frontend.promote import float_of, result_dtype
 from shapevm.frontend.tracer import Tracer, bind_op, current_trace, fmt_shape, user_error
 from shapevm.ops import DType, Dynamic
 from shapevm.shapes import DimExpr, InconclusiveDimensionOperation
+from shapevm.shapes.api import DYNAMIC_AS_NUMBER
 
 ArrayLike = Any
 
@@ -48,6 +49,9 @@ def _dtype_of(x: Any) -> DType | None:
         return None
     if isinstance(x, np.generic) and not isinstance(x, np.ndarray):
         return None  # NumPy scalars are weak, like Python's
+    if isinstance(x, Dynamic):
+        what, expected, found, fix = DYNAMIC_AS_NUMBER
+        raise user_error(what, expected=expected, found=found, fix=fix)
     return DType.from_numpy(np.asarray(x).dtype)
 
 

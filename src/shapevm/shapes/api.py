@@ -127,8 +127,28 @@ class Dynamic:
 
     __str__ = __repr__
 
+    def _as_number(self, *_: Any) -> Any:
+        what, expected, found, fix = DYNAMIC_AS_NUMBER
+        raise TypeError(f"{what}\n  expected: {expected}\n  found:    {found}\n  fix:      {fix}")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _as_number
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _as_number
+    __int__ = __float__ = __index__ = _as_number
+
 
 DYNAMIC: Final = Dynamic()
+
+DYNAMIC_AS_NUMBER: Final = (
+    "a data-dependent size (dynamic: the length of a boolean selection x[mask] or of "
+    "nonzero's result) used as a number",
+    "a size the program can read: an int, or a symbolic dimension",
+    "dynamic, known only from the data as the program runs",
+    "count it from the mask: x[mask].shape[0] is snp.count_nonzero(mask) (an array); or "
+    "keep the shape and select with where: "
+    "snp.sum(snp.where(mask, x, 0)) / snp.maximum(snp.count_nonzero(mask), 1)",
+)
+"""The error of a `Dynamic` size used in arithmetic, or as an operand of an op: what,
+expected, found, fix."""
 
 
 class ShapeDtypeStruct:

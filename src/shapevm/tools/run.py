@@ -64,7 +64,7 @@ def random_inputs(
                     f"argument {name!r} has the symbolic shape ({sig}): give its shape with "
                     f"--shape {name}=..."
                 )
-            shape = tuple(int(d) for d in aval.shape)  # type: ignore[arg-type]
+            shape = tuple(int(d) for d in aval.shape)
         else:
             shape = _parse_shape(given)
         arrays.append(random_array(rng, shape, aval.dtype))
