@@ -666,6 +666,23 @@ def test_cast_kernel_converts_as_numpy_astype(src: Any, dst: Any) -> None:
     np.testing.assert_array_equal(y.view(np.uint8), want.view(np.uint8))
 
 
+def test_float16_rows_convert_as_numpy_bit_for_bit() -> None:
+    """Contiguous float16 <-> float32 rows take branch-free conversions: every float16
+    value, and float32 bit patterns at random and across float16's range (subnormals,
+    ties, the overflow to inf, NaN payloads), give NumPy's bits."""
+    every_half = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    near = np.arange(0x30000000, 0x48000000, 4099, dtype=np.uint32)
+    anything = OWN.integers(0, 2**32, 1 << 16, dtype=np.uint64).astype(np.uint32)
+    floats = np.concatenate([near, near | 0x80000000, anything]).view(np.float32)
+    for x, dst in ((every_half, np.float32), (floats, np.float16)):
+        ts = [Tensor(0, "input", x.dtype, (A,), arg=0), Tensor(1, "temp", np.dtype(dst), (A,))]
+        ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.cast_kernel())], [0], [1])
+        (y,) = ex((len(x), 1), x)
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = x.astype(dst)
+        np.testing.assert_array_equal(y.view(np.uint8), want.view(np.uint8))
+
+
 @pytest.mark.skipif(not X86, reason="NumPy's conversion of an out-of-range float is the CPU's")
 @pytest.mark.parametrize("dst", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_])
 @pytest.mark.parametrize("src", [np.float16, np.float32, np.float64])

@@ -1508,6 +1508,44 @@ static double half_to_double(uint16_t h) { /* exact: every float16 is a double *
     return v;
 }
 
+/* The same conversions between float16 and float32 without branches on the value, for
+ * contiguous rows the compiler vectorizes (F. Giesen's half_to_float_fast5 and
+ * float_to_half_fast3_rtne, with NumPy's NaN: its top payload bits kept, never 0x7c00).
+ * A float16 input of 9600 elements took 10 us through half_to_double. */
+static float half_bits_to_float(uint16_t h) {
+    uint32_t o = (uint32_t)(h & 0x7fff) << 13, magic = (uint32_t)(254 - 15) << 23;
+    float f, m;
+    memcpy(&f, &o, sizeof f);
+    memcpy(&m, &magic, sizeof m);
+    f *= m; /* rebias the exponent; a subnormal is normalized exactly */
+    memcpy(&o, &f, sizeof o);
+    o |= f >= 65536.0f ? (uint32_t)255 << 23 : 0; /* inf and NaN stay so */
+    o |= (uint32_t)(h & 0x8000) << 16;
+    memcpy(&f, &o, sizeof f);
+    return f;
+}
+
+static uint16_t float_to_half_bits(float v) {
+    uint32_t u, sign;
+    memcpy(&u, &v, sizeof u);
+    sign = (u & 0x80000000u) >> 16;
+    u &= 0x7fffffffu;
+    uint32_t nan = 0x7c00u | ((u & 0x7fffffu) >> 13);
+    uint32_t special = u > 0x7f800000u ? (nan == 0x7c00u ? 0x7c01u : nan) : 0x7c00u;
+    /* below 2^-14: a subnormal, rounded by the addition of 0.5 (RTNE in the FPU) */
+    uint32_t dm = (uint32_t)((127 - 15) + (23 - 10) + 1) << 23;
+    float a, d;
+    memcpy(&a, &u, sizeof a);
+    memcpy(&d, &dm, sizeof d);
+    a += d;
+    uint32_t ab;
+    memcpy(&ab, &a, sizeof ab);
+    uint32_t sub = ab - dm;
+    uint32_t norm = (u + ((uint32_t)(15 - 127) << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+    uint32_t o = u >= (uint32_t)(127 + 16) << 23 ? special : u < (uint32_t)113 << 23 ? sub : norm;
+    return (uint16_t)(o | sign);
+}
+
 /* IEEE binary16 of a double, rounded to nearest even once (NumPy's doublebits_to_halfbits) */
 static uint16_t double_to_half(double d) {
     uint64_t b;
@@ -1651,13 +1689,9 @@ static int run_cast(const void *vself, const svx_tensor *ins, int nin, const svx
             CAST_RUN(SVX_F32, SVX_BOOL, float, uint8_t, v != 0.0f)
             CAST_RUN(SVX_F32, SVX_F64, float, double, (double)v)
             CAST_RUN(SVX_F64, SVX_F32, double, float, (float)v)
+            CAST_RUN(SVX_F16, SVX_F32, uint16_t, float, half_bits_to_float(v))
+            CAST_RUN(SVX_F32, SVX_F16, float, uint16_t, float_to_half_bits(v))
 #undef CAST_RUN
-            if (from == SVX_F16 && to == SVX_F32) {
-                const uint16_t *a = (const uint16_t *)p;
-                float *c = (float *)q;
-                for (int64_t i = 0; i < n; i++) c[i] = (float)half_to_double(a[i]);
-                continue;
-            }
         }
         for (int64_t i = 0; i < n; i++)
             cast_one(p + (int64_t)xs * i * sx, from, q + (int64_t)ys * i * sy, to);
