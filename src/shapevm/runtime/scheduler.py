@@ -256,7 +256,7 @@ def int_comparison(info: OpInfo) -> bool:
 
 
 INT_ARITHMETIC: Final = (
-    "add", "sub", "mul", "maximum", "minimum", "cast", "floordiv", "mod", "where",
+    "add", "sub", "mul", "maximum", "minimum", "cast", "floordiv", "mod", "where", "abs", "neg",
 )  # fmt: skip
 """Ops the native tier computes exactly on int32/int64 tensors (`lower.lower_int_arith`);
 a fused chain never takes them on integers (`chains.ints_stay_exact`)."""

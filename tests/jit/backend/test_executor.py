@@ -275,6 +275,28 @@ def test_int_arith_kernel_wraps_around_as_numpy_does(kind: str, da: Any, dy: Any
     np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.parametrize("kind", ["abs", "neg"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_int_abs_and_neg_wrap_at_the_types_minimum(kind: str, dtype: Any) -> None:
+    ts = [
+        Tensor(0, "input", np.dtype(dtype), (A,), arg=0),
+        Tensor(1, "temp", np.dtype(dtype), (A,)),
+    ]
+    ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.int_arith_kernel(kind))],
+                  [0], [1])  # fmt: skip
+    info = np.iinfo(dtype)
+    x = np.array([info.min, info.min + 1, -7, 0, 7, info.max], dtype)
+    (y,) = ex((6, 1), x)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(y, np.abs(x) if kind == "abs" else np.negative(x))
+    two = [Tensor(0, "input", np.dtype(dtype), (A,), arg=0),
+           Tensor(1, "temp", np.dtype(dtype), (A,))]  # fmt: skip
+    run = native.int_arith_kernel(kind)
+    bad = executor(two, [Kernel(N.OP_EXTERNAL, [0, 0], [1], obj=run)], [0], [1])
+    with pytest.raises(native.ExecFailure, match="abs or negative: takes one tensor"):
+        bad((2, 1), np.zeros(2, dtype))
+
+
 @pytest.mark.parametrize("kind", ["add", "sub", "mul"])
 def test_int64_arith_of_a_column_broadcast_along_the_rows(kind: str) -> None:
     """A flat index (row * width + column, width a column of the call): an operand of no

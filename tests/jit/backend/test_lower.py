@@ -599,7 +599,8 @@ def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
         wrapped = ids * 1_000_003 * 1_000_003 - ids
         buckets = ids // 7 + ids % -5 + offsets[None, :] // 2
         masked = snp.where(ids % 3 > 0, ids, offsets[None, :])  # padding ids replaced
-        return snp.asarray(table)[shifted] * 2.0, wrapped, shifted, buckets, masked
+        distance = snp.abs(ids - 30) % 7 - ids  # abs and - of the type's minimum wrap
+        return snp.asarray(table)[shifted] * 2.0, wrapped, shifted, buckets, masked, distance
 
     b_, s_ = sv.symbolic_shape("b, s")
     specs = [sv.ShapeDtypeStruct((b_, s_), ids_dtype), sv.ShapeDtypeStruct((s_,), np.int64)]
@@ -610,6 +611,7 @@ def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
         ids = OWN_RNG.integers(0, 60, (b, s)).astype(ids_dtype)
         if ids.size:
             ids.flat[0] = info.max  # + 1 wraps around to the type's minimum, as in NumPy
+            ids.flat[-1] = info.min  # its abs and its negative are itself
         offsets = OWN_RNG.integers(-3, 4, s).astype(np.int64)
         with np.errstate(over="ignore"):
             want = exp.call(ids, offsets)
@@ -620,7 +622,8 @@ def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
     rec = next(r for r in jitted.engines[0].records() if r.variant)
     labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
     assert rec.variant.function.whole, labels
-    assert {"add", "minimum", "sub", "maximum", "mul", "floordiv", "mod", "where"} <= set(labels)
+    want = {"add", "minimum", "sub", "maximum", "mul", "floordiv", "mod", "where", "abs"}
+    assert want <= set(labels), labels
 
 
 WEIGHTED: dict[str, tuple[Callable[[Any], Any], bool]] = {

@@ -864,7 +864,7 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
 
 def lower_int_arith(low: RegionLowering, op: Op) -> bool:
     """Arithmetic of int32/int64 tensors and integer literals (positions ``ids + 1``, a
-    clipped index ``minimum(ids, n - 1)``), casts between the two types (NumPy's
+    clipped index ``minimum(ids, n - 1)``, ``abs`` and ``-``), casts between the two types (NumPy's
     promotion of int32 with int64) and ``where`` of a bool condition between them
     (padding ids masked, ``where(ids >= 0, ids, 0)``): the executor's exact integer kernel,
     over views of the operands broadcast to the result; it wraps around in the result's
@@ -879,7 +879,7 @@ def lower_int_arith(low: RegionLowering, op: Op) -> bool:
     if result.dtype not in (np.int32, np.int64):
         return False
     operands = low.literals(op)
-    arity = {"cast": 1, "where": 3}.get(info.name, 2)
+    arity = {"cast": 1, "abs": 1, "neg": 1, "where": 3}.get(info.name, 2)
     if len(operands) != arity or all(kind != "v" for kind, _ in operands):
         return False
     limits = np.iinfo(result.dtype)

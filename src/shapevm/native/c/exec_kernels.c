@@ -1082,7 +1082,7 @@ static int run_redmid(const void *vself, const svx_tensor *ins, int nin, const s
  * does (computed on unsigned 64-bit values, whose low bits are the two's complement
  * result). */
 enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE, IOP_ADD, IOP_SUB, IOP_MUL, IOP_MAX,
-       IOP_MIN, IOP_CAST, IOP_FLOORDIV, IOP_MOD, IOP_WHERE };
+       IOP_MIN, IOP_CAST, IOP_FLOORDIV, IOP_MOD, IOP_WHERE, IOP_ABS, IOP_NEG };
 typedef struct int_binary_self {
     int kind;
 } int_binary_self;
@@ -1112,6 +1112,10 @@ static int64_t int_binary(int kind, int64_t u, int64_t v) {
         int64_t r = u % v;
         return (r != 0 && (r < 0) != (v < 0)) ? r + v : r;
     }
+    /* of one operand (read twice, as a cast's), wrapping: abs and - of the type's smallest
+     * value are that value, as NumPy's */
+    case IOP_ABS: return u < 0 ? (int64_t)(0 - (uint64_t)u) : u;
+    case IOP_NEG: return (int64_t)(0 - (uint64_t)u);
     default: return u; /* IOP_CAST */
     }
 }
@@ -1123,9 +1127,10 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
     (void)fattr;
     int kind = ((const int_binary_self *)vself)->kind;
     bool compare = kind <= CMP_NE, where = kind == IOP_WHERE;
-    if (nin != (kind == IOP_CAST ? 1 : where ? 3 : 2) || nout != 1) {
-        *err = compare             ? "compare: takes two tensors and gives one result"
-               : kind == IOP_CAST ? "int cast: takes one tensor and gives one result"
+    bool unary = kind == IOP_CAST || kind == IOP_ABS || kind == IOP_NEG;
+    if (nin != (unary ? 1 : where ? 3 : 2) || nout != 1) {
+        *err = compare ? "compare: takes two tensors and gives one result"
+               : unary ? "int cast, abs or negative: takes one tensor and gives one result"
                : where            ? "int where: takes a condition and two tensors and gives "
                                     "one result"
                                   : "int arithmetic: takes two tensors and gives one result";
@@ -2154,8 +2159,8 @@ static PyObject *py_arg_kernel(PyObject *self, PyObject *args) {
  * order of the kinds they start at */
 static const char *compare_names[] = {"less", "less_equal", "greater", "greater_equal",
                                       "equal", "not_equal", NULL};
-static const char *arith_names[] = {"add",  "sub",      "mul", "maximum", "minimum",
-                                    "cast", "floordiv", "mod", "where",   NULL};
+static const char *arith_names[] = {"add",      "sub", "mul",   "maximum", "minimum", "cast",
+                                    "floordiv", "mod", "where", "abs",     "neg",     NULL};
 
 static PyObject *int_binary_kernel(PyObject *arg, const char *fn, const char **names,
                                    int first, const char *what, const char *expected) {
@@ -2187,7 +2192,8 @@ static PyObject *py_int_arith_kernel(PyObject *self, PyObject *arg) {
     (void)self;
     return int_binary_kernel(arg, "int_arith_kernel", arith_names, IOP_ADD,
                              "an unknown integer operation",
-                             "add, sub, mul, maximum, minimum, cast, floordiv, mod or where");
+                             "add, sub, mul, maximum, minimum, cast, floordiv, mod, where, abs "
+                             "or neg");
 }
 
 /* reduce_kernel(kind, first, stop) -> kernel */
@@ -2241,8 +2247,8 @@ PyMethodDef sv_exec_kernel_methods[] = {
      "tensors"},
     {"int_arith_kernel", py_int_arith_kernel, METH_O,
      "int_arith_kernel(kind) -> an executor kernel: add, sub, mul, maximum, minimum, floordiv "
-     "or mod of two int32/int64 tensors, a cast of one, or where(condition, a, b) of a bool "
-     "tensor and two int32/int64 ones, wrapping around in the result's type"},
+     "or mod of two int32/int64 tensors, a cast, abs or neg of one, or where(condition, a, b) "
+     "of a bool tensor and two int32/int64 ones, wrapping around in the result's type"},
     {"reduce_kernel", py_reduce_kernel, METH_VARARGS,
      "reduce_kernel(kind, first, stop) -> an executor kernel: kind ('sum', 'mean', 'max', "
      "'min', 'prod') over the axes [first, stop), the trailing axes kept; a sum or mean "
