@@ -1184,6 +1184,14 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
             }
             continue;
         }
+        if (where && a->dtype == SVX_I64 && b->dtype == SVX_I64 && y->dtype == SVX_I64 &&
+            ys == 1 && (as | 1) == 1 && (bs | 1) == 1 && (cs | 1) == 1) {
+            const int64_t *pa = (const int64_t *)a->data + ao, *pb = (const int64_t *)b->data + bo;
+            const uint8_t *pc = (const uint8_t *)c->data + co;
+            int64_t *py = (int64_t *)y->data + yo;
+            for (int64_t k = 0; k < n; k++) py[k] = pc[k * cs] ? pa[k * as] : pb[k * bs];
+            continue;
+        }
         /* one loop per common kind, so that its operation is not a jump per element */
 #define INT_ROW(EXPR)                                                                          \
     for (int64_t k = 0; k < n; k++, ao += as, bo += bs, co += cs, yo += ys) {                  \
