@@ -14,6 +14,7 @@ import numpy as np
 from shapevm.frontend import methods as _methods  # noqa: F401  (Tracer operators)
 from shapevm.frontend import numpy_api as snp
 from shapevm.frontend.numpy_api import _as_tensor
+from shapevm.frontend.numpy_more import tri
 from shapevm.frontend.tracer import bind_op
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -145,13 +146,28 @@ def avg_pool2d(
 
 
 def scaled_dot_product_attention(
-    q: Any, k: Any, v: Any, mask: Any = None, scale: float | None = None
+    q: Any,
+    k: Any,
+    v: Any,
+    mask: Any = None,
+    scale: float | None = None,
+    *,
+    is_causal: bool = False,
 ) -> Any:
     """``softmax(q @ k^T * scale [masked]) @ v`` over the last two axes.
 
     ``mask`` is boolean (True keeps a position) or additive (added to the scores).
-    ``scale`` defaults to ``1 / sqrt(q.shape[-1])``.
+    ``scale`` defaults to ``1 / sqrt(q.shape[-1])``. ``is_causal`` keeps query ``i`` to the
+    keys ``j <= i`` (PyTorch's: the mask's top left corner; with ``mask`` too, both apply).
     """
+    if is_causal:
+        causal = tri(snp.shape(q)[-2], snp.shape(k)[-2], dtype=np.bool_)
+        if mask is None:
+            mask = causal
+        elif snp._dtype_of(mask) is not None and snp._dtype_of(mask).value == "bool":  # type: ignore[union-attr]
+            mask = snp.logical_and(mask, causal)
+        else:
+            mask = snp.where(causal, mask, -np.inf)
     d = snp.shape(q)[-1]
     if scale is None:
         if not isinstance(d, int):

@@ -238,7 +238,26 @@ NN: dict[str, tuple[Callable[..., Any], Callable[..., Any], str]] = {
         lambda x: _np_softmax(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])) @ x,
         "b, s, 8",
     ),
+    "causal_attention": (  # PyTorch's is_causal: query i sees keys j <= i; with a mask too
+        lambda x: (
+            nn.scaled_dot_product_attention(x, x[:, :-1], x[:, :-1], is_causal=True),
+            nn.scaled_dot_product_attention(x, x, x, x[0, :, :1] * 0.0, is_causal=True),
+            nn.scaled_dot_product_attention(x, x, x, x[0, :, :1] < 9.0, is_causal=True),
+        ),
+        lambda x: (
+            _np_causal(x, x[:, :-1]),
+            _np_causal(x, x),
+            _np_causal(x, x),
+        ),
+        "b, s + 2, 8",
+    ),
 }
+
+
+def _np_causal(q: np.ndarray, kv: np.ndarray) -> np.ndarray:
+    scores = q @ np.swapaxes(kv, -1, -2) / np.sqrt(q.shape[-1])
+    keep = np.tri(q.shape[1], kv.shape[1], dtype=bool)
+    return _np_softmax(np.where(keep, scores, -np.inf)) @ kv
 
 
 @pytest.mark.parametrize("name", sorted(NN))
