@@ -226,12 +226,18 @@ def outer(a: Any, b: Any) -> Any:
 
 def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float32) -> Any:
     """Ones on the ``k``-th diagonal of an ``n`` x ``m`` array (sizes may be symbolic)."""
+    return _grid(n, m, k, dtype, np.eye, api.equal)
+
+
+def _grid(n: Any, m: Any, k: int, dtype: Any, concrete: Any, keep: Any) -> Any:
+    """An ``n`` x ``m`` array of ones where ``keep(row + k, column)``: NumPy's
+    ``concrete(n, m, k)`` when both sizes are ints."""
     m = n if m is None else m
     if not isinstance(n, DimExpr) and not isinstance(m, DimExpr):
-        return np.eye(n, m, k, dtype=dtype)
+        return concrete(n, m, k, dtype=dtype)
     rows = api.expand_dims(api.arange(n), 1)
     cols = api.expand_dims(api.arange(m), 0)
-    return api.equal(rows + k, cols).astype(dtype)
+    return keep(rows + k, cols).astype(dtype)
 
 
 def identity(n: Any, dtype: Any = np.float32) -> Any:
@@ -527,12 +533,7 @@ def empty_like(x: Any, dtype: Any = None) -> Any:
 def tri(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float32) -> Any:
     """Ones at and below the ``k``-th diagonal of an ``n`` x ``m`` array (sizes may be
     symbolic)."""
-    m = n if m is None else m
-    if not isinstance(n, DimExpr) and not isinstance(m, DimExpr):
-        return np.tri(n, m, k, dtype=dtype)
-    rows = api.expand_dims(api.arange(n), 1)
-    cols = api.expand_dims(api.arange(m), 0)
-    return api.greater_equal(rows + k, cols).astype(dtype)
+    return _grid(n, m, k, dtype, np.tri, api.greater_equal)
 
 
 def _as_float(x: Any) -> Any:

@@ -668,12 +668,13 @@ static PyObject *py_global_pool_kernel(PyObject *self, PyObject *args) {
 /* y = numpy.take(x, idx, axis): y's shape is x's with the axis replaced by idx's shape.
  * An index below -n or from n on (n: x's extent along the axis) fails the call, naming
  * it; a negative one counts from the end, as in NumPy and ONNX. */
-static int take_out_of_range(int64_t v, int axis, int64_t n, const char **err) {
-    static _Thread_local char msg[160];
+static int take_out_of_range(const char *kernel, int64_t v, int axis, int64_t n,
+                             const char **err) {
+    static _Thread_local char msg[176];
     snprintf(msg, sizeof msg,
-             "take: index %lld is out of bounds for axis %d with size %lld "
+             "%s: index %lld is out of bounds for axis %d with size %lld "
              "(expected %lld <= index < %lld)",
-             (long long)v, axis, (long long)n, (long long)-n, (long long)n);
+             kernel, (long long)v, axis, (long long)n, (long long)-n, (long long)n);
     *err = msg;
     return SVX_DATA_ERROR;
 }
@@ -738,7 +739,7 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
 #define TAKE_RUN(I, SIZE)                                                                    \
     for (int64_t j = 0; j < nidx; j++) {                                                     \
         int64_t v = ((const I *)ix->data)[j];                                                \
-        if (v < -n || v >= n) return take_out_of_range(v, axis, n, err);                    \
+        if (v < -n || v >= n) return take_out_of_range("take", v, axis, n, err);            \
         memcpy(yd + (int64_t)(SIZE) * j, xs + (v < 0 ? v + n : v) * step, (SIZE));          \
     }
             if (ix->dtype == SVX_I64 && rb == 4) TAKE_RUN(int64_t, 4)
@@ -759,7 +760,7 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
             }
             int64_t v = ix->dtype == SVX_I64 ? ((const int64_t *)ix->data)[io]
                                               : ((const int32_t *)ix->data)[io];
-            if (v < -n || v >= n) return take_out_of_range(v, axis, n, err);
+            if (v < -n || v >= n) return take_out_of_range("take", v, axis, n, err);
             if (v < 0) v += n;
             src.data = x->data + (int64_t)isz * (xo + v * x->strides[axis]);
             dst.data = y->data + (int64_t)isz * yj;
@@ -1756,15 +1757,7 @@ static int run_take_along(const void *vself, const svx_tensor *ins, int nin,
             if (d != axis) xo += i * x->strides[d];
         }
         int64_t v = int_at(ix, io);
-        if (v < -n || v >= n) {
-            static _Thread_local char msg[176];
-            snprintf(msg, sizeof msg,
-                     "take_along_axis: index %lld is out of bounds for axis %d with size %lld "
-                     "(expected %lld <= index < %lld)",
-                     (long long)v, axis, (long long)n, (long long)-n, (long long)n);
-            *err = msg;
-            return SVX_DATA_ERROR;
-        }
+        if (v < -n || v >= n) return take_out_of_range("take_along_axis", v, axis, n, err);
         if (v < 0) v += n;
         memcpy(y->data + (int64_t)isz * yo, x->data + (int64_t)isz * (xo + v * x->strides[axis]),
                isz);
