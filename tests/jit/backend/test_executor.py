@@ -229,7 +229,9 @@ def test_arg_kernel_over_an_empty_axis_fails_the_call(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", ["less", "less_equal", "greater", "greater_equal", "equal",
                                   "not_equal"])  # fmt: skip
-@pytest.mark.parametrize(("da", "db"), [(np.int64, np.int64), (np.int32, np.int64)])
+@pytest.mark.parametrize(
+    ("da", "db"), [(np.int64, np.int64), (np.int32, np.int64), (np.int32, np.int32)]
+)
 def test_compare_kernel_is_exact_for_any_integers(kind: str, da: Any, db: Any) -> None:
     """Two integer tensors compared exactly (past 2**24, where float32 lanes would round
     16777217 to 16777216), the second broadcast along the first axis."""

@@ -1185,6 +1185,32 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
             }
             continue;
         }
+        /* comparisons of one integer type, unit or no strides (a one-hot row:
+         * ids[:, None] == arange(k)): typed loops, each kind its own */
+        if (compare && a->dtype == b->dtype && ys == 1 && (as | 1) == 1 && (bs | 1) == 1) {
+            uint8_t *py = (uint8_t *)y->data + yo;
+#define CMP_RUN(T, OP)                                                                       \
+    {                                                                                        \
+        const T *pa = (const T *)a->data + ao, *pb = (const T *)b->data + bo;                \
+        for (int64_t k = 0; k < n; k++) py[k] = pa[k * as] OP pb[k * bs];                    \
+    }
+#define CMP_KINDS(T)                                                                         \
+    switch (kind) {                                                                          \
+    case CMP_LT: CMP_RUN(T, <) break;                                                        \
+    case CMP_LE: CMP_RUN(T, <=) break;                                                       \
+    case CMP_GT: CMP_RUN(T, >) break;                                                        \
+    case CMP_GE: CMP_RUN(T, >=) break;                                                       \
+    case CMP_EQ: CMP_RUN(T, ==) break;                                                       \
+    default: CMP_RUN(T, !=) break;                                                           \
+    }
+            if (a->dtype == SVX_I64)
+                CMP_KINDS(int64_t)
+            else
+                CMP_KINDS(int32_t)
+#undef CMP_KINDS
+#undef CMP_RUN
+            continue;
+        }
         if (where && a->dtype == SVX_I64 && b->dtype == SVX_I64 && y->dtype == SVX_I64 &&
             ys == 1 && (as | 1) == 1 && (bs | 1) == 1 && (cs | 1) == 1) {
             const int64_t *pa = (const int64_t *)a->data + ao, *pb = (const int64_t *)b->data + bo;
