@@ -80,6 +80,7 @@ sizes_kernel = _native.sizes_kernel
 cast_kernel = _native.cast_kernel
 argsort_kernel = _native.argsort_kernel
 scan_kernel = _native.scan_kernel
+int_matmul_kernel = _native.int_matmul_kernel
 int_reduce_kernel = _native.int_reduce_kernel
 take_along_kernel = _native.take_along_kernel
 reduce_kernel = _native.reduce_kernel
@@ -249,6 +250,7 @@ __all__ = [
     "global_pool_kernel",
     "info",
     "int_arith_kernel",
+    "int_matmul_kernel",
     "int_reduce_kernel",
     "isa_levels",
     "layer_norm",

@@ -99,7 +99,8 @@ def _never(shapes: Shapes, attrs: Attrs) -> bool:
 
 NATIVE_DOCS: Final = {
     "native_dense": "the native tier: a matrix product against a constant, weights packed once",
-    "native_matmul": "the native tier: a batched product of two computed tensors",
+    "native_matmul": "the native tier: a batched product of two computed tensors (float32; "
+    "int32 and int64 exactly)",
     "native_chain": "the native tier: fused elementwise chains and trailing reductions",
     "native_rowop": "the native tier: norms and softmax over the last axis, one pass",
     "native_view": "the native tier: layout ops as views and copies",
@@ -297,6 +298,8 @@ def _reference_variants(infos: Sequence[OpInfo]) -> None:
                 if ref.op == "cumsum"
                 else ref.dtypes & _SORTED
                 if ref.op in ("argsort", "argmax", "argmin")
+                else ref.dtypes & {DType.F32, DType.BOOL, DType.I32, DType.I64}
+                if ref.op == "matmul" and name == "native_matmul"
                 else ref.dtypes & {DType.F32, DType.BOOL}
             )
             variant = KernelVariant(ref.op, name, ref.fn, dtypes, _never, doc=NATIVE_DOCS[name])

@@ -463,6 +463,24 @@ def test_take_of_single_elements_along_a_later_axis(dtype: Any, idx_dtype: Any) 
             ex(np.array([0, cols], idx_dtype), x)
 
 
+def test_an_int_product_of_mismatched_operands_is_refused_before_any_read() -> None:
+    """Operands whose inner dimensions differ, or a float operand, fail the instruction
+    naming what it takes, before it reads a value."""
+    a, k = sv.symbolic_shape("a, k")
+    run = native.int_matmul_kernel()
+    for x_shape, w_dtype, names in [((a, k), np.int32, ("a", "k")), ((a, 3), np.float32, ("a",))]:
+        ts = [
+            Tensor(0, "input", np.dtype(np.int32), x_shape, arg=0),
+            Tensor(1, "input", np.dtype(w_dtype), (3, 2), arg=1),
+            Tensor(2, "temp", np.dtype(np.int32), (a, 2)),
+        ]
+        kernels = [Kernel(N.OP_EXTERNAL, [0, 1], [2], obj=run)]
+        ex = native.Executor(spec_of(ts, kernels, [0, 1], [2], variables=names))
+        x = np.ones((2, x_shape[1] if isinstance(x_shape[1], int) else 4), np.int32)
+        with pytest.raises(native.ExecFailure, match="int matmul: int32/int64 operands"):
+            ex(x, np.ones((3, 2), w_dtype))
+
+
 def test_take_copies_rows_whole_or_element_by_element_as_their_strides_allow() -> None:
     """Rows contiguous in the table and the result are copied whole; a transposed table's
     rows (strided) element by element: both give NumPy's take."""

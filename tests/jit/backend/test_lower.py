@@ -584,6 +584,37 @@ def test_a_length_mask_compares_integers_exactly_in_the_native_call() -> None:
     assert labels.count("less") == 1 and labels.count("greater") == 1, labels
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_integer_products_run_native_and_wrap_as_numpy(dtype: Any) -> None:
+    """Path counts over an int adjacency (``A @ A``), a batched product with a transposed
+    view, a product with a constant of the other integer type, and one past the type's
+    range: the executor's integer product (each was interpreted and cut its function),
+    NumPy's values and dtypes exactly."""
+    weights = OWN_RNG.integers(-5, 5, (4, 3)).astype(np.int64)
+
+    def counts(adj: Any, feats: Any) -> Any:
+        paths = adj @ adj
+        gram = feats @ snp.swapaxes(feats, -1, -2)
+        return paths, paths @ adj, gram, feats @ weights, (feats * 2**20) @ (feats.T * 2**20)
+
+    n_, m_ = sv.symbolic_shape("n, m")
+    specs = [sv.ShapeDtypeStruct((n_, n_), dtype), sv.ShapeDtypeStruct((m_, 4), dtype)]
+    exp = sv.export(sv.jit(counts))(*specs)
+    jitted = exp.jit(hot_threshold=1, background=False, tier3=False)
+    for n, m in [(1, 1), (5, 3), (40, 300)]:
+        adj = OWN_RNG.integers(0, 2, (n, n)).astype(dtype)
+        feats = OWN_RNG.integers(-50, 50, (m, 4)).astype(dtype)
+        with np.errstate(over="ignore"):
+            want = exp.call(adj, feats)
+        for g, w in zip(jitted(adj, feats), want, strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+    rec = next(r for r in jitted.engines[0].records() if r.variant)
+    labels = [k.label for r in rec.variant.regions for k in r.lowered.kernels]
+    assert rec.variant.function.whole, labels
+    assert labels.count("matmul (int)") == 5, labels
+
+
 @pytest.mark.parametrize("ids_dtype", [np.int64, np.int32])
 def test_integer_arithmetic_runs_native_and_exact(ids_dtype: Any) -> None:
     """Positions made from token ids (``minimum(ids + 1, n - 1)``, an offset row broadcast

@@ -1289,6 +1289,35 @@ def lower_matmul(low: RegionLowering, op: Op) -> bool:
     return True
 
 
+def lower_int_matmul(low: RegionLowering, op: Op) -> bool:
+    """A product of int32/int64 tensors (a path count over an int adjacency, ``A @ A``; a
+    co-occurrence count ``X.T @ X``), batched and broadcast: the executor's integer
+    product, added in 64 bits and wrapped into the result's type as NumPy's. A chain reads
+    integers as float32 lanes, so such a product stayed interpreted and cut its function."""
+    if op.info is None or op.info.name != "matmul":
+        return False
+    a_v, b_v = op.ins
+    a, b = low.graph.value(a_v), low.graph.value(b_v)
+    (out,) = op.outs
+    y = low.graph.value(out)
+    ints = (np.dtype(np.int32), np.dtype(np.int64))
+    if a.dtype not in ints or b.dtype not in ints or y.dtype not in ints:
+        return False
+    if len(a.shape) < 2 or len(b.shape) < 2 or len(y.shape) > N.MAXDIM:
+        return False  # (a 1-D operand's product drops an axis: not this kernel's)
+    if not all(
+        native_enabled("matmul", "native_matmul", DType.from_numpy(d)) for d in (a.dtype, b.dtype)
+    ):
+        return False
+    batch = tuple(y.shape[:-2])
+    ins = [
+        low.broadcast_view(low.tensor(a_v), (*batch, *a.shape[-2:])),
+        low.broadcast_view(low.tensor(b_v), (*batch, *b.shape[-2:])),
+    ]
+    low.external(op, ins, low.result(out), native.int_matmul_kernel(), label="matmul (int)")
+    return True
+
+
 def lower_region(
     graph: RegionGraph,
     constants: Sequence[np.ndarray[Any, Any]],

@@ -16,6 +16,7 @@ LOWERINGS: tuple[tuple[str, Lowering], ...] = (
     ("dense", lower.lower_dense),
     ("attention", rowpatterns.lower_attention),
     ("matmul", lower.lower_matmul),
+    ("int_matmul", lower.lower_int_matmul),
     ("conv", convs.lower_conv),
     ("pool", convs.lower_pool),
     ("global_pool", convs.lower_global_pool),
