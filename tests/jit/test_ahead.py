@@ -76,6 +76,36 @@ def test_a_new_shapes_borrowed_calls_skip_the_engines_decision(monkeypatch):
     assert j.jit_stats()["calls"] == 5
 
 
+def test_a_borrowed_call_the_executor_refuses_is_counted_once_by_the_full_path():
+    from shapevm import native
+
+    j = jitted_mlp()
+    j(*mlp_inputs(5))
+    (engine,) = j.engines
+    fn = engine.variant(("exact", (5,))).function
+    real, refused = fn.direct, []
+
+    class RefusingOnce:  # the executor's own checks saying no after its binder said yes
+        bind = real.bind
+
+        def __call__(self, *args):
+            if not refused:
+                refused.append(True)
+                raise native.ExecMismatch("refused once")
+            return real(*args)
+
+    fn.direct = RefusingOnce()
+    try:
+        args = mlp_inputs(9)
+        assert_same(interpreted(j, *args), j(*args))
+    finally:
+        fn.direct = real
+    assert refused == [True]
+    stats = j.jit_stats()
+    assert (stats["calls"], stats["compiled_calls"], stats["borrowed_calls"]) == (2, 2, 1)
+    assert engine._counts[("exact", (9,))] == 1 and j.jit_info()[0]["hits"] == 2
+
+
 def test_a_borrowed_call_that_fails_names_the_instruction():
     table = np.arange(36, dtype=np.float32).reshape(9, 4)
 

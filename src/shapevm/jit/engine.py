@@ -427,6 +427,16 @@ class JitEngine:
             return list(direct(*arrays))
         except self._failure as exc:  # an instruction failed (an index out of range)
             raise fn.failure(exc) from exc
+        except self._mismatch:  # refused after all: the full path counts it and explains
+            with stats.LOCK:
+                for c in (self.counters, stats.COUNTERS):
+                    c.calls -= 1
+                    c.borrowed_calls -= 1
+                    c.compiled_calls -= 1
+                lender.hits -= 1
+                if self._counts.get(key) == n:
+                    self._counts[key] = n - 1
+            return None
 
     def _remember_fast(
         self, arrays: Sequence[Any], values: tuple[int, ...], variant: Variant
