@@ -139,6 +139,28 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
                        ns.linalg.matrix_norm(x[None]), ns.linalg.matrix_norm(x, ord=np.inf)),
         "b + 1, c + 1",
     ),
+    "numpy_idioms": (  # the keyword arguments and ufunc methods a NumPy program uses
+        lambda ns, x: (ns.round(x, 2), ns.round(x * 30.0, -1), x.round(1),
+                       ns.sum(x, axis=1, where=x > 0), ns.sum(x, initial=1.5),
+                       ns.mean(x, axis=0, where=x > x.min(axis=0)),
+                       ns.prod(x, 1, where=x > 0, initial=2.0),
+                       ns.max(x, axis=1, where=x < 1, initial=-5.0),
+                       ns.min(x, where=x > 0, initial=9.0),
+                       ns.add.outer(x[0], x[:, 0]), ns.multiply.outer(x[0], x[1, :2]),
+                       ns.maximum.reduce(x), ns.add.reduce(x, axis=None),
+                       ns.add.accumulate(x, axis=1), ns.logical_or.reduce(x > 2, axis=1),
+                       x[0] @ x[0], x @ x[0], x[0] @ x.T,
+                       ns.take(x, ns.arange(-6, 9), axis=1, mode="clip"),
+                       ns.take(x, ns.arange(-6, 9), axis=1, mode="wrap"),
+                       ns.concatenate([x, x[0]], axis=None)),
+        "b + 1, c + 3",
+    ),
+    "pad_modes": (
+        lambda ns, x: (*(ns.pad(x, ((1, 2), (3, 1)), mode=m)
+                         for m in ("edge", "reflect", "symmetric", "wrap")),
+                       ns.pad(x, 2, mode="edge"), ns.pad(x, ((0, 0), (0, 3)), mode="reflect")),
+        "b + 3, c + 4",
+    ),
 }  # fmt: skip
 
 
@@ -162,7 +184,8 @@ def test_more_of_numpy_agrees_with_numpy(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     ["logs", "roll", "median", "tile_stack", "isclose", "take_along_broadcast", "logaddexp",
-     "rounding", "fmax_fmin_ptp", "angles", "constructors", "norms"],
+     "rounding", "fmax_fmin_ptp", "angles", "constructors", "norms", "numpy_idioms",
+     "pad_modes"],
 )  # fmt: skip
 def test_the_jit_agrees_with_the_interpreter(name: str) -> None:
     fn, _, spec = _mirror(name)
@@ -212,6 +235,8 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         (lambda: snp.linalg.norm(x, axis=(1, 1)), "norm over these axes"),
         (lambda: snp.linalg.norm(x[None], 1), "norm of order 1 of an array of 3 dimensions"),
         (lambda: snp.linalg.matrix_norm(x[0]), "matrix_norm of an array of fewer than 2"),
+        (lambda: snp.pad(x, 1, mode="median"), "pad: mode='median' is not supported"),
+        (lambda: snp.take(x, np.array([0]), mode="nearest"), "take: mode='nearest' is not one"),
         (
             lambda: sv.jit(lambda v: snp.linspace(0, 9, v.shape[0], dtype=np.int32), shapes="n")(
                 x[0]
@@ -224,6 +249,11 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         assert all(f"{label}:" in str(err.value) for label in ("expected", "found", "fix"))
     with pytest.raises(sv.TracingError, match="axis 2 is out of range"):
         snp.roll(x, 1, axis=2)
+    with pytest.raises(sv.TracingError, match="max with where= and no initial") as err:
+        snp.max(x, where=x > 0)
+    assert "initial=-snp.inf" in str(err.value)
+    with pytest.raises(sv.TracingError, match="round of an integer array to tens"):
+        snp.round(np.arange(3), -1)
     # a NumPy name that is not traced says so and how to do without it
     with pytest.raises(AttributeError, match=r"shapevm.numpy has no 'cumprod'.*outside the"):
         snp.cumprod  # noqa: B018

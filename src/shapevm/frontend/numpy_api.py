@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from shapevm.bytecode.errors import format_message
 from shapevm.frontend.promote import float_of, result_dtype
 from shapevm.frontend.tracer import Tracer, bind_op, current_trace, fmt_shape, user_error
 from shapevm.ops import DType, Dynamic
@@ -289,15 +290,25 @@ def isfinite(x: Any) -> Any:
 
 
 def round(x: Any, decimals: int = 0) -> Any:
-    """``np.round``: to the nearest integer, halves to even (``decimals=0`` only)."""
-    if decimals != 0:
+    """``np.round``: to the nearest integer, halves to even; with ``decimals``, as NumPy
+    computes it in the array's type: ``round(x * 10**d) / 10**d`` (``x / 10**-d`` for a
+    negative ``d``). Integers are unchanged by ``decimals >= 0``."""
+    a = _as_tensor(x)
+    if decimals == 0:
+        return bind_op("round", [a])
+    if np.dtype(_np_dtype(a)).kind != "f":
+        if decimals > 0:
+            return a
         raise user_error(
-            "round with decimals is not supported",
-            expected="decimals=0",
+            "round of an integer array to tens",
+            expected="decimals >= 0 for an integer array",
             found=f"decimals={decimals!r}",
-            fix="scale first: snp.round(x * 10**d) / 10**d",
+            fix="round a float copy: snp.round(x.astype(snp.float32), d).astype(x.dtype)",
         )
-    return bind_op("round", [_as_tensor(x)])
+    scale = 10.0 ** builtins.abs(int(decimals))
+    if decimals > 0:
+        return divide(bind_op("round", [multiply(a, scale)]), scale)
+    return multiply(bind_op("round", [divide(a, scale)]), scale)
 
 
 around = round
@@ -400,7 +411,16 @@ def astype(x: Any, dtype: Any) -> Any:
 
 
 def matmul(x: Any, y: Any) -> Any:
+    """``x @ y``, with NumPy's rule for a 1-D operand: a vector is a matrix of one row (on
+    the left) or one column (on the right) for the product, and that axis goes from the
+    result; two vectors give their inner product."""
     (a, b), _ = _common([x, y])
+    if ndim(a) == 1 and ndim(b) == 1:
+        return sum(multiply(a, b))
+    if ndim(a) == 1 and ndim(b) >= 2:
+        return squeeze(bind_op("matmul", [expand_dims(a, 0), b]), axis=-2)
+    if ndim(b) == 1 and ndim(a) >= 2:
+        return squeeze(bind_op("matmul", [a, expand_dims(b, 1)]), axis=-1)
     return bind_op("matmul", [a, b])
 
 
@@ -599,7 +619,10 @@ def _as_tensor(x: Any) -> Any:
     return np.asarray(x)
 
 
-def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
+def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
+    """``np.concatenate``; ``axis=None`` joins the arrays flattened."""
+    if axis is None:
+        arrays, axis = [ravel(_as_tensor(a)) for a in arrays], 0
     args, _ = _common([_as_tensor(a) for a in arrays])
     if len(args) == 1:
         return args[0]
@@ -646,9 +669,22 @@ def _slice_axis(x: Any, axis: int, start: Any, stop: Any, step: int = 1) -> Any:
     return bind_op("slice", [x], {"start": starts, "stop": stops, "step": steps})
 
 
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+
+
 def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Any:
-    if mode != "constant":
-        raise ValueError(f"pad supports mode='constant' only, found mode={mode!r}")
+    """``np.pad`` in the modes ``constant``, ``edge``, ``reflect``, ``symmetric`` and
+    ``wrap`` (the last four with int widths, each no wider than the axis allows one
+    reflection: ``reflect`` takes a width below the axis' length)."""
+    if mode not in _PAD_MODES:
+        raise ValueError(
+            format_message(
+                f"pad: mode={mode!r} is not supported",
+                expected="one of " + ", ".join(_PAD_MODES),
+                found=repr(mode),
+                fix="pad with one of those (reflect and symmetric mirror the borders)",
+            )
+        )
     n = ndim(x)
     if isinstance(pad_width, (int, DimExpr)):
         widths = [(pad_width, pad_width)] * n
@@ -660,7 +696,47 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
             widths = [(lo, hi) for lo, hi in pw]
     low = tuple(lo for lo, _ in widths)
     high = tuple(hi for _, hi in widths)
+    if mode != "constant":
+        return _pad_from_edges(_as_tensor(x), widths, mode)
     return bind_op("pad", [x], {"low": low, "high": high, "value": float(constant_values)})
+
+
+def _pad_from_edges(x: Any, widths: Sequence[tuple[Any, Any]], mode: str) -> Any:
+    """`pad` of a mode that copies the array's own elements: each axis in turn, its
+    borders cut from the array (and flipped, or repeated) and joined to it."""
+    for axis, (lo, hi) in enumerate(widths):
+        if not isinstance(lo, int) or not isinstance(hi, int) or lo < 0 or hi < 0:
+            raise user_error(
+                f"pad mode={mode!r} with a width that is not a non-negative int",
+                expected="int widths >= 0 (mode='constant' takes symbolic ones)",
+                found=f"widths ({lo}, {hi}) on axis {axis}",
+                fix="pass ints, or use mode='constant'",
+            )
+        if lo == 0 and hi == 0:
+            continue
+        n = shape(x)[axis]
+        parts = []
+        if lo:
+            parts.append(_pad_side(x, axis, n, lo, mode, before=True))
+        parts.append(x)
+        if hi:
+            parts.append(_pad_side(x, axis, n, hi, mode, before=False))
+        x = concatenate(parts, axis=axis)
+    return x
+
+
+def _pad_side(x: Any, axis: int, n: Any, width: int, mode: str, before: bool) -> Any:
+    if mode == "edge":
+        edge = _slice_axis(x, axis, 0, 1) if before else _slice_axis(x, axis, n - 1, n)
+        target = list(shape(x))
+        target[axis] = width
+        return broadcast_to(edge, tuple(target))
+    if mode == "wrap":
+        return _slice_axis(x, axis, n - width, n) if before else _slice_axis(x, axis, 0, width)
+    skip = 1 if mode == "reflect" else 0  # reflect leaves the edge out, symmetric repeats it
+    if before:
+        return flip(_slice_axis(x, axis, skip, width + skip), axis=axis)
+    return flip(_slice_axis(x, axis, n - width - skip, n - skip), axis=axis)
 
 
 # ---------------------------------------------------------------------------------------
@@ -693,26 +769,56 @@ def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
     return bind_op(name, [_as_tensor(x)], {"axis": _axes(x, axis), "keepdims": keepdims})
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
+def sum(
+    x: Any,
+    axis: Any = None,
+    keepdims: bool = False,
+    dtype: Any = None,
+    initial: Any = None,
+    where: Any = None,
+) -> Any:
+    """``np.sum``; ``initial`` is added to every slice, ``where`` keeps the elements it
+    holds True for (the others count as 0)."""
     if dtype is not None:
         x = astype(x, dtype)
-    return _reduce("sum", x, axis, keepdims)
+    if where is not None:
+        x = _masked(x, where, 0)
+    out = _reduce("sum", x, axis, keepdims)
+    return out if initial is None else add(out, initial)
 
 
-def mean(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
+def mean(
+    x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, where: Any = None
+) -> Any:
+    """``np.mean``; with ``where``, of the elements it holds True for (nan for a slice of
+    none, as NumPy's, which warns)."""
     if dtype is not None:
         x = astype(x, dtype)
-    return _reduce("mean", x, axis, keepdims)
+    if where is None:
+        return _reduce("mean", x, axis, keepdims)
+    a = _as_tensor(x)
+    kept = broadcast_to(_as_tensor(where), shape(a))
+    total = _reduce("sum", _masked(a, kept, 0), axis, keepdims)
+    count = _reduce("sum", astype(kept, np.float32), axis, keepdims)
+    return divide(total, count)
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
-    """``np.max``; ``initial`` joins every reduced slice (a floor for the maximum)."""
+def max(
+    x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None, where: Any = None
+) -> Any:
+    """``np.max``; ``initial`` joins every reduced slice (a floor for the maximum), and
+    ``where`` (which needs ``initial``, as NumPy's) keeps the elements it holds True for."""
+    x = _masked_extreme("max", x, initial, where)
     out = _reduce("max", x, axis, keepdims)
     return out if initial is None else maximum(out, initial)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
-    """``np.min``; ``initial`` joins every reduced slice (a ceiling for the minimum)."""
+def min(
+    x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None, where: Any = None
+) -> Any:
+    """``np.min``; ``initial`` joins every reduced slice (a ceiling for the minimum), and
+    ``where`` (which needs ``initial``, as NumPy's) keeps the elements it holds True for."""
+    x = _masked_extreme("min", x, initial, where)
     out = _reduce("min", x, axis, keepdims)
     return out if initial is None else minimum(out, initial)
 
@@ -720,10 +826,42 @@ def min(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -
 amax, amin = max, min
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:
+def prod(
+    x: Any,
+    axis: Any = None,
+    keepdims: bool = False,
+    dtype: Any = None,
+    initial: Any = None,
+    where: Any = None,
+) -> Any:
+    """``np.prod``; ``initial`` multiplies every slice, ``where`` keeps the elements it
+    holds True for (the others count as 1)."""
     if dtype is not None:
         x = astype(x, dtype)
-    return _reduce("prod", x, axis, keepdims)
+    if where is not None:
+        x = _masked(x, where, 1)
+    out = _reduce("prod", x, axis, keepdims)
+    return out if initial is None else multiply(out, initial)
+
+
+def _masked(x: Any, where_: Any, fill: Any) -> Any:
+    """``x`` where ``where_`` holds, ``fill`` elsewhere, in ``x``'s dtype."""
+    a = _as_tensor(x)
+    return where(where_, a, np.dtype(_np_dtype(a)).type(fill))
+
+
+def _masked_extreme(name: str, x: Any, initial: Any, where_: Any) -> Any:
+    if where_ is None:
+        return x
+    if initial is None:
+        raise user_error(
+            f"{name} with where= and no initial",
+            expected="initial= as well (the value of a slice where nothing is kept)",
+            found="where= alone",
+            fix=f"pass initial=, e.g. snp.{name}(x, where=mask, initial="
+            + ("-snp.inf)" if name == "max" else "snp.inf)"),
+        )
+    return _masked(x, where_, initial)
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
@@ -815,10 +953,21 @@ def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return _arg("argmin", x, axis, keepdims)
 
 
-def take(a: Any, indices: Any, axis: int | None = None) -> Any:
+def take(a: Any, indices: Any, axis: int | None = None, mode: str = "raise") -> Any:
     """``np.take``: the entries of ``a`` at integer ``indices`` along ``axis`` (``None``:
     of ``a`` flattened), e.g. rows of an embedding table. An index outside the axis raises
-    when the program runs, as NumPy's does; a negative one counts from the end."""
+    when the program runs, as NumPy's does; a negative one counts from the end. ``mode``
+    ``"clip"`` clips the indices to the axis (a negative one to 0), ``"wrap"`` wraps them
+    around it, as NumPy's."""
+    if mode not in ("raise", "clip", "wrap"):
+        raise ValueError(
+            format_message(
+                f"take: mode={mode!r} is not one of NumPy's",
+                expected="'raise', 'clip' or 'wrap'",
+                found=repr(mode),
+                fix="pass one of those",
+            )
+        )
     idx = _as_tensor(indices)
     dt = _dtype_of(idx)
     if dt is None or not dt.is_int:
@@ -830,7 +979,11 @@ def take(a: Any, indices: Any, axis: int | None = None) -> Any:
         )
     if axis is None:
         a, axis = ravel(a), 0
-    return bind_op("take", [_as_tensor(a), idx], {"axis": axis})
+    a = _as_tensor(a)
+    if mode != "raise":
+        n = shape(a)[_axis(axis, ndim(a))]
+        idx = mod(idx, n) if mode == "wrap" else minimum(maximum(idx, 0), n - 1)
+    return bind_op("take", [a, idx], {"axis": axis})
 
 
 def sort(x: Any, axis: int | None = -1) -> Any:
@@ -986,6 +1139,42 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> An
     if not (isinstance(start, int) and start == 0):
         out = add(out, start if isinstance(start, int) else asarray(start, out.dtype))
     return out
+
+
+def _outer_of(fn: Any) -> Any:
+    def outer(a: Any, b: Any) -> Any:
+        """``fn`` of every element of ``a`` with every element of ``b``: the result has
+        ``a``'s shape followed by ``b``'s."""
+        x, y = _as_tensor(a), _as_tensor(b)
+        return fn(reshape(x, (*shape(x), *(1,) * ndim(y))), y)
+
+    return outer
+
+
+def _reduce_with(red: Any) -> Any:
+    def reduce(x: Any, axis: Any = 0, keepdims: bool = False) -> Any:
+        """The reduction along ``axis`` (NumPy's default: 0; None: every axis)."""
+        return red(x, axis=axis, keepdims=keepdims)
+
+    return reduce
+
+
+def _accumulate(x: Any, axis: int = 0) -> Any:
+    """The running sums along ``axis`` (NumPy's default: 0)."""
+    return cumsum(x, axis=axis)
+
+
+# NumPy's ufunc methods on the binary functions (np.add.outer(a, b), np.maximum.reduce(x)):
+# attributes of the functions, as a program written for NumPy calls them.
+for _fn in (add, subtract, multiply, divide, floor_divide, power, mod, maximum, minimum,
+            equal, not_equal, less, less_equal, greater, greater_equal, logical_and,
+            logical_or, logical_xor):  # fmt: skip
+    setattr(_fn, "outer", _outer_of(_fn))  # noqa: B010
+for _fn, _red in ((add, sum), (multiply, prod), (maximum, max), (minimum, min),
+                  (logical_and, all), (logical_or, any)):  # fmt: skip
+    setattr(_fn, "reduce", _reduce_with(_red))  # noqa: B010
+setattr(add, "accumulate", _accumulate)  # noqa: B010
+del _fn, _red
 
 
 __all__ = [
