@@ -779,8 +779,7 @@ def sum(
 ) -> Any:
     """``np.sum``; ``initial`` is added to every slice, ``where`` keeps the elements it
     holds True for (the others count as 0)."""
-    if dtype is not None:
-        x = astype(x, dtype)
+    x = astype(x, dtype) if dtype is not None else _platform_int(x)
     if where is not None:
         x = _masked(x, where, 0)
     out = _reduce("sum", x, axis, keepdims)
@@ -836,12 +835,20 @@ def prod(
 ) -> Any:
     """``np.prod``; ``initial`` multiplies every slice, ``where`` keeps the elements it
     holds True for (the others count as 1)."""
-    if dtype is not None:
-        x = astype(x, dtype)
+    x = astype(x, dtype) if dtype is not None else _platform_int(x)
     if where is not None:
         x = _masked(x, where, 1)
     out = _reduce("prod", x, axis, keepdims)
     return out if initial is None else multiply(out, initial)
+
+
+def _platform_int(x: Any) -> Any:
+    """``x`` as NumPy's sum, prod and cumsum take an integer narrower than the platform's:
+    int8/16/32 as int64, uint8/16/32 as uint64 (300 int8 ones sum to 300, not 44)."""
+    dt = np.dtype(_np_dtype(x))
+    if dt.kind in "iu" and dt.itemsize < 8:
+        return astype(x, np.int64 if dt.kind == "i" else np.uint64)
+    return x
 
 
 def _masked(x: Any, where_: Any, fill: Any) -> Any:
@@ -895,9 +902,13 @@ def all(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
 
 
 def cumsum(x: Any, axis: int | None = None) -> Any:
-    """``np.cumsum`` along ``axis`` (``None``: of ``x`` flattened)."""
+    """``np.cumsum`` along ``axis`` (``None``: of ``x`` flattened); a narrow integer or a
+    bool array sums in the platform's integer, as NumPy's."""
     if axis is None:
         x, axis = ravel(x), 0
+    x = _platform_int(x)
+    if np.dtype(_np_dtype(x)) == np.bool_:
+        x = astype(x, np.int64)
     return bind_op("cumsum", [_as_tensor(x)], {"axis": _axis(axis, ndim(x))})
 
 
