@@ -155,6 +155,16 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
                        ns.concatenate([x, x[0]], axis=None)),
         "b + 1, c + 3",
     ),
+    "shape_helpers": (
+        lambda ns, x: (*ns.unravel_index(ns.argmax(x, axis=1), (3, x.shape[1] // 3 + 1)),
+                       *ns.array_split(x, 3, axis=1), *ns.array_split(x, [1, 2], axis=0),
+                       ns.diag(x[:, :2].T @ x[:, :2]), ns.diag(x[0]), ns.diag(x[0], 2),
+                       ns.diag(x[0], -1), ns.cross(x[:, :3], x[:, 1:4]),
+                       ns.cross(x[:3], x[1:4], axis=0),
+                       *ns.broadcast_arrays(x[:, :1], x[:1], 2.0), ns.atleast_3d(x),
+                       ns.atleast_3d(x[0]), ns.atleast_3d(x[0, 0])),
+        "b + 4, c + 4",
+    ),
     "pad_modes": (
         lambda ns, x: (*(ns.pad(x, ((1, 2), (3, 1)), mode=m)
                          for m in ("edge", "reflect", "symmetric", "wrap")),
@@ -185,7 +195,7 @@ def test_more_of_numpy_agrees_with_numpy(name: str) -> None:
     "name",
     ["logs", "roll", "median", "tile_stack", "isclose", "take_along_broadcast", "logaddexp",
      "rounding", "fmax_fmin_ptp", "angles", "constructors", "norms", "numpy_idioms",
-     "pad_modes"],
+     "pad_modes", "shape_helpers"],
 )  # fmt: skip
 def test_the_jit_agrees_with_the_interpreter(name: str) -> None:
     fn, _, spec = _mirror(name)
@@ -236,6 +246,7 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         (lambda: snp.linalg.norm(x[None], 1), "norm of order 1 of an array of 3 dimensions"),
         (lambda: snp.linalg.matrix_norm(x[0]), "matrix_norm of an array of fewer than 2"),
         (lambda: snp.pad(x, 1, mode="median"), "pad: mode='median' is not supported"),
+        (lambda: snp.cross(x[:, :2], x[:, :2]), "cross of vectors that are not both 3-D"),
         (lambda: snp.take(x, np.array([0]), mode="nearest"), "take: mode='nearest' is not one"),
         (
             lambda: sv.jit(lambda v: snp.linspace(0, 9, v.shape[0], dtype=np.int32), shapes="n")(

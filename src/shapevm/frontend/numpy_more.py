@@ -11,6 +11,7 @@ is ``[b, s - 1]``, ``roll`` by any shift of an axis of symbolic length is a ``ta
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -536,6 +537,90 @@ def tri(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float32) -> Any:
     return _grid(n, m, k, dtype, np.tri, api.greater_equal)
 
 
+def unravel_index(indices: Any, shape: Sequence[Any]) -> tuple[Any, ...]:
+    """The coordinates in an array of ``shape`` (C order; sizes may be symbolic) of flat
+    ``indices``: one array per axis."""
+    idx = _as_tensor(indices)
+    out = []
+    stride: Any = 1
+    for d in reversed(tuple(shape)):
+        out.append(api.mod(api.floor_divide(idx, stride), d) if stride != 1 else api.mod(idx, d))
+        stride = stride * d
+    return tuple(reversed(out))
+
+
+def array_split(a: Any, sections: Any, axis: int = 0) -> list[Any]:
+    """``sections`` pieces along ``axis`` (an int: the first ``size % sections`` one longer;
+    a list: the split points, as `split`)."""
+    x = _as_tensor(a)
+    if not isinstance(sections, int):
+        return api.split(x, sections, axis=axis)
+    if sections <= 0:
+        raise _bad("array_split into no sections", "sections >= 1", str(sections), "pass 1 or more")
+    ax = _axis(axis, api.ndim(x))
+    size = x.shape[ax]
+    each, extra = size // sections, size % sections
+    low = min_dim if isinstance(extra, DimExpr) else builtins.min
+    bounds = [each * i + low(i, extra) for i in range(sections + 1)]
+    return [_slice_axis(x, ax, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+
+
+def diag(v: Any, k: int = 0) -> Any:
+    """A 2-D array's ``k``-th diagonal (`diagonal`), or a 2-D array with a 1-D ``v`` on its
+    ``k``-th diagonal (sizes may be symbolic)."""
+    x = _as_tensor(v)
+    if api.ndim(x) == 2:
+        return diagonal(x, k)
+    if api.ndim(x) != 1:
+        raise _bad("diag of an array that is not 1-D or 2-D", "1 or 2 dimensions",
+                   f"{api.ndim(x)} dimensions", "reshape to 1-D or 2-D")  # fmt: skip
+    n = x.shape[0]
+    square = api.expand_dims(x, 1) * eye(n, dtype=x.dtype)
+    if k == 0:
+        return square
+    width = builtins.abs(k)
+    pads = ((0, width), (width, 0)) if k > 0 else ((width, 0), (0, width))
+    return api.pad(square, pads)
+
+
+def cross(a: Any, b: Any, axis: int = -1) -> Any:
+    """The cross product of 3-vectors along ``axis``, the vectors broadcast against each
+    other (NumPy 2 deprecates 2-vectors: not taken)."""
+    x, y = _as_tensor(a), _as_tensor(b)
+    ax_x, ax_y = _axis(axis, api.ndim(x)), _axis(axis, api.ndim(y))
+    n, m = x.shape[ax_x], y.shape[ax_y]
+    if (n, m) != (3, 3):
+        raise _bad(
+            "cross of vectors that are not both 3-D",
+            "3 components along the axis of each",
+            f"{n} and {m}",
+            "pass vectors of 3 components (a 2-vector as [x, y, 0])",
+        )
+
+    def comp(t: Any, ax: int, i: int) -> Any:
+        return api.squeeze(_slice_axis(t, ax, i, i + 1), axis=ax)
+
+    x0, x1, x2 = (comp(x, ax_x, i) for i in range(3))
+    y0, y1, y2 = (comp(y, ax_y, i) for i in range(3))
+    parts = [x1 * y2 - x2 * y1, x2 * y0 - x0 * y2, x0 * y1 - x1 * y0]
+    return api.stack(parts, axis=axis if axis < 0 else builtins.min(ax_x, api.ndim(parts[0])))
+
+
+def broadcast_arrays(*args: Any) -> list[Any]:
+    """The arrays broadcast to their common shape."""
+    from shapevm.ops.shape_rules import broadcast_shapes
+
+    arrays = [_as_tensor(a) for a in args]
+    (target,) = broadcast_shapes([tuple(api.shape(a)) for a in arrays]).shapes
+    return [api.broadcast_to(a, tuple(target)) for a in arrays]
+
+
+def atleast_3d(a: Any) -> Any:
+    """``(N,)`` as ``(1, N, 1)``, ``(M, N)`` as ``(M, N, 1)``, as NumPy's."""
+    x = atleast_2d(a)
+    return api.expand_dims(x, 2) if api.ndim(x) == 2 else x
+
+
 def _as_float(x: Any) -> Any:
     (a,), _ = api._common([x], to_float=True)
     return a
@@ -563,12 +648,17 @@ __all__ = [
     "allclose",
     "arctan2",
     "argsort",
+    "array_split",
     "atleast_1d",
     "atleast_2d",
+    "atleast_3d",
     "average",
+    "broadcast_arrays",
     "column_stack",
+    "cross",
     "deg2rad",
     "degrees",
+    "diag",
     "diagonal",
     "diff",
     "empty",
@@ -612,5 +702,6 @@ __all__ = [
     "trace",
     "tri",
     "trunc",
+    "unravel_index",
     "vstack",
 ]
