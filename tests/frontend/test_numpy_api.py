@@ -364,13 +364,43 @@ def test_an_integer_array_index_is_take_as_in_numpy() -> None:
         exp.call(np.array([[6]], np.int32), np.zeros((1, 6), np.float32))
 
 
+def test_integer_arrays_on_adjacent_axes_index_as_numpy() -> None:
+    """``lp[arange(n), labels]`` (a loss's picked log-probabilities), arrays that broadcast
+    (``x[rows[:, None], cols[None, :]]``), negative indices and later axes: NumPy's
+    advanced index, interpreted and compiled; an index past its own axis fails the call
+    (its flat index too), where a flat index would have wrapped into the next row."""
+
+    def fn(x: Any, rows: Any) -> Any:
+        cols = snp.arange(3)
+        return (x[snp.arange(x.shape[0]), rows], x[rows[:, None], cols[None, :]],
+                x[None][:, rows, rows % 2], x[:, :, None][[0, -1], [1, -2]])  # fmt: skip
+
+    (b,) = sv.symbolic_shape("b")
+    exp = sv.export(sv.jit(fn))(
+        sv.ShapeDtypeStruct((b, 6), np.float32), sv.ShapeDtypeStruct((b,), np.int64)
+    )
+    jitted = exp.jit()
+    for n in (1, 4, 9):
+        x = RNG.standard_normal((n, 6)).astype(np.float32)
+        rows = RNG.integers(-min(n, 6), min(n, 6), n)  # within both axes
+        want = (x[np.arange(n), rows], x[rows[:, None], np.arange(3)[None, :]],
+                x[None][:, rows, rows % 2], x[:, :, None][[0, -1], [1, -2]])  # fmt: skip
+        for got in (exp.call(x, rows), *(jitted(x, rows) for _ in range(3))):
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w)
+    with pytest.raises(sv.RuntimeOpError, match="out of bounds"):
+        exp.call(np.zeros((2, 6), np.float32), np.array([0, 6]))  # row 1, column 6: past 6
+
+
 def test_unsupported_array_indices_say_what_is_supported() -> None:
-    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, 6"), np.float32)
-    ids = np.array([0, 2])
-    with pytest.raises(sv.TracingError, match=r"one integer array with whole axes"):
-        sv.export(sv.jit(lambda x: x[ids, ids]))(spec)
-    with pytest.raises(sv.TracingError, match=r"one integer array with whole axes"):
+    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("b, 6, 2"), np.float32)
+    ids = np.array([0, 1])
+    with pytest.raises(sv.TracingError, match=r"integer arrays on adjacent axes"):
+        sv.export(sv.jit(lambda x: x[ids, :, ids]))(spec)
+    with pytest.raises(sv.TracingError, match=r"integer arrays on adjacent axes"):
         sv.export(sv.jit(lambda x: x[1:, ids]))(spec)
+    with pytest.raises(sv.TracingError, match=r"an array index that is not integer"):
+        sv.export(sv.jit(lambda x: x[ids, np.array([0.5, 1.0])]))(spec)
     with pytest.raises(sv.TracingError, match=r"take needs integer indices"):
         sv.export(sv.jit(lambda x: snp.take(x, np.array([0.5]), axis=1)))(spec)
 

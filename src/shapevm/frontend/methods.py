@@ -175,11 +175,15 @@ def _take(x: Tracer, idx: tuple[Any, ...], arrays: list[int]) -> Any:
         for k, item in enumerate(idx)
         if k not in arrays
     )
+    adjacent = arrays == list(range(arrays[0], arrays[-1] + 1))
+    if len(arrays) > 1 and whole and adjacent and not any(_is_mask(idx[k]) for k in arrays):
+        return _take_adjacent(x, [idx[k] for k in arrays], arrays[0])
     if len(arrays) != 1 or not whole:
         raise user_error(
             "this integer-array index is not supported",
-            expected="one integer array with whole axes (:) around it, e.g. table[ids] or "
-            "x[:, ids]; ints, slices, None, ... or one boolean mask otherwise",
+            expected="integer arrays on adjacent axes with whole axes (:) around them, e.g. "
+            "table[ids], x[:, ids] or lp[rows, labels]; ints, slices, None, ... or one "
+            "boolean mask otherwise",
             found=f"{len(arrays)} array index(es) among {len(idx)} items",
             fix="index one axis per step (x[ids][:, 2:]), or use snp.take, snp.where, "
             "sort/argsort or top_k",
@@ -195,6 +199,36 @@ def _take(x: Tracer, idx: tuple[Any, ...], arrays: list[int]) -> Any:
             "into indices first",
         )
     return snp.take(x, index, axis=axis)
+
+
+def _take_adjacent(x: Tracer, indices: list[Any], first: int) -> Any:
+    """``x[i, j]`` (``lp[arange(n), labels]``, a loss's picked log-probabilities): integer
+    arrays on adjacent axes, broadcast together, as NumPy's advanced index: one `take`
+    along those axes merged into one, at the flat index ``i * d_j + j``; the result has
+    the indices' broadcast shape in their place. An index out of its own axis makes the
+    flat one out of range too, so the call fails as NumPy's does (naming the flat index)."""
+    dims = [x.shape[first + k] for k in range(len(indices))]
+    flat: Any = 0
+    bad: Any = False
+    for index, d in zip(indices, dims, strict=True):
+        i = snp.asarray(index)
+        if not np.issubdtype(np.dtype(i.dtype), np.integer):
+            raise user_error(
+                "an array index that is not integer",
+                expected="integer arrays (or Python ints) on the indexed axes",
+                found=f"an index of dtype {np.dtype(i.dtype)}",
+                fix="convert it with .astype(snp.int64), or index with one boolean mask",
+            )
+        i = snp.astype(i, np.int64)
+        shifted = i + d  # (i < -d as i + d < 0: a size as a value is never negative)
+        bad = snp.logical_or(bad, snp.logical_or(shifted < 0, i >= d))
+        flat = flat * d + snp.where(i < 0, shifted, i)
+    total = 1
+    for d in dims:
+        total = total * d
+    flat = snp.where(bad, total, flat)
+    merged = snp.reshape(x, (*x.shape[:first], total, *x.shape[first + len(dims) :]))
+    return snp.take(merged, flat, axis=first)
 
 
 def _is_mask(item: Any) -> bool:
