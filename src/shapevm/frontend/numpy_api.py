@@ -769,23 +769,6 @@ def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
     return bind_op(name, [_as_tensor(x)], {"axis": _axes(x, axis), "keepdims": keepdims})
 
 
-def sum(
-    x: Any,
-    axis: Any = None,
-    keepdims: bool = False,
-    dtype: Any = None,
-    initial: Any = None,
-    where: Any = None,
-) -> Any:
-    """``np.sum``; ``initial`` is added to every slice, ``where`` keeps the elements it
-    holds True for (the others count as 0)."""
-    x = astype(x, dtype) if dtype is not None else _platform_int(x)
-    if where is not None:
-        x = _masked(x, where, 0)
-    out = _reduce("sum", x, axis, keepdims)
-    return out if initial is None else add(out, initial)
-
-
 def mean(
     x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, where: Any = None
 ) -> Any:
@@ -825,21 +808,38 @@ def min(
 amax, amin = max, min
 
 
-def prod(
-    x: Any,
-    axis: Any = None,
-    keepdims: bool = False,
-    dtype: Any = None,
-    initial: Any = None,
-    where: Any = None,
-) -> Any:
+def _sum_or_prod(name: str, doc: str) -> Any:
+    def reduce(
+        x: Any,
+        axis: Any = None,
+        keepdims: bool = False,
+        dtype: Any = None,
+        initial: Any = None,
+        where: Any = None,
+    ) -> Any:
+        x = astype(x, dtype) if dtype is not None else _platform_int(x)
+        if where is not None:
+            x = _masked(x, where, 0 if name == "sum" else 1)
+        out = _reduce(name, x, axis, keepdims)
+        if initial is None:
+            return out
+        return add(out, initial) if name == "sum" else multiply(out, initial)
+
+    reduce.__name__ = reduce.__qualname__ = name
+    reduce.__doc__ = doc
+    return reduce
+
+
+sum = _sum_or_prod(
+    "sum",
+    """``np.sum``; ``initial`` is added to every slice, ``where`` keeps the elements it
+    holds True for (the others count as 0).""",
+)
+prod = _sum_or_prod(
+    "prod",
     """``np.prod``; ``initial`` multiplies every slice, ``where`` keeps the elements it
-    holds True for (the others count as 1)."""
-    x = astype(x, dtype) if dtype is not None else _platform_int(x)
-    if where is not None:
-        x = _masked(x, where, 1)
-    out = _reduce("prod", x, axis, keepdims)
-    return out if initial is None else multiply(out, initial)
+    holds True for (the others count as 1).""",
+)
 
 
 def _platform_int(x: Any) -> Any:
