@@ -356,13 +356,8 @@ class JitEngine:
         with stats.LOCK:
             if rec.status != READY:
                 return None
-            rec.hits += 1
-            rec.last_use = now
-            self._records.move_to_end(rec.key)
-            self.counters.calls += 1
-            self.counters.compiled_calls += 1
-            stats.COUNTERS.calls += 1
-            stats.COUNTERS.compiled_calls += 1
+            self._count_call()
+            self._hit(rec, now)
             job = self._tier3_job(rec)
         try:
             return list(direct(*arrays) if dims is None else direct(dims, *arrays))
@@ -375,12 +370,7 @@ class JitEngine:
             if job is not None:
                 rec.tier3_when_hot = True
                 job = None
-            with stats.LOCK:  # counted again by the full path
-                self.counters.calls -= 1
-                self.counters.compiled_calls -= 1
-                stats.COUNTERS.calls -= 1
-                stats.COUNTERS.compiled_calls -= 1
-                rec.hits -= 1
+            self._uncount(rec)  # counted again by the full path
             return None
         finally:
             if job is not None:
@@ -416,27 +406,42 @@ class JitEngine:
             direct = fn.direct
             if direct is None or fn.direct_needs_dims:
                 return None
-            if len(self._counts) >= _COUNTED_KEYS:
-                self._counts.clear()
-            self._counts[key] = n
-            for c in (self.counters, stats.COUNTERS):
-                c.calls += 1
-                c.borrowed_calls += 1
+            self._note_count(key, n)
+            self._count_call(borrowed=True)
             self._hit(lender, now)
         try:
             return list(direct(*arrays))
         except self._failure as exc:  # an instruction failed (an index out of range)
             raise fn.failure(exc) from exc
         except self._mismatch:  # refused after all: the full path counts it and explains
-            with stats.LOCK:
-                for c in (self.counters, stats.COUNTERS):
-                    c.calls -= 1
-                    c.borrowed_calls -= 1
-                    c.compiled_calls -= 1
-                lender.hits -= 1
-                if self._counts.get(key) == n:
-                    self._counts[key] = n - 1
+            self._uncount(lender, borrowed=True, key=key, n=n)
             return None
+
+    def _count_call(self, borrowed: bool = False, by: int = 1) -> None:
+        """Count a call in the function's and the process's counters (under the lock)."""
+        for c in (self.counters, stats.COUNTERS):
+            c.calls += by
+            if borrowed:
+                c.borrowed_calls += by
+
+    def _uncount(
+        self, rec: VariantRecord, borrowed: bool = False, key: Key | None = None, n: int = 0
+    ) -> None:
+        """Take back a fast call that the executor refused (the full path counts it): its
+        counts, the hit on ``rec``, and the key's count ``n`` when it still stands."""
+        with stats.LOCK:
+            self._count_call(borrowed, by=-1)
+            for c in (self.counters, stats.COUNTERS):
+                c.compiled_calls -= 1
+            rec.hits -= 1
+            if key is not None and self._counts.get(key) == n:
+                self._counts[key] = n - 1
+
+    def _note_count(self, key: Key, n: int) -> None:
+        """Record ``n`` calls of ``key``, not yet hot (the counts kept are bounded)."""
+        if len(self._counts) >= _COUNTED_KEYS:
+            self._counts.clear()
+        self._counts[key] = n
 
     def _remember_fast(
         self, arrays: Sequence[Any], values: tuple[int, ...], variant: Variant
@@ -671,9 +676,7 @@ class JitEngine:
             if self.options.eager_first:
                 threshold = 1  # every call would stay in the interpreter
         if n < threshold:
-            if len(self._counts) >= _COUNTED_KEYS:
-                self._counts.clear()
-            self._counts[key] = n
+            self._note_count(key, n)
             return None
         self._counts.pop(key, None)
         if self.skip_reason is not None:
