@@ -16,6 +16,7 @@ from shapevm.frontend import numpy_api as snp
 from shapevm.frontend.numpy_api import _as_tensor
 from shapevm.frontend.numpy_more import tri
 from shapevm.frontend.tracer import bind_op
+from shapevm.ops import DType
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -145,6 +146,10 @@ def avg_pool2d(
     return bind_op("avg_pool2d", [_as_tensor(x)], attrs)
 
 
+def _is_bool(mask: Any) -> bool:
+    return snp._dtype_of(mask) is DType.BOOL
+
+
 def scaled_dot_product_attention(
     q: Any,
     k: Any,
@@ -164,7 +169,7 @@ def scaled_dot_product_attention(
         causal = tri(snp.shape(q)[-2], snp.shape(k)[-2], dtype=np.bool_)
         if mask is None:
             mask = causal
-        elif snp._dtype_of(mask) is not None and snp._dtype_of(mask).value == "bool":  # type: ignore[union-attr]
+        elif _is_bool(mask):
             mask = snp.logical_and(mask, causal)
         else:
             mask = snp.where(causal, mask, -np.inf)
@@ -177,7 +182,7 @@ def scaled_dot_product_attention(
         scale = 1.0 / math.sqrt(d)
     scores = snp.multiply(snp.matmul(q, snp.swapaxes(k, -1, -2)), scale)
     if mask is not None:
-        if snp._dtype_of(mask) is not None and snp._dtype_of(mask).value == "bool":  # type: ignore[union-attr]
+        if _is_bool(mask):
             scores = snp.where(mask, scores, -np.inf)
         else:
             scores = snp.add(scores, mask)
