@@ -665,9 +665,7 @@ static PyObject *py_global_pool_kernel(PyObject *self, PyObject *args) {
 
 /* -- take: rows picked by a tensor of indices (an embedding lookup) ------------------------ */
 
-/* y = numpy.take(x, idx, axis): y's shape is x's with the axis replaced by idx's shape.
- * An index below -n or from n on (n: x's extent along the axis) fails the call, naming
- * it; a negative one counts from the end, as in NumPy and ONNX. */
+/* The error of an index out of its axis (take, take_along_axis), as NumPy words it. */
 static int take_out_of_range(const char *kernel, int64_t v, int axis, int64_t n,
                              const char **err) {
     static _Thread_local char msg[176];
@@ -679,6 +677,9 @@ static int take_out_of_range(const char *kernel, int64_t v, int axis, int64_t n,
     return SVX_DATA_ERROR;
 }
 
+/* y = numpy.take(x, idx, axis): y's shape is x's with the axis replaced by idx's shape.
+ * An index below -n or from n on (n: x's extent along the axis) fails the call, naming
+ * it; a negative one counts from the end, as in NumPy and ONNX. */
 static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
                     int nout, const int32_t *iattr, const float *fattr, const char **err) {
     (void)iattr;
@@ -870,16 +871,24 @@ static int64_t task_lines(const lines *l, int64_t task, int64_t *f0) {
 
 /* fn over every line: on the calling thread below min_work elements, else tasks of
  * consecutive lines over the pool */
-static void run_lines(lines *l, double min_work, sv_task_fn fn) {
+/* `units` tasks' worth of `fn(ctx, task)`, each task [task, task + 1) * *per_task of them:
+ * on this thread alone below `min_work` (a pool launch costs what it saves), else a few
+ * tasks per thread, so that a busy core's share goes to the others. */
+static void run_units(int64_t units, double work, double min_work, int64_t *per_task,
+                      sv_task_fn fn, void *ctx) {
     int threads = sv_pool_threads();
-    if (threads <= 1 || (double)l->total * (double)l->n < min_work || l->total < 2) {
-        l->per_task = l->total;
-        fn(l, 0);
+    if (threads <= 1 || work < min_work || units < 2) {
+        *per_task = units;
+        fn(ctx, 0);
         return;
     }
-    int64_t tasks = 4 * (int64_t)threads < l->total ? 4 * (int64_t)threads : l->total;
-    l->per_task = (l->total + tasks - 1) / tasks;
-    sv_parallel((l->total + l->per_task - 1) / l->per_task, fn, l);
+    int64_t tasks = 4 * (int64_t)threads < units ? 4 * (int64_t)threads : units;
+    *per_task = (units + tasks - 1) / tasks;
+    sv_parallel((units + *per_task - 1) / *per_task, fn, ctx);
+}
+
+static void run_lines(lines *l, double min_work, sv_task_fn fn) {
+    run_units(l->total, (double)l->total * (double)l->n, min_work, &l->per_task, fn, l);
 }
 
 /* max and min as NumPy's: a NaN wins */
@@ -1162,6 +1171,9 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
     for (int d = 0; d < last; d++) rows *= y->shape[d];
     int64_t as = last >= 0 ? a->strides[last] : 0, bs = last >= 0 ? b->strides[last] : 0,
             cs = c && last >= 0 ? c->strides[last] : 0, ys = last >= 0 ? y->strides[last] : 0;
+    /* every operand along a row of unit stride or broadcast (0), y of unit stride: the
+     * typed loops below */
+    bool units = ys == 1 && (as | 1) == 1 && (bs | 1) == 1 && (cs | 1) == 1;
     for (int64_t f = 0; n > 0 && f < rows; f++) {
         int64_t ao = 0, bo = 0, co = 0, yo = 0, rest = f;
         for (int d = last - 1; d >= 0; d--) {
@@ -1174,8 +1186,7 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
         }
         /* int64 rows of unit or no stride (a flat index: y * width + x): typed loops of
          * wrapping arithmetic (through int_at, each element took a nanosecond) */
-        if (a->dtype == SVX_I64 && b->dtype == SVX_I64 && y->dtype == SVX_I64 && ys == 1 &&
-            (as | 1) == 1 && (bs | 1) == 1 &&
+        if (units && a->dtype == SVX_I64 && b->dtype == SVX_I64 && y->dtype == SVX_I64 &&
             (kind == IOP_ADD || kind == IOP_SUB || kind == IOP_MUL)) {
             const uint64_t *pa = (const uint64_t *)a->data + ao, *pb = (const uint64_t *)b->data + bo;
             uint64_t *py = (uint64_t *)((int64_t *)y->data + yo);
@@ -1187,7 +1198,7 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
         }
         /* comparisons of one integer type, unit or no strides (a one-hot row:
          * ids[:, None] == arange(k)): typed loops, each kind its own */
-        if (compare && a->dtype == b->dtype && ys == 1 && (as | 1) == 1 && (bs | 1) == 1) {
+        if (units && compare && a->dtype == b->dtype) {
             uint8_t *py = (uint8_t *)y->data + yo;
 #define CMP_RUN(T, OP)                                                                       \
     {                                                                                        \
@@ -1211,8 +1222,8 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
 #undef CMP_RUN
             continue;
         }
-        if (where && a->dtype == SVX_I64 && b->dtype == SVX_I64 && y->dtype == SVX_I64 &&
-            ys == 1 && (as | 1) == 1 && (bs | 1) == 1 && (cs | 1) == 1) {
+        if (units && where && a->dtype == SVX_I64 && b->dtype == SVX_I64 &&
+            y->dtype == SVX_I64) {
             const int64_t *pa = (const int64_t *)a->data + ao, *pb = (const int64_t *)b->data + bo;
             const uint8_t *pc = (const uint8_t *)c->data + co;
             int64_t *py = (int64_t *)y->data + yo;
@@ -2196,15 +2207,8 @@ static void run_arg_inner(const lines *l, int max) {
     arg_inner_job j = {(const float *)l->x->data, (int64_t *)l->y->data, l->n, l->inner,
                        (l->inner + ARG_CHUNK - 1) / ARG_CHUNK, 0, 0, max};
     j.units = l->total / l->inner * j.chunks;
-    int threads = sv_pool_threads();
-    if (threads <= 1 || (double)l->total * (double)l->n < 32768.0 || j.units < 2) {
-        j.per_task = j.units;
-        arg_inner_task(&j, 0);
-        return;
-    }
-    int64_t tasks = 4 * (int64_t)threads < j.units ? 4 * (int64_t)threads : j.units;
-    j.per_task = (j.units + tasks - 1) / tasks;
-    sv_parallel((j.units + j.per_task - 1) / j.per_task, arg_inner_task, &j);
+    run_units(j.units, (double)l->total * (double)l->n, 32768.0, &j.per_task, arg_inner_task,
+              &j);
 }
 
 static int run_arg(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
