@@ -282,6 +282,18 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         assert all(f"{label}:" in str(err.value) for label in ("expected", "found", "fix"))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.float32, np.bool_])
+def test_a_product_of_vectors_keeps_numpys_type(dtype: Any) -> None:
+    """``a @ b`` of two vectors is their inner product in the operands' type (int8 wraps,
+    bool is any of the pairs), as NumPy's matmul, not a sum in the platform integer."""
+    a = (np.arange(40) % 7 - 2).astype(dtype)
+    b = (np.arange(40) % 5).astype(dtype)
+    want = a @ b
+    for enabled in (False, True):
+        got = sv.jit(lambda x, y: x @ y, shapes=("n", "n"), enabled=enabled)(a, b)
+        assert got.dtype == want.dtype and got == want
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint8, np.bool_])
 def test_narrow_integers_sum_in_the_platform_integer_as_numpy(dtype: Any) -> None:
     """sum, prod and cumsum of int8/16/32 give int64 (uint8 uint64, bool int64), as

@@ -415,8 +415,10 @@ def matmul(x: Any, y: Any) -> Any:
     the left) or one column (on the right) for the product, and that axis goes from the
     result; two vectors give their inner product."""
     (a, b), _ = _common([x, y])
-    if ndim(a) == 1 and ndim(b) == 1:
-        return sum(multiply(a, b))
+    if ndim(a) == 1 and ndim(b) == 1:  # in the operands' type, as NumPy's (bool: any)
+        if np.dtype(_np_dtype(a)) == np.bool_:
+            return any(logical_and(a, b))
+        return _reduce("sum", multiply(a, b), None, False)
     if ndim(a) == 1 and ndim(b) >= 2:
         return squeeze(bind_op("matmul", [expand_dims(a, 0), b]), axis=-2)
     if ndim(b) == 1 and ndim(a) >= 2:

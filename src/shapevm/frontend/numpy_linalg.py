@@ -30,13 +30,10 @@ def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) 
     if _kind(a) != "f":
         a = _as_float(a)
     if axis is None:
-        out = _vector(api.ravel(a), 0, False, ord)
+        out = _vector(api.ravel(a), (0,), False, ord)
         return api.reshape(out, (1,) * api.ndim(a)) if keepdims else out
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    axes = tuple(_axis(i, api.ndim(a)) for i in axes)
-    if len(axes) == 1:
-        return _vector(a, axes[0], keepdims, ord)
-    return _vector_over(a, axes, keepdims, ord)
+    return _vector(a, tuple(_axis(i, api.ndim(a)) for i in axes), keepdims, ord)
 
 
 def matrix_norm(x: Any, keepdims: bool = False, ord: Any = "fro") -> Any:
@@ -65,7 +62,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
             out = api.sqrt(api.sum(a * a))
             return api.reshape(out, (1,) * nd) if keepdims else out
         if nd == 1:
-            return _vector(a, 0, keepdims, ord)
+            return _vector(a, (0,), keepdims, ord)
         if nd == 2:
             return _matrix(a, (0, 1), keepdims, ord)
         raise _bad(
@@ -77,7 +74,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     axes = tuple(_axis(i, nd) for i in axes)
     if len(axes) == 1:
-        return _vector(a, axes[0], keepdims, 2 if ord is None else ord)
+        return _vector(a, axes, keepdims, 2 if ord is None else ord)
     if len(axes) == 2 and axes[0] != axes[1]:
         return _matrix(a, axes, keepdims, ord)
     raise _bad(
@@ -88,28 +85,23 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     )
 
 
-def _vector(a: Any, ax: int, keepdims: bool, ord: Any) -> Any:
-    return _vector_over(a, (ax,), keepdims, ord)
-
-
-def _vector_over(a: Any, axes: tuple[int, ...], keepdims: bool, ord: Any) -> Any:
+def _vector(a: Any, axes: tuple[int, ...], keepdims: bool, ord: Any) -> Any:
     if isinstance(ord, str) or not isinstance(ord, (int, float, np.number)):
         raise _bad("vector norm of an unknown order", _VECTOR_ORDS, repr(ord), _fix_ord())
     p = float(ord)
-    ax = axes if len(axes) > 1 else axes[0]
     if p == 2.0:
-        return api.sqrt(api.sum(a * a, axis=ax, keepdims=keepdims))
+        return api.sqrt(api.sum(a * a, axis=axes, keepdims=keepdims))
     m = api.abs(a)
     if p == np.inf:
-        return api.max(m, axis=ax, keepdims=keepdims)
+        return api.max(m, axis=axes, keepdims=keepdims)
     if p == -np.inf:
-        return api.min(m, axis=ax, keepdims=keepdims)
+        return api.min(m, axis=axes, keepdims=keepdims)
     if p == 1.0:
-        return api.sum(m, axis=ax, keepdims=keepdims)
+        return api.sum(m, axis=axes, keepdims=keepdims)
     if p == 0.0:
         nonzero = api.not_equal(a, 0.0).astype(a.dtype)
-        return api.sum(nonzero, axis=ax, keepdims=keepdims)
-    total = api.sum(api.power(m, np.dtype(a.dtype).type(p)), axis=ax, keepdims=keepdims)
+        return api.sum(nonzero, axis=axes, keepdims=keepdims)
+    total = api.sum(api.power(m, np.dtype(a.dtype).type(p)), axis=axes, keepdims=keepdims)
     return api.power(total, np.dtype(a.dtype).type(1.0 / p))
 
 
