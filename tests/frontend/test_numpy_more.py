@@ -282,6 +282,19 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         assert all(f"{label}:" in str(err.value) for label in ("expected", "found", "fix"))
 
 
+def test_round_with_decimals_is_numpys_bit_for_bit() -> None:
+    """``round(x, d)`` computes as NumPy's does in float32 (scale, round half to even,
+    unscale): the same bits, interpreted and compiled, for positive and negative ``d``."""
+    x = (np.random.default_rng(4).standard_normal(20000) * 1000).astype(np.float32)
+    for d in (1, 2, 3, -1, -2):
+        want = np.round(x, d)
+        for enabled in (False, True):
+            fn = sv.jit(lambda v, d=d: snp.round(v, d), shapes="n", enabled=enabled)
+            got = fn(x)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.float32, np.bool_])
 def test_a_product_of_vectors_keeps_numpys_type(dtype: Any) -> None:
     """``a @ b`` of two vectors is their inner product in the operands' type (int8 wraps,
