@@ -23,6 +23,7 @@ import argparse
 import itertools
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -95,7 +96,8 @@ def new_shapes_child(system_name: str, workload: str, pause: bool) -> None:
     for each further shape, ten calls of the shape before it, then (``pause``: after
     PAUSE_S of sleep) the first call of the new shape, and its steady time. With ``pause``
     also a shape already seen, called after the same sleep: what the pause alone costs.
-    Prints one JSON line of ratios to the steady times."""
+    Prints one JSON line of ratios to the steady times, and the minor page faults of each
+    first call."""
     from shapevm.models import workloads as wl
     from shapevm.tools.bench.registry import get_system
 
@@ -111,19 +113,21 @@ def new_shapes_child(system_name: str, workload: str, pause: bool) -> None:
     settle = getattr(fn, "settle", None)
     if settle is not None:
         settle()
-    first, seen = [], []
+    first, seen, faults = [], [], []
     for before, x in itertools.pairwise(xs):
         for _ in range(10):
             fn(before)
         if pause:
             time.sleep(PAUSE_S)
+        minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t = timed(lambda x=x: fn(x), 1)[0]
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - minflt)
         steady = median_us(lambda x=x: fn(x), 30)
         first.append(t / steady)
         if pause:
             time.sleep(PAUSE_S)
             seen.append(timed(lambda x=x: fn(x), 1)[0] / steady)
-    print(json.dumps({"first": first, "seen": seen}))
+    print(json.dumps({"first": first, "seen": seen, "faults": faults}))
 
 
 def new_shapes(quick: bool) -> None:
@@ -168,6 +172,13 @@ def new_shapes(quick: bool) -> None:
             ]
             label = wl.get_workload(workload).label(shape)
             print(f"| {workload} | {label} | " + " | ".join(cells) + " |")
+        # the page faults of each first call (back to back): a grown arena's new pages
+        new = len(wl.get_workload(workload).shapes) - 1
+        faults = "; ".join(
+            f"{s}: " + ", ".join(f"{med(s, False, 'faults', i):.0f}" for i in range(new))
+            for s in systems
+        )
+        print(f"\n{workload}, page faults of the first call of each new shape ({faults})\n")
 
 
 def _chains(seed: int) -> Callable[[Any], Any]:
