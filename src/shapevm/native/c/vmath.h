@@ -152,7 +152,9 @@ SV_INLINE vf vtanh(vf x) {
     p = vfma(p, z, vsplat(1.33314422036E-1f));
     p = vfma(p, z, vsplat(-3.33332819422E-1f));
     vf small = vfma(x * z, p, x);
-    vf e = vexp(vmin(a + a, vsplat(88.0f)));
+    /* past |x| = 10, 1 - 2 / (e + 1) rounds to 1: e^20 at most, scaled in one step (the
+     * same bits as vexp there, without its range and NaN selects) */
+    vf e = vexp_1step(vmin(a + a, vsplat(20.0f)));
     vf big = vsplat(1.0f) - vsplat(2.0f) / (e + vsplat(1.0f));
     big = vcopysign(big, x);
     vf y = vsel(a < vsplat(0.625f), small, big);
