@@ -463,3 +463,34 @@ def test_a_triangle_of_a_boolean_array_stays_boolean() -> None:
     for got, w in zip(exp.call(x), want, strict=True):
         assert got.dtype == w.dtype
         np.testing.assert_array_equal(got, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.uint8])
+def test_squares_roots_and_reciprocals_by_power_are_numpys_bits(dtype: Any) -> None:
+    """``x ** 2``, ``x ** 0.5`` and ``x ** -1`` (and ``np.power``) give NumPy's bits, which
+    are its ``x * x``, ``sqrt`` and ``1 / x``: they trace as those ops, not as ``pow``, so
+    they fuse with their neighbours (``((a - p) ** 2).sum(1)`` ran the C library's ``powf``
+    per element, 40x NumPy's time); compiled and interpreted alike."""
+    floats = np.dtype(dtype).kind == "f"
+    exps: list[float] = [2, 2.0, 0.5, -1, -1.0] if floats else [2]
+    x = (RNG.standard_normal((6, 7)) * 4).astype(dtype)
+    if floats:
+        x[0, :4] = [-0.0, np.inf, -np.inf, np.nan]
+    for e in exps:
+        for body in (lambda a, e=e: a**e, lambda a, e=e: snp.power(a, e)):
+            exp = sv.export(sv.jit(body))(sv.ShapeDtypeStruct(sv.symbolic_shape("n, 7"), dtype))
+            assert "pow(" not in exp.text()
+            with np.errstate(all="ignore"):
+                want = x**e
+            for run in (exp.call, exp.jit(hot_threshold=1)):
+                with np.errstate(all="ignore"):  # 1 / 0, as NumPy warns
+                    got = run(x)
+                    got = run(x)  # the second call compiled
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+
+
+def test_an_integer_array_to_a_negative_power_is_refused_where_it_is_written() -> None:
+    spec = sv.ShapeDtypeStruct(sv.symbolic_shape("n"), np.int32)
+    with pytest.raises(sv.TracingError, match=r"negative power -2(.|\n)*x.astype\(np.float32\)"):
+        sv.export(sv.jit(lambda x: x**-2))(spec)

@@ -171,7 +171,25 @@ remainder = mod
 
 
 def power(x: Any, y: Any) -> Any:
-    return _binary("pow", x, y)
+    """``x ** y``. A constant exponent of 2, of 0.5 or of -1 on floats is NumPy's own
+    ``x * x``, ``sqrt(x)`` and ``1 / x`` (its results for them, bit for bit), which run as
+    fused elementwise ops; any other exponent is ``pow``, the C library's per element."""
+    (a, b), dt = _common([x, y])
+    if isinstance(a, Tracer) and type(b) in (int, float) and dt is not DType.BOOL:
+        if b == 2:
+            return bind_op("mul", [a, a])
+        if b == 0.5 and dt.is_float:
+            return bind_op("sqrt", [a])
+        if b == -1 and dt.is_float:
+            return bind_op("div", [1.0, a])
+        if b < 0 and not dt.is_float:  # NumPy's ValueError, at the line that asks
+            raise user_error(
+                f"an integer array to the negative power {b}",
+                expected="a non-negative integer exponent, or a float array",
+                found=f"{dt.numpy.name} ** {b}",
+                fix=f"x.astype(np.float32) ** {b}, or 1.0 / x ** {-b}",
+            )
+    return bind_op("pow", [a, b])
 
 
 def maximum(x: Any, y: Any) -> Any:

@@ -1316,7 +1316,7 @@ def test_an_op_no_native_kernel_runs_is_cut_out_before_lowering(
     def f(x: Any) -> Any:
         rows = snp.arange(x.shape[0])  # iota: int64, native
         h = snp.tanh(x @ W.T + BIAS)
-        return h * 2.0 + (rows**2).astype(snp.float32)[:, None]
+        return h * 2.0 + (rows**3).astype(snp.float32)[:, None]
 
     exp = sv.export(sv.jit(f))(sv.ShapeDtypeStruct((b, 32), np.float32))
     ex = Executable(exp.program)
