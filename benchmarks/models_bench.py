@@ -82,6 +82,22 @@ def nll(xp: Any, logits: Any, labels: Any) -> Any:  # picked log-probabilities
     return -lp[xp.arange(logits.shape[0]), labels].mean()
 
 
+def triplet(xp: Any, a: Any, p: Any, n: Any) -> Any:  # a margin loss of squared distances
+    dp = xp.sqrt(((a - p) ** 2).sum(1))
+    dn = xp.sqrt(((a - n) ** 2).sum(1))
+    return xp.maximum(dp - dn + 0.2, 0).mean()
+
+
+def quantize(xp: Any, x: Any) -> Any:  # int8 round trip with a per-tensor scale
+    scale = xp.abs(x).max() / 127.0
+    q = xp.clip(xp.round(x / scale), -127, 127).astype(xp.int8)
+    return q, q.astype(xp.float32) * scale
+
+
+def mish(xp: Any, x: Any) -> Any:  # x * tanh(softplus(x)), softplus written out
+    return x * xp.tanh(xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0))
+
+
 CASES: dict[str, tuple[Callable[..., Any], tuple[str, ...], tuple[Any, ...]]] = {
     "seg_head": (seg_head, ("b, 5, h, w",), (RNG.standard_normal((2, 5, 64, 48)).astype(F32),)),
     "bilinear": (bilinear, ("n, 2",), (RNG.uniform(0, 30, (3000, 2)).astype(F32),)),
@@ -107,6 +123,13 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[str, ...], tuple[Any, ...]]] = 
         ("b, c", "b"),
         (RNG.standard_normal((64, 10)).astype(F32), RNG.integers(0, 10, 64)),
     ),
+    "triplet": (
+        triplet,
+        ("b, 64",) * 3,
+        tuple(RNG.standard_normal((512, 64)).astype(F32) for _ in range(3)),
+    ),
+    "quantize": (quantize, ("n, 32",), (RNG.standard_normal((500, 32)).astype(F32),)),
+    "mish": (mish, ("n, 64",), (RNG.standard_normal((300, 64)).astype(F32) * 3,)),
 }
 
 
