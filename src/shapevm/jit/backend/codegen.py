@@ -62,7 +62,7 @@ EXPR: dict[str, str] = {
     "div": "({0} / {1})",
     "maximum": "svg_max({0}, {1})",
     "minimum": "svg_min({0}, {1})",
-    "pow": "svg_map2(powf, {0}, {1})",
+    "pow": "vpow({0}, {1})",
     "floordiv": "svg_map2(svg_floordiv, {0}, {1})",
     "mod": "svg_map2(svg_mod, {0}, {1})",
     "logical_and": "svg_b(({0} != vsplat(0.0f)) & ({1} != vsplat(0.0f)))",

@@ -2,9 +2,8 @@
  * vectorized loop per op over n floats (n a multiple of SV_VW, at most SV_TILE_LEN), and
  * the segment reductions.  Bools are 0.0f / 1.0f lanes.
  *
- * pow, floordiv and mod run libm per element: their float32 results are then the C
- * library's (within an ulp), and floordiv / mod follow NumPy's npy_divmodf step by step
- * (signs, zeros, infinities and NaN as NumPy gives them); sin and cos are vmath.h's.
+ * floordiv and mod run per element, following NumPy's npy_divmodf step by step (signs,
+ * zeros, infinities and NaN as NumPy gives them); pow, sin and cos are vmath.h's.
  */
 #include "vmath.h"
 
@@ -100,9 +99,9 @@ SV_TK_UNARY(ne0, vbool(vtrue(a)))
 SV_TK_UNARY(square, a * a)
 SV_TK_UNARY(sin, vsin(a))
 SV_TK_UNARY(cos, vcos(a))
-SV_TK_SCALAR(pow, __builtin_powf(a, b))
 SV_TK_SCALAR(floordiv, b ? SV_FN(divmodf)(a, b, &mod) : a / b)
 SV_TK_SCALAR(mod, b ? (SV_FN(divmodf)(a, b, &mod), mod) : __builtin_fmodf(a, b))
+SV_TK_BINARY(pow, vpow(a, b))
 SV_TK_BINARY(add, a + b)
 SV_TK_BINARY(sub, a - b)
 SV_TK_BINARY(mul, a * b)

@@ -360,4 +360,125 @@ SV_INLINE vf vtrig(vf x, int cosine) {
 SV_INLINE vf vsin(vf x) { return vtrig(x, 0); }
 SV_INLINE vf vcos(vf x) { return vtrig(x, 1); }
 
+
+/* pow(x, y) for float32 lanes, computed in double (vpow_half_, vexp2_d_): y log2|x| within
+ * about 1e-13 and 2^z within 3e-13, so that the one rounding to float gives the correctly
+ * rounded power but next to a halfway point (over 50000 bases and exponents of every
+ * magnitude, within half an ulp of float64's power); the C99 cases last, by selects: x =
+ * +-0 or +-inf, |x| = 1 (also for y = +-inf), y = +-0 (1 even for a NaN x), x = 1 (1 even
+ * for a NaN y), a negative x (odd integer y: negative; not an integer: NaN), NaN operands.
+ * On 19200 elements, one thread: 45 us at avx512 and 91 at avx2, where the C library's
+ * powf per element takes 98 (NumPy 2.4's, vectorized: 8).  With four lanes a vector
+ * (generic) the double halves cost more than powf (247 us), which that level keeps. */
+typedef double sv_vd_ __attribute__((vector_size(SV_VW * 4)));
+typedef int64_t sv_vl_ __attribute__((vector_size(SV_VW * 4)));
+typedef float sv_vh_ __attribute__((vector_size(SV_VW * 2)));
+#if SV_VW == 4
+#define SV_LO_(v) __builtin_shufflevector(v, v, 0, 1)
+#define SV_HI_(v) __builtin_shufflevector(v, v, 2, 3)
+#define SV_JOIN_(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3)
+#elif SV_VW == 8
+#define SV_LO_(v) __builtin_shufflevector(v, v, 0, 1, 2, 3)
+#define SV_HI_(v) __builtin_shufflevector(v, v, 4, 5, 6, 7)
+#define SV_JOIN_(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7)
+#else
+#define SV_LO_(v) __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)
+#define SV_HI_(v) __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)
+#define SV_JOIN_(a, b)                                                                     \
+    __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#endif
+SV_INLINE sv_vd_ sv_dsplat_(double v) {
+    sv_vd_ r;
+    for (int i = 0; i < SV_VW / 2; i++) r[i] = v;
+    return r;
+}
+SV_INLINE sv_vd_ sv_dsel_(sv_vl_ m, sv_vd_ a, sv_vd_ b) {
+    return (sv_vd_)(((sv_vl_)a & m) | ((sv_vl_)b & ~m));
+}
+/* 2^z for z within +-400 (y log2|x|, clamped), in double: 2^round(z) times the Taylor
+ * series of e^r, |r| < 0.35, to r^10 (within 3e-13) */
+SV_INLINE sv_vd_ vexp2_d_(sv_vd_ z) {
+    const sv_vd_ magic = sv_dsplat_(6755399441055744.0); /* 1.5 * 2^52 */
+    sv_vd_ n = (z + magic) - magic;
+    sv_vd_ r = (z - n) * sv_dsplat_(0.69314718055994531);
+    sv_vd_ q = sv_dsplat_(1.0 / 3628800);
+    q = q * r + sv_dsplat_(1.0 / 362880);
+    q = q * r + sv_dsplat_(1.0 / 40320);
+    q = q * r + sv_dsplat_(1.0 / 5040);
+    q = q * r + sv_dsplat_(1.0 / 720);
+    q = q * r + sv_dsplat_(1.0 / 120);
+    q = q * r + sv_dsplat_(1.0 / 24);
+    q = q * r + sv_dsplat_(1.0 / 6);
+    q = q * r + sv_dsplat_(0.5);
+    q = q * r + sv_dsplat_(1.0);
+    q = q * r + sv_dsplat_(1.0);
+    sv_vl_ ni = __builtin_convertvector(n, sv_vl_);
+    return q * (sv_vd_)((ni + 1023) << 52);
+}
+/* |x|^y for half a vector, from |x| = 2^e m: log2|x| = e + 2 atanh(t) / ln 2, t = (m - 1) /
+ * (m + 1), with 1 / (m + 1) from float (inv) refined once in double (t within 1e-14) and
+ * the series to t^15 (within 1e-14) */
+SV_INLINE sv_vd_ vpow_half_(sv_vh_ mf, sv_vh_ ef, sv_vh_ invf, sv_vh_ yf) {
+    sv_vd_ m = __builtin_convertvector(mf, sv_vd_), inv = __builtin_convertvector(invf, sv_vd_);
+    sv_vd_ num = m - sv_dsplat_(1.0), den = m + sv_dsplat_(1.0); /* both exact */
+    sv_vd_ t = num * inv;
+    t = t + (num - t * den) * inv;
+    sv_vd_ t2 = t * t;
+    sv_vd_ p = sv_dsplat_(1.0 / 15);
+    p = p * t2 + sv_dsplat_(1.0 / 13);
+    p = p * t2 + sv_dsplat_(1.0 / 11);
+    p = p * t2 + sv_dsplat_(1.0 / 9);
+    p = p * t2 + sv_dsplat_(1.0 / 7);
+    p = p * t2 + sv_dsplat_(1.0 / 5);
+    p = p * t2 + sv_dsplat_(1.0 / 3);
+    p = p * t2 + sv_dsplat_(1.0);
+    sv_vd_ l2 = __builtin_convertvector(ef, sv_vd_) + (t * p) * sv_dsplat_(2.8853900817779268);
+    sv_vd_ z = __builtin_convertvector(yf, sv_vd_) * l2;
+    z = sv_dsel_(z < sv_dsplat_(-400.0), sv_dsplat_(-400.0), z); /* -inf too */
+    z = sv_dsel_(z > sv_dsplat_(400.0), sv_dsplat_(400.0), z);
+    return vexp2_d_(z);
+}
+#if SV_VW == 4 /* two double lanes a half: the C library's powf per element is faster */
+SV_INLINE vf vpow(vf x, vf y) {
+    vf r;
+    for (int i = 0; i < SV_VW; i++) r[i] = __builtin_powf(x[i], y[i]);
+    return r;
+}
+#else
+SV_INLINE vf vpow(vf x, vf y) {
+    const vf inf = vsplat(__builtin_inff()), zero = vsplat(0.0f), one = vsplat(1.0f);
+    vf ax = vabs(x);
+    /* |x| = 2^e m, m in [sqrt(1/2), sqrt(2)), exactly in float (subnormals scaled first) */
+    vi sub = ax < vsplat(1.17549435e-38f);
+    vf xs = vsel(sub, ax * vsplat(8388608.0f), ax);
+    vi bits = (vi)xs;
+    vi e = ((bits >> 23) & visplat(0xff)) - visplat(127) - (sub & visplat(23));
+    vf m = (vf)((bits & visplat(0x007fffff)) | visplat(0x3f800000)); /* [1, 2) */
+    vi big = m > vsplat(1.41421356f);
+    m = vsel(big, m * vsplat(0.5f), m);
+    vf ef = vcvt_f(e - big); /* big is -1 where set */
+    vf inv = one / (m + one);
+    sv_vh_ rl = __builtin_convertvector(vpow_half_(SV_LO_(m), SV_LO_(ef), SV_LO_(inv), SV_LO_(y)),
+                                        sv_vh_);
+    sv_vh_ rh = __builtin_convertvector(vpow_half_(SV_HI_(m), SV_HI_(ef), SV_HI_(inv), SV_HI_(y)),
+                                        sv_vh_);
+    vf r = SV_JOIN_(rl, rh);
+    vi yneg = y < zero;
+    r = vsel(ax == zero, vsel(yneg, inf, zero), r);
+    r = vsel(ax == inf, vsel(yneg, zero, inf), r);
+    r = vsel(ax == one, one, r); /* (-1)^+-inf too; (-1)^y's sign and NaN below */
+    vi yint = vfloor(y) == y; /* infinities are (even) integers; NaN is not */
+    vf ay = vmin(vabs(y), vsplat(16777216.0f)); /* past 2^24 every float is even */
+    vi yodd = yint & ((vcvt_i(ay) & visplat(1)) != visplat(0));
+    vi xneg = (vi)x < visplat(0); /* the sign bit: -0.0 too */
+    r = vsel(xneg & yodd, -r, r);
+    r = vsel((x < zero) & (x > -inf) & ~yint, vsplat(__builtin_nanf("")), r);
+    r = vsel(vnan_mask(x) | vnan_mask(y), x + y, r);
+    r = vsel(y == zero, one, r);
+    return vsel(x == one, one, r);
+}
+#endif
+#undef SV_LO_
+#undef SV_HI_
+#undef SV_JOIN_
 #endif
