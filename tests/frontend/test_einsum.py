@@ -1,6 +1,6 @@
 """``einsum`` traced as the products and transposes it stands for (`shapevm.frontend.einsum`)
-agrees with NumPy's ``einsum`` on any equation of one or two operands; the equations it does
-not write keep the ``einsum`` op; an attention written with ``einsum`` runs as one native
+agrees with NumPy's ``einsum`` on any equation of one to four operands; the equations it
+does not write keep the ``einsum`` op; an attention written with ``einsum`` runs as one native
 attention kernel."""
 
 from __future__ import annotations
@@ -20,21 +20,20 @@ RNG = np.random.default_rng(5)
 
 
 @st.composite
-def equations(draw: Any) -> tuple[str, list[tuple[int, ...]]]:
-    """Two terms over a few letters (each of one size), an output of some of them, and an
-    ellipsis in all three or in none."""
+def equations(draw: Any, terms: int = 2) -> tuple[str, list[tuple[int, ...]]]:
+    """``terms`` terms (two unless asked; from one to four) over a few letters (each of one
+    size), an output of some of them, and an ellipsis in all of them or in none."""
     letters = draw(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=6, unique=True))
     size = {c: draw(st.integers(1, 4)) for c in letters}
-    a = draw(st.lists(st.sampled_from(letters), max_size=4, unique=True))
-    b = draw(st.lists(st.sampled_from(letters), max_size=4, unique=True))
-    used = sorted(set(a) | set(b))
+    count = draw(st.integers(1, 4)) if terms == 0 else terms
+    ins = [draw(st.lists(st.sampled_from(letters), max_size=4, unique=True)) for _ in range(count)]
+    used = sorted(set().union(*ins))
     out = draw(st.permutations(draw(st.lists(st.sampled_from(used or ["a"]), unique=True))))
     out = [c for c in out if c in used]
     ell = draw(st.sampled_from([(), (2,), (3, 2)]))
     dots = "..." if ell else ""
-    eq = f"{dots}{''.join(a)},{dots}{''.join(b)}->{dots}{''.join(out)}"
-    shapes = [(*ell, *(size[c] for c in a)), (*ell, *(size[c] for c in b))]
-    return eq, shapes
+    eq = ",".join(f"{dots}{''.join(t)}" for t in ins) + f"->{dots}{''.join(out)}"
+    return eq, [(*ell, *(size[c] for c in t)) for t in ins]
 
 
 @settings(max_examples=300, deadline=None)
@@ -49,11 +48,31 @@ def test_the_products_agree_with_numpy_einsum(case: tuple[str, list[tuple[int, .
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
 
 
+@settings(max_examples=300, deadline=None)
+@given(equations(terms=0))
+def test_one_to_four_operands_contract_as_numpy_einsum(
+    case: tuple[str, list[tuple[int, ...]]],
+) -> None:
+    """Three and four operands are contracted two at a time; a letter of one operand only
+    that the output drops is summed first, a letter two intermediate results share kept
+    only while a later operand or the output has it."""
+    eq, shapes = case
+    xs = [RNG.standard_normal(s) for s in shapes]
+    got = contract(eq, xs, np)
+    assert got is not None
+    want = np.einsum(eq, *xs)
+    assert np.shape(got) == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
 CASES = {
     # equation, shapes as traced (symbolic), how many of each, the ops the program holds
     "attention scores": ("bhqd,bhkd->bhqk", ["b, 2, s, 8", "b, 2, t, 8"], "matmul"),
     "attention values": ("bhqk,bhkd->bqhd", ["b, 2, s, t", "b, 2, t, 8"], "matmul"),
-    "bilinear": ("bi,ij,bj->b", ["b, 4", "4, 4", "b, 4"], "einsum"),  # three operands
+    "bilinear": ("bi,ij,bj->b", ["b, 4", "4, 4", "b, 4"], "matmul"),  # three operands
+    "bilinear map": ("ni,ioj,nj->no", ["n, 4", "4, 3, 4", "n, 4"], "matmul"),
+    "chain": ("ab,bc,cd,de->ae", ["a, 3", "3, 4", "4, 5", "5, a"], "matmul"),
+    "matrix times vector": ("bqd,bd->bq", ["b, s, 8", "b, 8"], "mul"),  # and a sum, fused
     "transpose and sum": ("ijk->ki", ["b, 3, 4"], "transpose"),
     "outer": ("bi,bj->bij", ["b, 3", "b, 5"], "mul"),
     "trace": ("ii->", ["4, 4"], "einsum"),  # a diagonal
@@ -74,7 +93,7 @@ def test_traced_einsum_agrees_and_holds_the_ops_it_stands_for(name: str) -> None
         assert "OP_CALL einsum(" not in text
     exp = sv.deserialize(exp.serialize())
     for n in (1, 3, 6):
-        env = {"b": n, "s": n + 1, "t": 2 * n}
+        env = {"b": n, "s": n + 1, "t": 2 * n, "n": n + 2, "a": n}
         xs = [
             RNG.standard_normal([d if isinstance(d, int) else d.evaluate(env) for d in s])
             for s in shapes
