@@ -140,7 +140,8 @@ def cond(
 def _branch(
     ctx: TraceContext, fun: Callable[..., Any], operands: Sequence[Any], merge: str
 ) -> tuple[list[Tracer], _pytree.TreeDef, str]:
-    out = fun(*operands)
+    with ctx.inner_region():
+        out = fun(*operands)
     leaves, tree = _pytree.flatten(out)
     tracers = [_as_result(ctx, x, i) for i, x in enumerate(leaves)]
     end = ctx.label
@@ -174,7 +175,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
     carry = [Tracer(ctx, ctx.new_tensor(), t.dt, t.shape) for t in init]
     keep = snp.less(i_t, ub)
     ctx.end_block(BranchIf(keep.reg, body, exit_, loc=user_location()), body)
-    new = body_fun(i_t, _pytree.unflatten(tree, carry))
+    with ctx.inner_region():
+        new = body_fun(i_t, _pytree.unflatten(tree, carry))
     new_leaves, new_tree = _pytree.flatten(new)
     if new_tree != tree:
         raise user_error(

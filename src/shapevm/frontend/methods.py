@@ -18,7 +18,7 @@ import numpy as np
 from shapevm.bytecode.errors import format_message
 from shapevm.frontend import numpy_api as snp
 from shapevm.frontend.errors import ConcreteValueError
-from shapevm.frontend.tracer import Tracer, bind_op, user_error, user_location
+from shapevm.frontend.tracer import Tracer, bind_op, fmt_shape, user_error, user_location
 from shapevm.ops import DType, Dynamic
 from shapevm.shapes import InconclusiveDimensionOperation
 
@@ -231,6 +231,138 @@ def _take_adjacent(x: Tracer, indices: list[Any], first: int) -> Any:
     return snp.take(merged, flat, axis=first)
 
 
+def setitem(x: Tracer, idx: Any, value: Any) -> None:
+    """``x[idx] = value`` as NumPy does it, for an array the function made itself: the new
+    value of ``x`` is ``where(selected, value, x)`` (``value`` cast to ``x``'s dtype, placed
+    where ``idx`` selects), and every Python name bound to ``x`` sees it, as in NumPy. Taken:
+    a boolean mask with a scalar value, and integers, slices and ``...`` with a value that
+    broadcasts to the selection. An array NumPy would let something else see the assignment
+    through (an argument of the function, a view such as a slice, reshape or transpose, an
+    array a view was taken from) is refused: the trace could not update the other one."""
+    shared = x.shared or ("viewed" if any(v() is not None for v in x.views) else "")
+    if shared:
+        what = "an array a view of which is in use" if shared == "viewed" else shared
+        raise user_error(
+            f"assignment into {what} in a traced function",
+            expected="an array the function made itself, with no view of it still in use (a "
+            "slice, reshape or transpose shares its memory in NumPy, so NumPy would change both)",
+            found=f"x[...] = ... where x is {_SHARED_WHAT[shared]}",
+            fix="assign into a copy: y = x.copy(); y[...] = v (before taking views of y that you "
+            "keep), or compute the new array: snp.where(mask, v, x)",
+        )
+    if x.region != x.ctx.region:
+        raise user_error(
+            "assignment inside a fori_loop body or a cond branch into an array made outside it",
+            expected="an array made in the body or branch, or carried into it",
+            found="x[...] = ... where x comes from the enclosing code",
+            fix="carry the array: pass it in init_val (fori_loop) or operands (cond), assign "
+            "into a copy there (c = c.copy(); c[...] = v) and return it",
+        )
+    v = value if isinstance(value, Tracer) else np.asarray(value)
+    if v.dtype != x.dtype:  # NumPy casts what is assigned into the array's dtype
+        v = snp.astype(v, x.dtype) if isinstance(v, Tracer) else v.astype(x.dtype)
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if len(idx) == 1 and _is_mask(idx[0]):
+        new = _assign_masked(x, idx[0], v)
+    else:
+        new = _assign_basic(x, idx, v)
+    x.reg = new.reg
+
+
+_SHARED_WHAT = {
+    "an argument": "an argument (NumPy would change the caller's array)",
+    "a view": "a view of another array (NumPy would change that array too)",
+    "viewed": "an array a view was taken from, and the view is still held (NumPy would "
+    "change the view too)",
+    "a NumPy array": "a NumPy array made traced (NumPy would change that array)",
+}
+
+
+def _assign_masked(x: Tracer, mask: Any, v: Any) -> Any:
+    if np.ndim(v) != 0:
+        raise user_error(
+            "assignment of an array through a boolean mask of a traced array",
+            expected="a scalar value: x[mask] = 0",
+            found=f"a value of shape {fmt_shape(np.shape(v))}; how many elements the mask "
+            "selects is known only when the program runs",
+            fix="snp.where(mask, values, x), with values of x's shape",
+        )
+    m = mask if isinstance(mask, Tracer) else np.asarray(mask)
+    if len(m.shape) > x.ndim:
+        raise IndexError(f"too many indices for array: a mask of rank {len(m.shape)} for an "
+                         f"array of rank {x.ndim}")  # fmt: skip
+    m = snp.reshape(m, (*m.shape, *(1 for _ in range(x.ndim - len(m.shape)))))
+    return snp.where(m, v, x)
+
+
+def _assign_basic(x: Tracer, idx: tuple[Any, ...], v: Any) -> Any:
+    if any(isinstance(i, (Tracer, np.ndarray, list)) or i is None for i in idx):
+        raise user_error(
+            "assignment through an integer-array index or None of a traced array",
+            expected="integers, slices and ...: x[2] = v, x[:, 1:3] = v, x[..., 0] = v",
+            found=f"index {idx!r}",
+            fix="build the new array: snp.where(mask, v, x), with a mask made by comparing "
+            "snp.arange along the axis with the indices",
+        )
+    n_axes = len([i for i in idx if i is not Ellipsis])
+    if n_axes > x.ndim:
+        raise IndexError(
+            f"too many indices for array: array is {x.ndim}-dimensional, but {n_axes} were indexed"
+        )
+    at = next((k for k, i in enumerate(idx) if i is Ellipsis), len(idx))
+    idx = idx[:at] + (slice(None),) * (x.ndim - n_axes) + idx[at + 1 :]
+    mask: Any = None
+    region: list[Any] = []  # the selection's shape: sliced axes only
+    parts: list[tuple[int, Any, Any, int]] = []  # axis, start, stop, step of a sliced axis
+    for axis, (item, d) in enumerate(zip(idx, x.shape, strict=True)):
+        pos = snp.reshape(snp.arange(d), tuple(d if a == axis else 1 for a in range(x.ndim)))
+        if isinstance(item, slice):
+            a, b, c = _norm_slice(item, d)
+            region.append(d if _full_range(a, b, c, d) else (b - a + c - 1) // c)
+            parts.append((axis, a, b, c))
+            if _full_range(a, b, c, d):
+                continue
+            inside = snp.logical_and(pos >= a, pos < b)
+            if c != 1:
+                inside = snp.logical_and(inside, (pos - a) % c == 0)
+        else:
+            inside = pos == _norm_index(int(item), d, axis)
+        mask = inside if mask is None else snp.logical_and(mask, inside)
+    # the value broadcast to the selection, then set in x's axes
+    if np.ndim(v) > len(region):
+        raise ValueError(f"could not broadcast a value of shape {fmt_shape(np.shape(v))} into a "
+                         f"selection of shape {fmt_shape(region)}")  # fmt: skip
+    vs = [1] * (len(region) - np.ndim(v)) + list(np.shape(v))
+    full = [1] * x.ndim
+    for (axis, a, b, c), want, have in zip(parts, region, vs, strict=True):
+        if _same(have, 1):
+            continue
+        if not _same(have, want):
+            raise ValueError(f"could not broadcast a value of shape {fmt_shape(np.shape(v))} "
+                             f"into a selection of shape {fmt_shape(region)}")  # fmt: skip
+        if not _full_range(a, b, c, x.shape[axis]) and c != 1:
+            raise user_error(
+                "assignment of an array into a strided slice of a traced array",
+                expected="a scalar value, or a slice with step 1",
+                found=f"a value of shape {fmt_shape(np.shape(v))} into a slice with step {c}",
+                fix="assign a scalar, or build the array with snp.where",
+            )
+        full[axis] = have
+    v = snp.reshape(v, tuple(full)) if np.ndim(v) else v
+    for axis, a, b, c in parts:
+        d = x.shape[axis]
+        if _same(full[axis], 1) or _full_range(a, b, c, d):
+            continue
+        pad = [(0, 0)] * x.ndim
+        pad[axis] = (a, d - b)
+        v = snp.pad(v, pad)  # zeros outside the selection, where the mask keeps x
+    if mask is None:
+        return snp.broadcast_to(snp.asarray(v, x.dtype), x.shape) if np.ndim(v) == 0 else (
+            snp.broadcast_to(v, x.shape))  # fmt: skip
+    return snp.where(mask, v, x)
+
+
 def _is_mask(item: Any) -> bool:
     """A boolean index: a traced or NumPy array of bools, or a list of them."""
     if isinstance(item, Tracer):
@@ -400,6 +532,8 @@ _METHODS: dict[str, Any] = {
     "__rxor__": _swap(snp.logical_xor),
     "__invert__": snp.logical_not,
     "__getitem__": getitem,
+    "__setitem__": setitem,
+    "copy": snp.copy,
     "__bool__": _bool,
     "__int__": _int,
     "__index__": _int,

@@ -83,7 +83,7 @@ def asarray(x: ArrayLike, dtype: Any = None) -> Any:
     does, so that symbolic sizes can slice it (``asarray(table)[:s]``, which NumPy's own
     indexing cannot do); outside one it is `numpy.asarray`."""
     if isinstance(x, Tracer):
-        return x if dtype is None else astype(x, dtype)
+        return x if dtype is None else astype(x, dtype, copy=False)
     if isinstance(x, DimExpr) or (
         isinstance(x, (tuple, list)) and builtins.any(isinstance(d, DimExpr) for d in x)
     ):
@@ -98,7 +98,24 @@ def asarray(x: ArrayLike, dtype: Any = None) -> Any:
     return ctx.const(arr) if ctx is not None else arr
 
 
-array = asarray
+def array(x: ArrayLike, dtype: Any = None, copy: bool = True) -> Any:
+    """``np.array``: `asarray`, and a new array (not one shared with ``x``, so that an
+    assignment into it changes it alone) unless ``copy=False``."""
+    out = asarray(x, dtype)
+    if copy and isinstance(out, Tracer) and (out is x or out.shared == "a NumPy array"):
+        return _own(out)
+    return out
+
+
+def _own(a: Tracer) -> Tracer:
+    """A traced array of its own holding ``a``'s value (no data moves) until an assignment
+    into one of the two makes that one a new value."""
+    return Tracer(a.ctx, a.reg, a.dt, a.shape)
+
+
+def copy(a: Any) -> Any:
+    """``np.copy(a)`` / ``a.copy()``: an array of its own."""
+    return _own(a) if isinstance(a, Tracer) else array(a)
 
 
 def _materialize(x: Any, dt: DType) -> Any:
@@ -415,10 +432,12 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Any:
     return bind_op("where", [cond, a, b])
 
 
-def astype(x: Any, dtype: Any) -> Any:
+def astype(x: Any, dtype: Any, copy: bool = True) -> Any:
+    """``x.astype(dtype)``; as in NumPy a new array (one an assignment may go into) unless
+    ``copy=False`` and the dtype is already ``x``'s."""
     dt = _to_dtype(dtype)
     if isinstance(x, Tracer) and x.dt is dt:
-        return x
+        return _own(x) if copy else x
     if isinstance(x, DimExpr):
         return asarray(x, dtype)
     return bind_op("cast", [x], {"dtype": dt.value})
@@ -1235,6 +1254,7 @@ __all__ = [
     "ceil",
     "clip",
     "concatenate",
+    "copy",
     "cos",
     "cosh",
     "count_nonzero",

@@ -123,7 +123,7 @@ def trace(
                 variables |= d.free_vars()
         kinds.append(LeafKind())
         in_avals.append(spec)
-        values.append(Tracer(ctx, reg, dt, tuple(spec.shape)))
+        values.append(Tracer(ctx, reg, dt, tuple(spec.shape), shared="an argument"))
     ctx.bind_dims(sorted(variables))
     call_args = list(_pytree.unflatten(in_tree, values))
     for pos in sorted(static):

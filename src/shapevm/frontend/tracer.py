@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -122,6 +123,10 @@ class TraceContext:
         self.prologue: list[Instr] = []  # BIND_INPUTS and constants: always dominate uses
         self.blocks: list[Block] = []
         self.label = "L0"
+        # the fori_loop body or cond branch being traced (0: the function's own code);
+        # a traced array records the one it was made in (`Tracer.region`)
+        self.region = 0
+        self._regions = 0
         self.instrs: list[Instr] = []
         self.constants: list[np.ndarray[Any, Any]] = []
         self._const_regs: dict[int, Tracer] = {}
@@ -131,6 +136,17 @@ class TraceContext:
         self.source: str | None = None
 
     # -- registers and blocks ---------------------------------------------------------------
+    @contextmanager
+    def inner_region(self) -> Iterator[None]:
+        """Trace a fori_loop body or a cond branch: arrays made inside belong to it."""
+        outer = self.region
+        self._regions += 1
+        self.region = self._regions
+        try:
+            yield
+        finally:
+            self.region = outer
+
     def new_tensor(self) -> Reg:
         reg = Reg.tensor(self._next_tensor)
         self._next_tensor += 1
@@ -198,7 +214,8 @@ class TraceContext:
         reg = self.new_tensor()
         const_type = TensorType(dtype, tuple(int(d) for d in arr.shape))
         self.prologue.append(LoadConst(reg, index, const_type))
-        tracer = Tracer(self, reg, dtype, tuple(int(d) for d in arr.shape), const=arr)
+        shape = tuple(int(d) for d in arr.shape)
+        tracer = Tracer(self, reg, dtype, shape, const=arr, shared="a NumPy array")
         self._const_regs[key] = tracer
         self._keepalive.append(array)  # ids stay unique while the trace lives
         return tracer
@@ -252,7 +269,8 @@ class Tracer:
     The methods and operators mirror NumPy's (see `shapevm.numpy`).
     """
 
-    __slots__ = ("_const", "ctx", "dt", "reg", "shape")
+    __slots__ = ("__weakref__", "_const", "base", "ctx", "dt", "reg", "region", "shape",
+                 "shared", "views")  # fmt: skip
     __array_priority__ = 1000
 
     def __init__(
@@ -262,12 +280,21 @@ class Tracer:
         dt: DType,
         shape: tuple[SymDim, ...],
         const: np.ndarray[Any, Any] | None = None,
+        shared: str = "",
     ) -> None:
         self.ctx = ctx
         self.reg = reg
         self.dt = dt
         self.shape = shape
         self._const = const
+        # for `methods.setitem`, which assigns only where NumPy would change this array
+        # alone: why another array shares its memory ("" if none: "an argument", "a view",
+        # "a NumPy array"); a view's `base` (the array whose memory it shares); the views
+        # of an array (weak: a view no name holds any more cannot see an assignment)
+        self.shared = shared
+        self.base: Tracer | None = None
+        self.views: list[weakref.ref[Tracer]] = []
+        self.region = ctx.region
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -430,6 +457,10 @@ def _condition_error(
     return err
 
 
+NUMPY_VIEWS = frozenset({"reshape", "transpose", "broadcast_to", "slice", "flip"})
+"""Ops whose NumPy counterparts return a view, sharing their operand's memory."""
+
+
 def bind_op(
     name: str,
     operands: Sequence[Any],
@@ -506,10 +537,18 @@ def bind_op(
     outs = tuple(ctx.new_tensor() for _ in out_dtypes)
     types = tuple(ttype(dt, shape) for dt, shape in zip(out_dtypes, result.shapes, strict=True))
     ctx.emit(OpCall(outs, name, tuple(ins), tuple(stored), types, loc=loc))
+    view = name in NUMPY_VIEWS
     tracers = tuple(
-        Tracer(ctx, reg, dt, tuple(shape))
+        Tracer(ctx, reg, dt, tuple(shape), shared="a view" if view else "")
         for reg, dt, shape in zip(outs, out_dtypes, result.shapes, strict=True)
     )
+    if view and isinstance(operands[0], Tracer):
+        base = operands[0].base if operands[0].base is not None else operands[0]
+        if len(base.views) >= 64:
+            base.views = [v for v in base.views if v() is not None]
+        for t in tracers:
+            t.base = base
+            base.views.append(weakref.ref(t))
     return tracers[0] if len(tracers) == 1 else tracers
 
 
