@@ -316,13 +316,18 @@ def _assign_basic(x: Tracer, idx: tuple[Any, ...], v: Any) -> Any:
     region: list[Any] = []  # the selection's shape: sliced axes only
     parts: list[tuple[int, Any, Any, int]] = []  # axis, start, stop, step of a sliced axis
     for axis, (item, d) in enumerate(zip(idx, x.shape, strict=True)):
-        pos = snp.reshape(snp.arange(d), tuple(d if a == axis else 1 for a in range(x.ndim)))
         if isinstance(item, slice):
             a, b, c = _norm_slice(item, d)
             region.append(d if _full_range(a, b, c, d) else (b - a + c - 1) // c)
             parts.append((axis, a, b, c))
             if _full_range(a, b, c, d):
                 continue
+        along = tuple(d if k == axis else 1 for k in range(x.ndim))
+        # positions along the axis: a constant where its size is known
+        pos = (
+            np.arange(d).reshape(along) if isinstance(d, int) else snp.reshape(snp.arange(d), along)
+        )
+        if isinstance(item, slice):
             inside = snp.logical_and(pos >= a, pos < b)
             if c != 1:
                 inside = snp.logical_and(inside, (pos - a) % c == 0)
