@@ -36,6 +36,17 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
         "b, c",
     ),
     "median_nan": (lambda ns, x: ns.median(_specials(ns, x), axis=1), "b, c"),
+    "quantile": (
+        lambda ns, x: (ns.quantile(x, 0.3, axis=1), ns.quantile(x, [0.0, 0.5, 1.0], axis=0),
+                       ns.percentile(x, 90), ns.percentile(x, 25, axis=1, keepdims=True),
+                       ns.quantile(_specials(ns, x), 0.7, axis=1)),
+        "b, c",
+    ),
+    "quantile_methods": (
+        lambda ns, x: tuple(ns.quantile(x, q, axis=1, method=m) for q in (0.25, 0.5, 0.8)
+                            for m in ("lower", "higher", "midpoint", "nearest")),
+        "b, 7",
+    ),
     "diff": (
         lambda ns, x: (ns.diff(x), ns.diff(x, 2, axis=0), ns.diff(x > 0, axis=1)),
         "b + 2, c + 1",
@@ -193,8 +204,8 @@ def test_more_of_numpy_agrees_with_numpy(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["logs", "roll", "median", "tile_stack", "isclose", "take_along_broadcast", "logaddexp",
-     "rounding", "fmax_fmin_ptp", "angles", "constructors", "norms", "numpy_idioms",
+    ["logs", "roll", "median", "quantile", "tile_stack", "isclose", "take_along_broadcast",
+     "logaddexp", "rounding", "fmax_fmin_ptp", "angles", "constructors", "norms", "numpy_idioms",
      "pad_modes", "shape_helpers"],
 )  # fmt: skip
 def test_the_jit_agrees_with_the_interpreter(name: str) -> None:
@@ -248,6 +259,8 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         (lambda: snp.pad(x, 1, mode="median"), "pad: mode='median' is not supported"),
         (lambda: snp.cross(x[:, :2], x[:, :2]), "cross of vectors that are not both 3-D"),
         (lambda: snp.take(x, np.array([0]), mode="nearest"), "take: mode='nearest' is not one"),
+        (lambda: snp.quantile(x, 0.5, method="weibull"), "quantile method 'weibull'"),
+        (lambda: snp.percentile(x, 150), "quantiles must be in the range"),
         (
             lambda: sv.jit(lambda v: snp.linspace(0, 9, v.shape[0], dtype=np.int32), shapes="n")(
                 x[0]

@@ -95,6 +95,92 @@ def median(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
     return out if axis is not None else api.reshape(out, (1,) * api.ndim(a))
 
 
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def quantile(
+    a: Any, q: Any, axis: int | None = None, method: str = "linear", keepdims: bool = False
+) -> Any:
+    """``np.quantile`` of constant ``q`` (a number, or a sequence: its axis first), by one of
+    NumPy's methods ``linear`` (the default: between the two sorted values around ``q (n -
+    1)``, as NumPy's ``_lerp``), ``lower``, ``higher``, ``midpoint`` and ``nearest``; nan
+    where the values have a nan. The position is worked out when the program runs if the
+    axis' length is symbolic."""
+    if method not in _QUANTILE_METHODS:
+        raise _bad(
+            f"quantile method {method!r}",
+            expected=", ".join(_QUANTILE_METHODS),
+            found=repr(method),
+            fix="use one of these methods, or compute the quantile outside the traced function",
+        )
+    qs = np.asarray(q, np.float64)
+    if qs.ndim > 1 or not np.all((qs >= 0) & (qs <= 1)):
+        raise _bad(
+            "quantiles must be in the range [0, 1]" if qs.ndim <= 1 else "quantiles of rank 2",
+            expected="a number or a sequence of numbers in [0, 1] (percentile: in [0, 100])",
+            found=repr(q),
+            fix="pass constant quantiles in range",
+        )
+    x = api.asarray(a)
+    if axis is None:
+        x, ax = api.ravel(x), 0
+    else:
+        ax = _axis(axis, api.ndim(x))
+    if _kind(x) != "f":
+        x = x.astype(np.float32)
+    s = api.sort(x, axis=ax)
+    nan = api.any(api.isnan(x), axis=ax, keepdims=True)
+    outs = [_one_quantile(s, ax, float(v), method, nan) for v in qs.reshape(-1)]
+    if not keepdims:
+        outs = [api.squeeze(o, axis=ax) for o in outs]
+    elif axis is None:
+        outs = [api.reshape(o, (1,) * api.ndim(a)) for o in outs]
+    return outs[0] if qs.ndim == 0 else api.stack(outs)
+
+
+def _one_quantile(s: Any, ax: int, q: float, method: str, nan: Any) -> Any:
+    n = s.shape[ax]
+    if isinstance(n, int):  # a known length: the positions are numbers
+        at = q * (n - 1)
+        lo = int(np.floor(at))
+        pick = {"lower": lo, "higher": int(np.ceil(at)), "nearest": int(np.round(at))}
+        if method in pick:
+            k = pick[method]
+            return api.where(nan, np.float32(np.nan), _slice_axis(s, ax, k, k + 1))
+        below = _slice_axis(s, ax, lo, lo + 1)
+        above = _slice_axis(s, ax, min(lo + 1, n - 1), min(lo + 1, n - 1) + 1)
+        t: Any = at - lo
+        if method == "midpoint":  # halfway, but at a whole position (NumPy's gamma rule)
+            t = 0.5 if t else 0.0
+    else:  # symbolic: the position is an array computed when the program runs
+        at = api.asarray(n - 1, np.float64) * q
+        floor = api.floor(at)
+        last = api.asarray(n - 1, np.int64)
+        if method in ("lower", "higher", "nearest"):
+            pos = {"lower": floor, "higher": api.ceil(at), "nearest": api.round(at)}[method]
+            k = api.reshape(pos.astype(np.int64), (1,))
+            return api.where(nan, np.float32(np.nan), api.take(s, k, axis=ax))
+        lo_i = floor.astype(np.int64)
+        below = api.take(s, api.reshape(lo_i, (1,)), axis=ax)
+        above = api.take(s, api.reshape(api.minimum(lo_i + 1, last), (1,)), axis=ax)
+        t = (at - floor).astype(s.dtype)
+        if method == "midpoint":
+            t = api.where(t == 0, np.float32(0.0), np.float32(0.5))
+    diff = above - below  # NumPy's _lerp: from the nearer end
+    if isinstance(t, float):
+        mid = below + diff * t if t < 0.5 else above - diff * (1 - t)
+    else:
+        mid = api.where(t >= 0.5, above - diff * (1 - t), below + diff * t)
+    return api.where(nan, np.float32(np.nan), mid)
+
+
+def percentile(
+    a: Any, q: Any, axis: int | None = None, method: str = "linear", keepdims: bool = False
+) -> Any:
+    """``np.percentile``: `quantile` of ``q / 100``."""
+    return quantile(a, np.asarray(q, np.float64) / 100, axis, method, keepdims)
+
+
 def nansum(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """The sum with nan counted as 0."""
     x = _as_tensor(a)
@@ -690,7 +776,9 @@ __all__ = [
     "nansum",
     "newaxis",
     "outer",
+    "percentile",
     "ptp",
+    "quantile",
     "rad2deg",
     "radians",
     "reciprocal",
