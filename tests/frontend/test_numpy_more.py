@@ -42,6 +42,18 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
                        ns.quantile(_specials(ns, x), 0.7, axis=1)),
         "b, c",
     ),
+    "polyval_search": (
+        lambda ns, x: (ns.polyval([1.0, -2.0, 0.5, 3.0], x), ns.polyval(np.float32([2, 1]), x),
+                       ns.searchsorted(np.float32([-1, 0, 1]), _specials(ns, x)),
+                       ns.searchsorted(np.float32([-1, 0, np.nan]), _specials(ns, x), "right"),
+                       ns.searchsorted(np.linspace(-3, 3, 40, dtype=np.float32), x),
+                       ns.searchsorted(ns.sort(_specials(ns, x[0])), _specials(ns, x[-1]), "right"),
+                       ns.digitize(x, [-1.0, 0.5, 2.0]), ns.digitize(x, [2.0, 0.5, -1.0], True),
+                       ns.interp(_specials(ns, x), [-2.0, 0.0, 1.0, 2.0], [0.0, 1.0, 0.0, 5.0]),
+                       ns.interp(x, [-1.0, 1.0], [2.0, 3.0], left=-9.0, right=9.0),
+                       ns.interp(x, np.linspace(-3, 3, 20), np.linspace(-3, 3, 20) ** 2)),
+        "b, c",
+    ),
     "quantile_methods": (
         lambda ns, x: tuple(ns.quantile(x, q, axis=1, method=m) for q in (0.25, 0.5, 0.8)
                             for m in ("lower", "higher", "midpoint", "nearest")),
@@ -204,9 +216,9 @@ def test_more_of_numpy_agrees_with_numpy(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["logs", "roll", "median", "quantile", "tile_stack", "isclose", "take_along_broadcast",
-     "logaddexp", "rounding", "fmax_fmin_ptp", "angles", "constructors", "norms", "numpy_idioms",
-     "pad_modes", "shape_helpers"],
+    ["logs", "roll", "median", "quantile", "polyval_search", "tile_stack", "isclose",
+     "take_along_broadcast", "logaddexp", "rounding", "fmax_fmin_ptp", "angles",
+     "constructors", "norms", "numpy_idioms", "pad_modes", "shape_helpers"],
 )  # fmt: skip
 def test_the_jit_agrees_with_the_interpreter(name: str) -> None:
     fn, _, spec = _mirror(name)
@@ -234,6 +246,8 @@ def test_argsort_is_stable_and_puts_nan_last_in_both_orders() -> None:
 
 
 def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
+    with pytest.raises(sv.TracingError, match=r"(?s)np.maximum.accumulate is not traced.*fix"):
+        sv.jit(lambda v: snp.maximum.accumulate(v), shapes="n")(np.ones(3, np.float32))
     with pytest.raises(TypeError, match=r"(?s)reciprocal of an integer array.*1 / x.astype"):
         snp.reciprocal(np.arange(3))
     with pytest.raises(ValueError, match="diagonal of an array that is not 2-D"):
@@ -260,6 +274,9 @@ def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
         (lambda: snp.cross(x[:, :2], x[:, :2]), "cross of vectors that are not both 3-D"),
         (lambda: snp.take(x, np.array([0]), mode="nearest"), "take: mode='nearest' is not one"),
         (lambda: snp.quantile(x, 0.5, method="weibull"), "quantile method 'weibull'"),
+        (lambda: snp.searchsorted(x, x[0]), "searchsorted in an array that is not 1-D"),
+        (lambda: snp.interp(x[0], x, x), "interp: xp and fp must be 1-D"),
+        (lambda: snp.polyval(x, x), "polyval of coefficients that are not a 1-D"),
         (lambda: snp.percentile(x, 150), "quantiles must be in the range"),
         (
             lambda: sv.jit(lambda v: snp.linspace(0, 9, v.shape[0], dtype=np.int32), shapes="n")(

@@ -1224,6 +1224,23 @@ for _fn, _red in ((add, sum), (multiply, prod), (maximum, max), (minimum, min),
                   (logical_and, all), (logical_or, any)):  # fmt: skip
     setattr(_fn, "reduce", _reduce_with(_red))  # noqa: B010
 setattr(add, "accumulate", _accumulate)  # noqa: B010
+
+
+def _no_accumulate(name: str) -> Any:
+    def accumulate(x: Any, axis: int = 0) -> Any:
+        raise user_error(
+            f"np.{name}.accumulate is not traced",
+            expected="np.add.accumulate (a running sum), which is cumsum",
+            found=f"np.{name}.accumulate",
+            fix="compute it with NumPy outside the traced function and pass it in, or write "
+            "it with a lax.fori_loop over the axis",
+        )
+
+    return accumulate
+
+
+for _fn in (subtract, multiply, divide, maximum, minimum, logical_and, logical_or):
+    setattr(_fn, "accumulate", _no_accumulate(_fn.__name__))  # noqa: B010
 del _fn, _red
 
 

@@ -181,6 +181,132 @@ def percentile(
     return quantile(a, np.asarray(q, np.float64) / 100, axis, method, keepdims)
 
 
+def polyval(p: Any, x: Any) -> Any:
+    """``np.polyval``: the polynomial of coefficients ``p`` (highest power first; a
+    sequence, or an array of known length) at ``x``, by Horner's rule from zero as NumPy's."""
+    coeffs = p if hasattr(p, "shape") and not isinstance(p, np.ndarray) else np.asarray(p)
+    n = coeffs.shape[0] if coeffs.ndim == 1 else None
+    if not isinstance(n, int):
+        raise _bad(
+            "polyval of coefficients that are not a 1-D array of known length",
+            expected="a list or 1-D array of coefficients",
+            found=f"coefficients of shape {tuple(coeffs.shape)}",
+            fix="pass the coefficients as a list or a NumPy array",
+        )
+    y = api.zeros_like(x)
+    for k in range(n):
+        y = y * x + coeffs[k]
+    return y
+
+
+def searchsorted(a: Any, v: Any, side: str = "left") -> Any:
+    """``np.searchsorted`` of ``v`` in the sorted 1-D ``a``: how many of ``a`` come before
+    each value (``left``: those less than it; ``right``: not greater), NaN sorting last as
+    in NumPy. Every value is compared with every entry of ``a``: meant for bins and tables
+    of tens or hundreds of entries."""
+    if side not in ("left", "right"):
+        raise _bad("searchsorted: unknown side", expected="'left' or 'right'", found=repr(side),
+                   fix="pass side='left' or side='right'")  # fmt: skip
+    if not hasattr(a, "shape") or isinstance(a, np.ndarray):  # a constant table
+        known = np.asarray(a)
+        if known.ndim == 1 and known.size <= 16:
+            return _search_known(known, api.asarray(v), side)
+    table, x = api.asarray(a), api.asarray(v)
+    if api.ndim(table) != 1:
+        raise _bad("searchsorted in an array that is not 1-D", expected="a 1-D sorted array",
+                   found=f"shape {tuple(table.shape)}", fix="search a 1-D array")  # fmt: skip
+    t = api.reshape(table, (*(1,) * api.ndim(x), table.shape[0]))
+    xv = api.expand_dims(x, -1)
+    nan = api.isnan(xv) if _kind(x) == "f" else None
+    if side == "left":
+        before = api.less(t, xv)
+        if nan is not None:  # a NaN comes after every number
+            before = api.logical_or(before, api.logical_and(nan, api.logical_not(api.isnan(t))))
+    else:
+        before = api.less_equal(t, xv)
+        if nan is not None:
+            before = api.logical_or(before, nan)
+    # counted in float32 (exact below 2^24 entries), fused with the comparisons
+    return api.sum(before.astype(np.float32), axis=-1).astype(np.int64)
+
+
+def _search_known(table: np.ndarray[Any, Any], x: Any, side: str) -> Any:
+    """`searchsorted` in a short constant table: one comparison with each entry, added up
+    elementwise (one fused kernel, where comparing against the table as an axis reduced
+    rows of its length)."""
+    count: Any = api.zeros_like(x, dtype=np.float32)
+    for t in table.tolist():
+        if t == t:  # a NaN entry comes after every value but NaN
+            count = count + (api.less(t, x) if side == "left" else api.less_equal(t, x)).astype(
+                np.float32
+            )
+    if np.dtype(x.dtype).kind == "f":  # NaN: after every number (and every NaN: right)
+        after = int(np.sum(table == table)) if side == "left" else table.size
+        count = api.where(api.isnan(x), np.float32(after), count)
+    return count.astype(np.int64)
+
+
+def digitize(x: Any, bins: Any, right: bool = False) -> Any:
+    """``np.digitize``: the index of the bin of each value, for increasing bins (and for
+    decreasing ones given as a constant)."""
+    b = bins if hasattr(bins, "shape") and not isinstance(bins, np.ndarray) else np.asarray(bins)
+    if (
+        isinstance(b, np.ndarray)
+        and b.ndim == 1
+        and b.size > 1
+        and np.all(b[1:] <= b[:-1])
+        and (b[0] > b[-1])
+    ):  # decreasing: NumPy counts from the end
+        return b.size - searchsorted(b[::-1].copy(), x, side="left" if right else "right")
+    return searchsorted(b, x, side="left" if right else "right")
+
+
+def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None) -> Any:
+    """``np.interp``: the piecewise linear function through the points ``(xp, fp)``
+    (``xp`` increasing) at ``x``; ``left``/``right`` (default: the end values) outside,
+    NaN at NaN, as NumPy's formula ``slope * (x - xp[j]) + fp[j]``."""
+    px, py = api.asarray(xp), api.asarray(fp)
+    if (
+        api.ndim(px) != 1
+        or api.ndim(py) != 1
+        or not isinstance(px.shape[0], int)
+        or (px.shape[0] != py.shape[0])
+    ):
+        raise _bad(
+            "interp: xp and fp must be 1-D of one known length",
+            expected="1-D xp and fp of equal length",
+            found=f"xp {tuple(px.shape)}, fp {tuple(py.shape)}",
+            fix="pass the points as lists or 1-D NumPy arrays",
+        )
+    m = px.shape[0]
+    xv = api.asarray(x)
+    if _kind(xv) != "f":
+        xv = xv.astype(np.float32)
+    lo = py[0] if left is None else left
+    hi = py[m - 1] if right is None else right
+    consts = all(isinstance(v, (list, tuple, np.ndarray)) for v in (xp, fp))
+    if m == 1:
+        body = api.zeros_like(xv) + py[0]
+    elif consts and m <= 17:  # each segment's line, chosen by comparisons: one fused kernel
+        kx, ky = np.asarray(xp, np.float64), np.asarray(fp, np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slopes = (ky[1:] - ky[:-1]) / (kx[1:] - kx[:-1])
+        body = (xv - np.float32(kx[0])) * np.float32(slopes[0]) + np.float32(ky[0])
+        for k in range(1, m - 1):
+            line = (xv - np.float32(kx[k])) * np.float32(slopes[k]) + np.float32(ky[k])
+            body = api.where(api.greater_equal(xv, np.float32(kx[k])), line, body)
+        body = api.where(api.equal(xv, px[m - 1]), py[m - 1], body)
+    else:
+        j = api.clip(searchsorted(px, xv, side="right") - 1, 0, m - 2)
+        x0, x1 = api.take(px, j), api.take(px, j + 1)
+        y0, y1 = api.take(py, j), api.take(py, j + 1)
+        slope = (y1 - y0) / (x1 - x0)
+        body = slope * (xv - x0) + y0
+        body = api.where(api.equal(xv, px[m - 1]), py[m - 1], body)
+    out = api.where(api.less(xv, px[0]), lo, api.where(api.greater(xv, px[m - 1]), hi, body))
+    return api.where(api.isnan(xv), xv, out)
+
+
 def nansum(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """The sum with nan counted as 0."""
     x = _as_tensor(a)
@@ -747,6 +873,7 @@ __all__ = [
     "diag",
     "diagonal",
     "diff",
+    "digitize",
     "empty",
     "empty_like",
     "exp2",
@@ -760,6 +887,7 @@ __all__ = [
     "hypot",
     "identity",
     "inner",
+    "interp",
     "isclose",
     "linspace",
     "log1p",
@@ -777,6 +905,7 @@ __all__ = [
     "newaxis",
     "outer",
     "percentile",
+    "polyval",
     "ptp",
     "quantile",
     "rad2deg",
@@ -784,6 +913,7 @@ __all__ = [
     "reciprocal",
     "rint",
     "roll",
+    "searchsorted",
     "select",
     "tensordot",
     "tile",
