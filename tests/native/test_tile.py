@@ -774,3 +774,24 @@ def test_repeated_rows_and_long_runs_as_numpy(isa: str, reduce: str) -> None:
     s_ = np.array(1.5, np.float32)
     col_ = rng.standard_normal((33, 1)).astype(np.float32)
     np.testing.assert_allclose(tile.run(prog, a_, s_, col_), a_ * 1.5 - col_, rtol=1e-6)
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 7, 15])
+def test_short_rows_broadcast_over_a_middle_axis(isa: str, width: int) -> None:
+    """Operands whose last axis is a short row of a wider array, broadcast against each
+    other over the middle axis (boxes' corners: a[:, None, :2] against b[None, :, :2]),
+    copied row after row: NumPy's values wherever a tile starts or ends, with a sum over
+    the rows too, and on the pool."""
+    for n, m in ((1, 1), (3, 5), (37, 41), (120, 333)):
+        a = RNG_SHORT.standard_normal((n, 16)).astype(np.float32)
+        b = RNG_SHORT.standard_normal((m, 16)).astype(np.float32)
+        x, y = a[:, None, 1 : 1 + width], b[None, :, :width]
+        p = tile.Program()
+        prog = p.build(p.op("sub", p.op("maximum", p.input(), p.input()), p.input()))
+        np.testing.assert_array_equal(tile.run(prog, x, y, y), np.maximum(x, y) - y)
+        q = tile.Program()
+        total = q.build(q.op("mul", q.input(), q.input()), reduce="sum", axes=1)
+        np.testing.assert_allclose(tile.run(total, x, y), (x * y).sum(-1), rtol=1e-5, atol=1e-6)
+
+
+RNG_SHORT = np.random.default_rng(23)

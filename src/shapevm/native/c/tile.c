@@ -297,6 +297,37 @@ static const float *gather(const tile_space *sp, int op, const char *base, int d
     if (dtype == SV_DT_F32 && s == 4 && count == T && idx[nd - 1] + T <= len)
         return (const float *)(base + off); /* one contiguous run: read in place */
     for (int done = 0; done < count;) {
+        if (nd >= 2 && idx[nd - 1] == 0 && len < 16 && s == 4 && dtype == SV_DT_F32 &&
+            count - done >= 2 * len) { /* whole short rows (boxes' 2 corners broadcast
+                                        * against another set): row after row, the index
+                                        * moved once, not once a row (3.6 ns an element) */
+            int64_t s2 = sp->ost[op][nd - 2], left = sp->oshape[op][nd - 2] - idx[nd - 2];
+            int64_t rows = (count - done) / len < left ? (count - done) / len : left;
+            const char *p = base + off;
+            float *q = dst + done;
+            switch (len) { /* a copy of known size per row */
+#define SV_ROWS_OF(L)                                                                        \
+    case L:                                                                                  \
+        for (int64_t r = 0; r < rows; r++, p += s2, q += L) memcpy(q, p, 4 * L);            \
+        break;
+                SV_ROWS_OF(1)
+                SV_ROWS_OF(2)
+                SV_ROWS_OF(3)
+                SV_ROWS_OF(4)
+#undef SV_ROWS_OF
+            default:
+                for (int64_t r = 0; r < rows; r++, p += s2, q += len) memcpy(q, p, 4 * (size_t)len);
+            }
+            done += (int)(rows * len);
+            idx[nd - 2] += rows;
+            off += rows * s2;
+            for (int d = nd - 2; d > 0 && idx[d] == sp->oshape[op][d]; d--) {
+                off += sp->ost[op][d - 1] - idx[d] * sp->ost[op][d];
+                idx[d] = 0;
+                idx[d - 1]++;
+            }
+            continue;
+        }
         int run = (int)(len - idx[nd - 1] < count - done ? len - idx[nd - 1] : count - done);
         const char *p = base + off;
         float *q = dst + done;
