@@ -54,6 +54,11 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
                        ns.interp(x, np.linspace(-3, 3, 20), np.linspace(-3, 3, 20) ** 2)),
         "b, c",
     ),
+    "clip_keywords": (
+        lambda ns, x: (ns.clip(x, min=-0.5), x.clip(max=0.25), x.clip(min=-1, max=1),
+                       ns.clip(x, None, 0.5)),
+        "b, c",
+    ),
     "quantile_methods": (
         lambda ns, x: tuple(ns.quantile(x, q, axis=1, method=m) for q in (0.25, 0.5, 0.8)
                             for m in ("lower", "higher", "midpoint", "nearest")),

@@ -357,7 +357,13 @@ def ceil(x: Any) -> Any:
     return _unary_float("ceil", x)
 
 
-def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Any:
+def clip(x: Any, a_min: Any = None, a_max: Any = None, *, min: Any = None, max: Any = None) -> Any:
+    """``np.clip`` (and ``x.clip``): bounds as ``a_min``/``a_max`` or, as NumPy 2 also
+    takes them, ``min``/``max``; None leaves that side open."""
+    if min is not None or max is not None:
+        if a_min is not None or a_max is not None:
+            raise TypeError("clip: pass the bounds as a_min/a_max or as min/max, not both")
+        a_min, a_max = min, max
     out = x
     if a_min is not None:
         out = maximum(out, a_min)
