@@ -205,3 +205,40 @@ def test_a_reshape_that_needs_divisible_sides_names_the_constraints() -> None:
         x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
         got = sv.jit(fn, shapes=[spec], constraints=needed)(x)
         np.testing.assert_allclose(got, fn(x), rtol=1e-5, atol=1e-5)
+
+
+def test_keyword_arguments_call_as_their_positions() -> None:
+    """``f(x, scale=3.0)`` is ``f(x, 3.0)``: traced and cached as the positional call, a
+    default between two given arguments filled in; keyword-only parameters are refused
+    with the fix."""
+
+    def layer(x: Any, scale: float = 2.0, shift: Any = 0.0) -> Any:
+        return x * scale + shift
+
+    f = sv.jit(layer)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(f(x, scale=3.0), x * 3)
+    np.testing.assert_array_equal(f(x=x, shift=np.float32(1)), x * 2 + 1)
+    np.testing.assert_array_equal(f(x, 3.0), x * 3)
+    assert f.trace_count == 2  # (x, scale) once, (x, scale, shift) once
+    g = sv.jit(layer, shapes=("b, 3", None))
+    np.testing.assert_array_equal(g(x, scale=0.5), x * 0.5)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bias'"):
+        f(x, bias=1.0)
+
+    def kw_only(x: Any, *, scale: float) -> Any:
+        return x * scale
+
+    with pytest.raises(TypeError, match=r"keyword-only arguments \(scale\)(.|\n)*partial"):
+        sv.jit(kw_only)(x, scale=2.0)
+
+
+def test_a_jitted_function_called_in_a_trace_is_traced_inline() -> None:
+    """A jitted layer used inside another jitted function is part of that function's
+    program (it raised 'conversion to a NumPy array of a traced array')."""
+    inner = sv.jit(lambda a: snp.maximum(a * 2.0, 0.0))
+    outer = sv.jit(lambda a: inner(a) + inner(a + 1.0).sum(), shapes="b, 4")
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    want = np.maximum(x * 2, 0) + np.maximum((x + 1) * 2, 0).sum()
+    np.testing.assert_allclose(outer(x), want, rtol=1e-6)
+    np.testing.assert_allclose(inner(x), np.maximum(x * 2, 0))  # still callable alone

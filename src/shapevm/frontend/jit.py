@@ -29,6 +29,7 @@ import numpy as np
 
 from shapevm import _pytree
 from shapevm.frontend.trace import Traced, trace
+from shapevm.frontend.tracer import Tracer
 from shapevm.jit.engine import JitEngine
 from shapevm.jit.options import JitOptions
 from shapevm.jit.worker import WORKER
@@ -122,8 +123,10 @@ class Jitted:
         self.jit_options = jit_options
         self.name = _fun_name(fun)
         try:
-            self._params = list(inspect.signature(fun).parameters)
+            self._signature: inspect.Signature | None = inspect.signature(fun)
+            self._params = list(self._signature.parameters)
         except (TypeError, ValueError):
+            self._signature = None
             self._params = []
         self._entries: dict[Any, Any] = {}
         self._plain: dict[tuple[Any, ...], Any] = {}  # see __call__
@@ -131,6 +134,33 @@ class Jitted:
         self.trace_count = 0
         self.report: list[str] = []
         functools.update_wrapper(self, fun)
+
+    def _positional(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The call's arguments by position, as the function's signature places keyword
+        arguments (a default between two given ones filled in): a call by keyword traces
+        and caches as the same call by position."""
+        sig = self._signature
+        if sig is None:
+            raise TypeError(f"{self.name}: keyword arguments of a function without a signature")
+        bound = sig.bind(*args, **kwargs)  # raises TypeError as the function would
+        order = [p for p in sig.parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+        given = bound.arguments
+        named = [p for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY and p.name in given]
+        if named or any(
+            p.kind is p.VAR_KEYWORD for p in sig.parameters.values() if p.name in given
+        ):
+            raise TypeError(
+                f"{self.name}: keyword-only arguments ({', '.join(p.name for p in named) or '**'})"
+                " cannot be passed to a jitted function; make them positional parameters, or "
+                "bind them first with functools.partial"
+            )
+        last = max((i for i, p in enumerate(order) if p.name in given), default=-1)
+        out = [given[p.name] if p.name in given else p.default for p in order[: last + 1]]
+        var = next((p for p in sig.parameters.values() if p.kind is p.VAR_POSITIONAL), None)
+        if var is not None and var.name in given:
+            out += list(given[var.name])
+        return tuple(out)
 
     def leaf_names(self, args: Sequence[Any]) -> list[str]:
         """``x``, ``params['w']``... one per leaf of the non-static arguments."""
@@ -147,7 +177,9 @@ class Jitted:
         return names
 
     # -- calls ------------------------------------------------------------------------------
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = self._positional(args, kwargs)
         if not self.static_argnums:
             # the common call: NumPy arrays only, seen before with these dtypes and ranks
             try:
@@ -158,6 +190,8 @@ class Jitted:
                 entry = group.entry_for(args, args)
                 outs = entry.run(args)
                 return outs[0] if entry.single else _pytree.unflatten(entry.out_tree, outs)
+        if any(isinstance(v, Tracer) for v in _pytree.flatten(args)[0]):
+            return self.fun(*args)  # called inside another traced function: traced inline
         args = tuple(a if i in self.static_argnums else _array_data(a) for i, a in enumerate(args))
         static = tuple(args[i] for i in self.static_argnums if i < len(args))
         dynamic = [a for i, a in enumerate(args) if i not in self.static_argnums]
