@@ -54,6 +54,11 @@ BODIES: dict[str, tuple[Callable[[Any, Any], Any], str]] = {
                        ns.interp(x, np.linspace(-3, 3, 20), np.linspace(-3, 3, 20) ** 2)),
         "b, c",
     ),
+    "flat_arg": (
+        lambda ns, x: (ns.argmax(_specials(ns, x)), x.argmin(), ns.argmax(x, keepdims=True),
+                       ns.argmin(x[0], keepdims=True)),
+        "b, c",
+    ),
     "clip_keywords": (
         lambda ns, x: (ns.clip(x, min=-0.5), x.clip(max=0.25), x.clip(min=-1, max=1),
                        ns.clip(x, None, 0.5)),

@@ -997,8 +997,11 @@ def take_along_axis(arr: Any, indices: Any, axis: int) -> Any:
 
 
 def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Any:
-    ax = None if axis is None else _axis(axis, ndim(x))
-    return bind_op(name, [_as_tensor(x)], {"axis": ax, "keepdims": keepdims})
+    t = _as_tensor(x)
+    if axis is None:  # the flat index: along the one axis of the flattened array, native
+        out = bind_op(name, [ravel(t)], {"axis": 0, "keepdims": False})
+        return reshape(out, (1,) * ndim(t)) if keepdims else out
+    return bind_op(name, [t], {"axis": _axis(axis, ndim(t)), "keepdims": keepdims})
 
 
 def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
