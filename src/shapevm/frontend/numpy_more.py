@@ -74,9 +74,9 @@ def argsort(x: Any, axis: int | None = -1) -> Any:
     return bind_op("argsort", [a], {"axis": axis, "descending": False})
 
 
-def median(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
-    """The middle of the sorted values along ``axis`` (the mean of the two middle ones for
-    an even count); nan where the values have a nan, as NumPy."""
+def _sorted_along(a: Any, axis: int | None) -> tuple[Any, Any, int]:
+    """``a`` (flattened for no axis, integers as float32), it sorted along the axis, and
+    the axis: what `median` and `quantile` pick from."""
     x = api.asarray(a)
     if axis is None:
         x, ax = api.ravel(x), 0
@@ -84,8 +84,14 @@ def median(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
         ax = _axis(axis, api.ndim(x))
     if _kind(x) != "f":
         x = x.astype(np.float32)
+    return x, api.sort(x, axis=ax), ax
+
+
+def median(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
+    """The middle of the sorted values along ``axis`` (the mean of the two middle ones for
+    an even count); nan where the values have a nan, as NumPy."""
+    x, s, ax = _sorted_along(a, axis)
     n = x.shape[ax]
-    s = api.sort(x, axis=ax)
     lo = _slice_axis(s, ax, (n - 1) // 2, (n - 1) // 2 + 1)
     hi = _slice_axis(s, ax, n // 2, n // 2 + 1)
     mid = (lo + hi) * 0.5
@@ -121,14 +127,7 @@ def quantile(
             found=repr(q),
             fix="pass constant quantiles in range",
         )
-    x = api.asarray(a)
-    if axis is None:
-        x, ax = api.ravel(x), 0
-    else:
-        ax = _axis(axis, api.ndim(x))
-    if _kind(x) != "f":
-        x = x.astype(np.float32)
-    s = api.sort(x, axis=ax)
+    x, s, ax = _sorted_along(a, axis)
     nan = api.any(api.isnan(x), axis=ax, keepdims=True)
     outs = [_one_quantile(s, ax, float(v), method, nan) for v in qs.reshape(-1)]
     if not keepdims:

@@ -395,23 +395,23 @@ SV_INLINE sv_vd_ sv_dsplat_(double v) {
 SV_INLINE sv_vd_ sv_dsel_(sv_vl_ m, sv_vd_ a, sv_vd_ b) {
     return (sv_vd_)(((sv_vl_)a & m) | ((sv_vl_)b & ~m));
 }
+/* the polynomial of coefficients c[0..n) (highest power first) at x, by Horner's rule
+ * (n is a constant where it is called: the loop unrolls) */
+SV_INLINE sv_vd_ sv_dhorner_(sv_vd_ x, const double *c, int n) {
+    sv_vd_ p = sv_dsplat_(c[0]);
+    for (int i = 1; i < n; i++) p = p * x + sv_dsplat_(c[i]);
+    return p;
+}
 /* 2^z for z within +-400 (y log2|x|, clamped), in double: 2^round(z) times the Taylor
  * series of e^r, |r| < 0.35, to r^10 (within 3e-13) */
 SV_INLINE sv_vd_ vexp2_d_(sv_vd_ z) {
     const sv_vd_ magic = sv_dsplat_(6755399441055744.0); /* 1.5 * 2^52 */
     sv_vd_ n = (z + magic) - magic;
     sv_vd_ r = (z - n) * sv_dsplat_(0.69314718055994531);
-    sv_vd_ q = sv_dsplat_(1.0 / 3628800);
-    q = q * r + sv_dsplat_(1.0 / 362880);
-    q = q * r + sv_dsplat_(1.0 / 40320);
-    q = q * r + sv_dsplat_(1.0 / 5040);
-    q = q * r + sv_dsplat_(1.0 / 720);
-    q = q * r + sv_dsplat_(1.0 / 120);
-    q = q * r + sv_dsplat_(1.0 / 24);
-    q = q * r + sv_dsplat_(1.0 / 6);
-    q = q * r + sv_dsplat_(0.5);
-    q = q * r + sv_dsplat_(1.0);
-    q = q * r + sv_dsplat_(1.0);
+    static const double taylor[] = {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
+                                    1.0 / 720,     1.0 / 120,    1.0 / 24,    1.0 / 6,
+                                    0.5,           1.0,          1.0};
+    sv_vd_ q = sv_dhorner_(r, taylor, sizeof taylor / sizeof *taylor);
     sv_vl_ ni = __builtin_convertvector(n, sv_vl_);
     return q * (sv_vd_)((ni + 1023) << 52);
 }
@@ -424,14 +424,9 @@ SV_INLINE sv_vd_ vpow_half_(sv_vh_ mf, sv_vh_ ef, sv_vh_ invf, sv_vh_ yf) {
     sv_vd_ t = num * inv;
     t = t + (num - t * den) * inv;
     sv_vd_ t2 = t * t;
-    sv_vd_ p = sv_dsplat_(1.0 / 15);
-    p = p * t2 + sv_dsplat_(1.0 / 13);
-    p = p * t2 + sv_dsplat_(1.0 / 11);
-    p = p * t2 + sv_dsplat_(1.0 / 9);
-    p = p * t2 + sv_dsplat_(1.0 / 7);
-    p = p * t2 + sv_dsplat_(1.0 / 5);
-    p = p * t2 + sv_dsplat_(1.0 / 3);
-    p = p * t2 + sv_dsplat_(1.0);
+    static const double atanh_series[] = {1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9,
+                                          1.0 / 7,  1.0 / 5,  1.0 / 3,  1.0};
+    sv_vd_ p = sv_dhorner_(t2, atanh_series, sizeof atanh_series / sizeof *atanh_series);
     sv_vd_ l2 = __builtin_convertvector(ef, sv_vd_) + (t * p) * sv_dsplat_(2.8853900817779268);
     sv_vd_ z = __builtin_convertvector(yf, sv_vd_) * l2;
     z = sv_dsel_(z < sv_dsplat_(-400.0), sv_dsplat_(-400.0), z); /* -inf too */
