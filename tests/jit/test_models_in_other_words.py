@@ -294,3 +294,28 @@ def test_casts_between_half_float_and_int8_run_native() -> None:
     (engine,) = jitted.engines
     (rec,) = [r for r in engine.records() if r.variant]
     assert rec.variant.function.whole, rec.variant.describe()
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.int64, np.int32, np.float16, np.uint8]
+)
+def test_permuted_copies_with_short_rows_are_numpys(dtype: Any) -> None:
+    """A patch embedding's transpose (rows of 4 elements moved into a new order), copied by
+    the executor row after row along the axis before the rows: NumPy's arrays for every
+    dtype and several permutations of a 6-D view, and a transpose returned as the result
+    (compiled where the dtype's `+` is native, interpreted otherwise)."""
+    x = (np.random.default_rng(4).standard_normal((3, 3, 4, 4, 2, 4)) * 10).astype(dtype)
+    for perm in ((0, 2, 4, 1, 3, 5), (0, 1, 3, 2, 5, 4), (5, 4, 3, 2, 1, 0), (0, 2, 1, 3, 4, 5)):
+
+        def patches(a: Any, perm: tuple[int, ...] = perm) -> Any:
+            return a.transpose(perm).reshape(a.shape[0], -1) + a.dtype.type(1), a.transpose(perm)
+
+        f = sv.jit(patches, shapes="b, 3, 4, 4, 2, 4", hot_threshold=1)
+        for _ in range(3):
+            got = f(x)
+        want = patches(x)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+        if np.dtype(dtype) in (np.float32, np.int32, np.int64):  # whose `+` is native
+            assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()

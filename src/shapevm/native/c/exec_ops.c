@@ -55,25 +55,40 @@ int svx_copy(const svx_tensor *src, const svx_tensor *dst) {
     int64_t shape[SVX_MAXDIM], sst[SVX_MAXDIM], dst_st[SVX_MAXDIM], idx[SVX_MAXDIM] = {0};
     int nd = copy_dims(src, dst, shape, sst, dst_st);
     int64_t n = shape[nd - 1], ss = sst[nd - 1], ds = dst_st[nd - 1];
+    /* rows of the last dim, row after row along the one before it (a patch embedding's
+     * transpose copies rows of 4 floats: offsets worked out over every outer dim and a
+     * call to memmove per row took 1.7 ns an element) */
+    int outer = nd >= 2 ? nd - 2 : 0;
+    int64_t rows = nd >= 2 ? shape[nd - 2] : 1, srs = nd >= 2 ? sst[nd - 2] : 0,
+            drs = nd >= 2 ? dst_st[nd - 2] : 0;
+    size_t row_bytes = (size_t)n * isz;
     do {
         int64_t so = 0, doff = 0;
-        for (int d = 0; d < nd - 1; d++) {
+        for (int d = 0; d < outer; d++) {
             so += idx[d] * sst[d];
             doff += idx[d] * dst_st[d];
         }
-        char *s = src->data + so * (int64_t)isz, *t = dst->data + doff * (int64_t)isz;
-        if (ss == 1 && ds == 1) {
-            memmove(t, s, (size_t)n * isz);
-        } else if (isz == 4) {
-            for (int64_t i = 0; i < n; i++) ((int32_t *)t)[i * ds] = ((const int32_t *)s)[i * ss];
-        } else if (isz == 8) {
-            for (int64_t i = 0; i < n; i++) ((int64_t *)t)[i * ds] = ((const int64_t *)s)[i * ss];
-        } else if (isz == 2) {
-            for (int64_t i = 0; i < n; i++) ((int16_t *)t)[i * ds] = ((const int16_t *)s)[i * ss];
-        } else {
-            for (int64_t i = 0; i < n; i++) t[i * ds] = s[i * ss];
+        for (int64_t r = 0; r < rows; r++, so += srs, doff += drs) {
+            char *s = src->data + so * (int64_t)isz, *t = dst->data + doff * (int64_t)isz;
+            if (ss == 1 && ds == 1 && row_bytes <= 64 &&
+                (t >= s + row_bytes || s >= t + row_bytes)) { /* short, apart: inline copy */
+                for (size_t i = 0; i < row_bytes; i++) t[i] = s[i];
+            } else if (ss == 1 && ds == 1) {
+                memmove(t, s, row_bytes);
+            } else if (isz == 4) {
+                for (int64_t i = 0; i < n; i++)
+                    ((int32_t *)t)[i * ds] = ((const int32_t *)s)[i * ss];
+            } else if (isz == 8) {
+                for (int64_t i = 0; i < n; i++)
+                    ((int64_t *)t)[i * ds] = ((const int64_t *)s)[i * ss];
+            } else if (isz == 2) {
+                for (int64_t i = 0; i < n; i++)
+                    ((int16_t *)t)[i * ds] = ((const int16_t *)s)[i * ss];
+            } else {
+                for (int64_t i = 0; i < n; i++) t[i * ds] = s[i * ss];
+            }
         }
-    } while (next_index(idx, shape, nd - 1));
+    } while (next_index(idx, shape, outer));
     return 0;
 }
 
