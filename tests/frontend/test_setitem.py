@@ -61,9 +61,17 @@ def _int_target(xp: Any, x: Any) -> Any:
     return y
 
 
+def _scattered(xp: Any, x: Any) -> Any:
+    y = x.copy()
+    y[xp.arange(x.shape[0]), xp.argmax(x, axis=1)] = 0  # each row's largest, as a hinge loss
+    y[[0, -1]] = -1.0  # whole rows, a negative index counting from the end
+    y[np.array([1, 1])] = x[0] * 3  # a repeated index: the last write wins
+    return y
+
+
 CASES: dict[str, Callable[[Any, Any], Any]] = {
     "mask": _mask, "column": _column, "slices": _slices, "shift": _shift, "built": _built,
-    "int target": _int_target,
+    "int target": _int_target, "scattered": _scattered,
 }  # fmt: skip
 
 
@@ -124,7 +132,7 @@ def _into_outer(x: Any) -> Any:
 
 def _through_indices(x: Any) -> Any:
     y = x + 0
-    y[[0, 1]] = 0
+    y[:, [0, 1]] = 0  # integer arrays past the leading axes
     return y
 
 

@@ -296,11 +296,37 @@ def _assign_masked(x: Tracer, mask: Any, v: Any) -> Any:
     return snp.where(m, v, x)
 
 
+def _assign_indexed(x: Tracer, idx: tuple[Any, ...], v: Any) -> Any | None:
+    """``x[i0, i1] = v`` with integer arrays on the leading axes and whole slices after
+    them (``margins[snp.arange(n), labels] = 0``): a scatter of the broadcast ``v`` at the
+    index tuples, NumPy's assignment (the last of repeated indices wins, a negative one
+    counts from the end). None: another form of index."""
+    k = 0
+    while k < len(idx) and isinstance(idx[k], (Tracer, np.ndarray, list)):
+        k += 1
+    if k == 0 or k > x.ndim or any(i is not Ellipsis and i != slice(None) for i in idx[k:]):
+        return None
+    arrays = [snp.asarray(i) for i in idx[:k]]
+    if any(np.dtype(a.dtype).kind not in "iu" for a in arrays):
+        return None
+    from shapevm.frontend.numpy_more import broadcast_arrays
+
+    arrays = broadcast_arrays(*arrays) if k > 1 else arrays
+    index = snp.stack([snp.astype(a, np.int64) for a in arrays], axis=-1)
+    updates = snp.broadcast_to(snp.asarray(v, x.dtype), (*arrays[0].shape, *x.shape[k:]))
+    return bind_op("scatter_nd", [x, index, updates], {"reduction": "none"})
+
+
 def _assign_basic(x: Tracer, idx: tuple[Any, ...], v: Any) -> Any:
+    if any(isinstance(i, (Tracer, np.ndarray, list)) for i in idx):
+        scattered = _assign_indexed(x, idx, v)
+        if scattered is not None:
+            return scattered
     if any(isinstance(i, (Tracer, np.ndarray, list)) or i is None for i in idx):
         raise user_error(
             "assignment through an integer-array index or None of a traced array",
-            expected="integers, slices and ...: x[2] = v, x[:, 1:3] = v, x[..., 0] = v",
+            expected="integers, slices and ...: x[2] = v, x[:, 1:3] = v, x[..., 0] = v; or "
+            "integer arrays on the leading axes: x[rows, cols] = v",
             found=f"index {idx!r}",
             fix="build the new array: snp.where(mask, v, x), with a mask made by comparing "
             "snp.arange along the axis with the indices",
