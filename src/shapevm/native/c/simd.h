@@ -110,13 +110,14 @@ SV_INLINE vf vfloor(vf a) {
 }
 
 /* np.rint: to the nearest integer, halves to even, a zero keeping a's sign, any magnitude
- * (vround's is below 2^22): from floor, whose remainder a - floor(a) is exact below 2^23
- * (a + 0.5 is not: 0.49999997f + 0.5f rounds up) */
+ * (vround's is below 2^22): a plus and minus 2^23 of its sign, where the sum's spacing is
+ * 1, so the addition rounds it as rint does (the default rounding, ties to even); past
+ * 2^23 every float is an integer.  Half the operations of rounding from two floors. */
 SV_INLINE vf vrint(vf a) {
-    vf r = vfloor(a), d = a - r;
-    vi odd = (r - vfloor(r * vsplat(0.5f)) * vsplat(2.0f)) != vsplat(0.0f);
-    vf up = vsel((d > vsplat(0.5f)) | ((d == vsplat(0.5f)) & odd), r + vsplat(1.0f), r);
-    return vsel(up == vsplat(0.0f), a * vsplat(0.0f), up);
+    const vf big = vsplat(8388608.0f);
+    vf m = vcopysign(big, a);
+    vf r = vcopysign((a + m) - m, a);
+    return vsel(vabs(a) < big, r, a);
 }
 /* Horizontal sum and max as trees of shuffles, not chains of SV_VW dependent scalar
  * operations: a row op calls them once or twice per row (with the tail selects below, one
