@@ -456,8 +456,12 @@ def astype(x: Any, dtype: Any, copy: bool = True) -> Any:
 def matmul(x: Any, y: Any) -> Any:
     """``x @ y``, with NumPy's rule for a 1-D operand: a vector is a matrix of one row (on
     the left) or one column (on the right) for the product, and that axis goes from the
-    result; two vectors give their inner product."""
-    (a, b), _ = _common([x, y])
+    result; two vectors give their inner product. float16 operands are multiplied and
+    added in float32 and the result rounded to float16 once, as NumPy's float16 product
+    does (its values but for the order of the float32 sums): a float32 product, native."""
+    (a, b), dt = _common([x, y])
+    if dt is DType.F16:
+        return astype(matmul(astype(a, np.float32), astype(b, np.float32)), np.float16)
     if ndim(a) == 1 and ndim(b) == 1:  # in the operands' type, as NumPy's (bool: any)
         if np.dtype(_np_dtype(a)) == np.bool_:
             return any(logical_and(a, b))
