@@ -319,3 +319,25 @@ def test_permuted_copies_with_short_rows_are_numpys(dtype: Any) -> None:
             np.testing.assert_array_equal(g, w)
         if np.dtype(dtype) in (np.float32, np.int32, np.int64):  # whose `+` is native
             assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
+
+
+def test_a_weighted_sum_of_sliced_channels_is_one_pass() -> None:
+    """A grayscale conversion, ``0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2]``:
+    each term reads a slice the program takes just before it, and the slices are taken
+    ahead so that the terms join the sum's chain (it was three chains, three passes)."""
+
+    def gray(img: Any) -> Any:
+        x = img.astype(np.float32)
+        g = 0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2]
+        return snp.clip(g, 0, 255).astype(np.uint8)
+
+    f = sv.jit(gray, shapes="h, w, 3", hot_threshold=1, background=False)
+    img = RNG.integers(0, 256, (30, 40, 3)).astype(np.uint8)
+    for _ in range(2):
+        got = f(img)
+    x = img.astype(np.float32)
+    want = np.clip(0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2], 0, 255)
+    np.testing.assert_array_equal(got, want.astype(np.uint8))
+    (engine,) = f.engines
+    (rec,) = [r for r in engine.records() if r.variant]
+    assert rec.variant.describe().count("chain[") == 1, rec.variant.describe()

@@ -245,14 +245,17 @@ def _lower_what_blocks(low: Any, start: Op) -> None:
 
     def ahead(pos: int) -> bool:
         op = graph.ops[pos]
-        if pos in seen or op.fusible or pos <= start.pos:
+        if pos in seen or pos <= start.pos:
             return False
         seen.add(pos)
         for v in op.ins:
             q = graph.value(v).producer
             if graph.value(v).kind == "temp" and v not in low.of_value and q > start.pos:
                 ahead(q)
-        return bool(low.lower_ahead(op))
+        # a fusible op joins the chain itself once what it reads is computed (a weighted
+        # sum of an image's channels reads a slice for each term: 0.299 * x[..., 0] +
+        # 0.587 * x[..., 1] + ... was three chains, one per slice the program took later)
+        return False if op.fusible else bool(low.lower_ahead(op))
 
     for op in graph.ops[start.pos + 1 :]:
         if op.kind != "call" or not op.fusible or not any(v in reach for v in op.ins):
