@@ -44,6 +44,21 @@ def _chain_source() -> tuple[str, str]:
     return codegen.chain_source(chain, "generic")
 
 
+def test_a_power_of_a_constant_two_is_a_square_in_generated_code() -> None:
+    """``pow(x, 2.0)`` (ONNX's ``Pow`` with a constant 2, a traced ``bind_op``) is ``x * x``
+    in tier 3 as in the tile interpreter's plan, not the general power; other exponents
+    stay ``vpow``."""
+    from shapevm.jit.backend.chains import Chain, Node
+
+    f32 = np.dtype(np.float32)
+    for exponent, square in ((2.0, True), (3.0, False)):
+        node = Node("pow", (("in", 0), ("lit", exponent)), f32)
+        chain = Chain((7,), [0], [node], [(0, 1)], input_dtypes=[f32])
+        _, source = codegen.chain_source(chain, "generic")
+        code = source.partition("*/")[2]
+        assert ("(x0 * x0)" in code and "vpow" not in code) == square, code
+
+
 def test_program_text_cannot_leave_the_generated_comment() -> None:
     """A chain's text (from a program, maybe a loaded file) goes into a C comment only;
     an attribute holding ``*/`` and C after it stays inside that comment."""

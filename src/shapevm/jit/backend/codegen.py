@@ -120,6 +120,8 @@ def _node_expr(chain: Chain, i: int, ref: Any) -> str:
     if template is None:
         raise CannotGenerate(f"no C form for op {node.op!r}")
     args = [ref(a) for a in node.args]
+    if node.op == "pow" and node.args[1] == ("lit", 2.0):  # as the tile interpreter's plan:
+        return f"({args[0]} * {args[0]})"  # powf(x, 2) is x * x, both correctly rounded
     if node.op == "cast":
         target = np.dtype(node.dtype)
         if target == np.dtype(np.bool_):
