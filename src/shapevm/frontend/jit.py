@@ -29,7 +29,7 @@ import numpy as np
 
 from shapevm import _pytree
 from shapevm.frontend.trace import Traced, trace
-from shapevm.frontend.tracer import Tracer
+from shapevm.frontend.tracer import Tracer, current_trace
 from shapevm.jit.engine import JitEngine
 from shapevm.jit.options import JitOptions
 from shapevm.jit.worker import WORKER
@@ -190,7 +190,9 @@ class Jitted:
                 entry = group.entry_for(args, args)
                 outs = entry.run(args)
                 return outs[0] if entry.single else _pytree.unflatten(entry.out_tree, outs)
-        if any(isinstance(v, Tracer) for v in _pytree.flatten(args)[0]):
+        if current_trace() is not None and any(
+            isinstance(v, Tracer) for v in _pytree.flatten(args)[0]
+        ):
             return self.fun(*args)  # called inside another traced function: traced inline
         args = tuple(a if i in self.static_argnums else _array_data(a) for i, a in enumerate(args))
         static = tuple(args[i] for i in self.static_argnums if i < len(args))

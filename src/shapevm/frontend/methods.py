@@ -388,9 +388,8 @@ def _assign_basic(x: Tracer, idx: tuple[Any, ...], v: Any) -> Any:
         pad = [(0, 0)] * x.ndim
         pad[axis] = (a, d - b)
         v = snp.pad(v, pad)  # zeros outside the selection, where the mask keeps x
-    if mask is None:
-        return snp.broadcast_to(snp.asarray(v, x.dtype), x.shape) if np.ndim(v) == 0 else (
-            snp.broadcast_to(v, x.shape))  # fmt: skip
+    if mask is None:  # every element: the value broadcast (in x's dtype already)
+        return snp.broadcast_to(snp.asarray(v), x.shape)
     return snp.where(mask, v, x)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from shapevm.bytecode.errors import format_message
 from shapevm.frontend import numpy_api as api
 from shapevm.frontend.numpy_api import _as_tensor, _axis, _binary, _slice_axis, _unary_float
-from shapevm.frontend.tracer import bind_op
+from shapevm.frontend.tracer import Tracer, bind_op
 from shapevm.shapes import DimExpr, min_dim
 
 newaxis = None
@@ -183,7 +183,7 @@ def percentile(
 def polyval(p: Any, x: Any) -> Any:
     """``np.polyval``: the polynomial of coefficients ``p`` (highest power first; a
     sequence, or an array of known length) at ``x``, by Horner's rule from zero as NumPy's."""
-    coeffs = p if hasattr(p, "shape") and not isinstance(p, np.ndarray) else np.asarray(p)
+    coeffs: Any = p if isinstance(p, Tracer) else np.asarray(p)
     n = coeffs.shape[0] if coeffs.ndim == 1 else None
     if not isinstance(n, int):
         raise _bad(
@@ -206,7 +206,7 @@ def searchsorted(a: Any, v: Any, side: str = "left") -> Any:
     if side not in ("left", "right"):
         raise _bad("searchsorted: unknown side", expected="'left' or 'right'", found=repr(side),
                    fix="pass side='left' or side='right'")  # fmt: skip
-    if not hasattr(a, "shape") or isinstance(a, np.ndarray):  # a constant table
+    if not isinstance(a, Tracer):  # a constant table
         known = np.asarray(a)
         if known.ndim == 1 and known.size <= 16:
             return _search_known(known, api.asarray(v), side)
@@ -248,7 +248,7 @@ def _search_known(table: np.ndarray[Any, Any], x: Any, side: str) -> Any:
 def digitize(x: Any, bins: Any, right: bool = False) -> Any:
     """``np.digitize``: the index of the bin of each value, for increasing bins (and for
     decreasing ones given as a constant)."""
-    b = bins if hasattr(bins, "shape") and not isinstance(bins, np.ndarray) else np.asarray(bins)
+    b = bins if isinstance(bins, Tracer) else np.asarray(bins)
     if (
         isinstance(b, np.ndarray)
         and b.ndim == 1
@@ -283,7 +283,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None) -> Any
         xv = xv.astype(np.float32)
     lo = py[0] if left is None else left
     hi = py[m - 1] if right is None else right
-    consts = all(isinstance(v, (list, tuple, np.ndarray)) for v in (xp, fp))
+    consts = not isinstance(xp, Tracer) and not isinstance(fp, Tracer)
     if m == 1:
         body = api.zeros_like(xv) + py[0]
     elif consts and m <= 17:  # each segment's line, chosen by comparisons: one fused kernel

@@ -293,7 +293,7 @@ class Tracer:
         # of an array (weak: a view no name holds any more cannot see an assignment)
         self.shared = shared
         self.base: Tracer | None = None
-        self.views: list[weakref.ref[Tracer]] = []
+        self.views: list[weakref.ref[Tracer]] | tuple[()] = ()  # a list from the first view
         self.region = ctx.region
 
     @property
@@ -544,11 +544,13 @@ def bind_op(
     )
     if view and isinstance(operands[0], Tracer):
         base = operands[0].base if operands[0].base is not None else operands[0]
-        if len(base.views) >= 64:
-            base.views = [v for v in base.views if v() is not None]
+        views = list(base.views) if isinstance(base.views, tuple) else base.views
+        if len(views) >= 64 and len(views) & (len(views) - 1) == 0:  # at 64, 128, 256...
+            views = [v for v in views if v() is not None]  # the dead ones out
         for t in tracers:
             t.base = base
-            base.views.append(weakref.ref(t))
+            views.append(weakref.ref(t))
+        base.views = views
     return tracers[0] if len(tracers) == 1 else tracers
 
 
