@@ -256,6 +256,8 @@ def test_argsort_is_stable_and_puts_nan_last_in_both_orders() -> None:
 
 
 def test_what_numpy_would_do_otherwise_is_refused_with_the_fix() -> None:
+    with pytest.raises(TypeError, match=r"(?s)clip: bounds given twice.*fix"):
+        snp.clip(np.ones(2, np.float32), 0.0, None, min=1.0)
     with pytest.raises(sv.TracingError, match=r"(?s)np.maximum.accumulate is not traced.*fix"):
         sv.jit(lambda v: snp.maximum.accumulate(v), shapes="n")(np.ones(3, np.float32))
     with pytest.raises(TypeError, match=r"(?s)reciprocal of an integer array.*1 / x.astype"):

@@ -157,3 +157,13 @@ def test_assignments_numpy_would_see_elsewhere_are_refused(name: str) -> None:
     fn, message = REFUSED[name]
     with pytest.raises(sv.TracingError, match=message):
         sv.jit(fn, shapes=("n, 4",), constraints=["n >= 2"])(np.ones((3, 4), np.float32))
+
+
+def test_a_value_that_does_not_fit_the_selection_says_both_shapes() -> None:
+    def body(x: Any) -> Any:
+        y = x.copy()
+        y[:, 1:3] = snp.ones((4,), np.float32)
+        return y
+
+    with pytest.raises(ValueError, match=r"(?s)does not broadcast.*\(n, 2\).*\(4,\).*fix"):
+        sv.jit(body, shapes="n, 5")(np.ones((2, 5), np.float32))

@@ -290,8 +290,14 @@ def _assign_masked(x: Tracer, mask: Any, v: Any) -> Any:
         )
     m = mask if isinstance(mask, Tracer) else np.asarray(mask)
     if len(m.shape) > x.ndim:
-        raise IndexError(f"too many indices for array: a mask of rank {len(m.shape)} for an "
-                         f"array of rank {x.ndim}")  # fmt: skip
+        raise IndexError(
+            format_message(
+                "too many indices for array: a boolean mask of higher rank than the array",
+                expected=f"a mask of rank {x.ndim} or less (x's leading axes)",
+                found=f"a mask of rank {len(m.shape)} for an array of rank {x.ndim}",
+                fix="index with a mask of x's shape",
+            )
+        )
     m = snp.reshape(m, (*m.shape, *(1 for _ in range(x.ndim - len(m.shape)))))
     return snp.where(m, v, x)
 
@@ -360,18 +366,27 @@ def _assign_basic(x: Tracer, idx: tuple[Any, ...], v: Any) -> Any:
         else:
             inside = pos == _norm_index(int(item), d, axis)
         mask = inside if mask is None else snp.logical_and(mask, inside)
+
     # the value broadcast to the selection, then set in x's axes
+    def unbroadcastable() -> ValueError:
+        return ValueError(
+            format_message(
+                "assignment of a value that does not broadcast to the selection",
+                expected=f"a value broadcastable to the selection's shape {fmt_shape(region)}",
+                found=f"a value of shape {fmt_shape(np.shape(v))}",
+                fix="reshape the value, or select what it fits",
+            )
+        )
+
     if np.ndim(v) > len(region):
-        raise ValueError(f"could not broadcast a value of shape {fmt_shape(np.shape(v))} into a "
-                         f"selection of shape {fmt_shape(region)}")  # fmt: skip
+        raise unbroadcastable()
     vs = [1] * (len(region) - np.ndim(v)) + list(np.shape(v))
     full = [1] * x.ndim
     for (axis, a, b, c), want, have in zip(parts, region, vs, strict=True):
         if _same(have, 1):
             continue
         if not _same(have, want):
-            raise ValueError(f"could not broadcast a value of shape {fmt_shape(np.shape(v))} "
-                             f"into a selection of shape {fmt_shape(region)}")  # fmt: skip
+            raise unbroadcastable()
         if not _full_range(a, b, c, x.shape[axis]) and c != 1:
             raise user_error(
                 "assignment of an array into a strided slice of a traced array",

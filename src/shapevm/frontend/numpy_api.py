@@ -362,7 +362,14 @@ def clip(x: Any, a_min: Any = None, a_max: Any = None, *, min: Any = None, max: 
     takes them, ``min``/``max``; None leaves that side open."""
     if min is not None or max is not None:
         if a_min is not None or a_max is not None:
-            raise TypeError("clip: pass the bounds as a_min/a_max or as min/max, not both")
+            raise TypeError(
+                format_message(
+                    "clip: bounds given twice",
+                    expected="a_min/a_max, or min/max (NumPy 2's names for them)",
+                    found="both",
+                    fix="pass each bound once",
+                )
+            )
         a_min, a_max = min, max
     out = x
     if a_min is not None:
