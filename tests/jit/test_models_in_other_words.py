@@ -341,3 +341,43 @@ def test_a_weighted_sum_of_sliced_channels_is_one_pass() -> None:
     (engine,) = f.engines
     (rec,) = [r for r in engine.records() if r.variant]
     assert rec.variant.describe().count("chain[") == 1, rec.variant.describe()
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.int32, np.int64, np.float16, np.uint8]
+)
+def test_repeats_along_the_last_axis_are_numpys(dtype: Any) -> None:
+    """Nearest-neighbour upsampling and `np.repeat` along the last axis (each element copied
+    n times in a row: a source of stride 0 along the rows), also from a strided source (a
+    transpose, every other column) and a column broadcast over short rows: NumPy's arrays for
+    every dtype and count (compiled where the dtype's `+` is native, interpreted otherwise)."""
+    x = (np.random.default_rng(5).standard_normal((2, 3, 5, 6)) * 10).astype(dtype)
+    for n in (2, 3, 4, 5):
+
+        def up(a: Any, n: int = n) -> Any:
+            one = a.dtype.type(1)
+            near = a.repeat(n, axis=2).repeat(n, axis=3)
+            strided = a.transpose(0, 1, 3, 2).repeat(n, axis=-1)
+            every_other = a[..., ::2].repeat(n, axis=-1)
+            column = snp.broadcast_to(a[..., :1], (*a.shape[:-1], n))
+            return near + one, strided + one, every_other + one, column + one
+
+        f = sv.jit(up, shapes="b, 3, h, w", hot_threshold=1)
+        for _ in range(3):
+            got = f(x)
+        want = _numpy_up(x, n)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+        if np.dtype(dtype) in (np.float32, np.int32, np.int64):  # whose `+` is native
+            assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
+
+
+def _numpy_up(a: Any, n: int) -> tuple[Any, ...]:
+    one = a.dtype.type(1)
+    return (
+        a.repeat(n, axis=2).repeat(n, axis=3) + one,
+        a.transpose(0, 1, 3, 2).repeat(n, axis=-1) + one,
+        a[..., ::2].repeat(n, axis=-1) + one,
+        np.broadcast_to(a[..., :1], (*a.shape[:-1], n)) + one,
+    )

@@ -46,6 +46,32 @@ static int copy_dims(const svx_tensor *src, const svx_tensor *dst, int64_t *shap
     return n;
 }
 
+/* Rows of n copies of one element each (a source of stride 0 along the last axis: np.repeat
+ * along it, nearest-neighbour upsampling, a column broadcast over short rows).  Element by
+ * element with the row loop's bookkeeping around every pair, [4, 4, 64, 32] repeated twice
+ * along the last axis took 41 us (1.25 ns a pair); two rows of one value a step, 4.7 us. */
+#define SV_REPEAT_ROWS(T)                                                                      \
+    static void repeat_rows_##T(const T *s, int64_t srs, T *t, int64_t drs, int64_t rows,      \
+                                int64_t n) {                                                   \
+        if (n == 2 && drs == 2) {                                                              \
+            for (int64_t r = 0; r < rows; r++) t[2 * r] = t[2 * r + 1] = s[r * srs];           \
+        } else if (n == 4 && drs == 4) {                                                       \
+            for (int64_t r = 0; r < rows; r++) {                                               \
+                T v = s[r * srs];                                                              \
+                t[4 * r] = t[4 * r + 1] = t[4 * r + 2] = t[4 * r + 3] = v;                     \
+            }                                                                                  \
+        } else {                                                                               \
+            for (int64_t r = 0; r < rows; r++) {                                               \
+                T v = s[r * srs], *row = t + r * drs;                                          \
+                for (int64_t i = 0; i < n; i++) row[i] = v;                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }
+SV_REPEAT_ROWS(uint8_t)
+SV_REPEAT_ROWS(uint16_t)
+SV_REPEAT_ROWS(uint32_t)
+SV_REPEAT_ROWS(uint64_t)
+
 int svx_copy(const svx_tensor *src, const svx_tensor *dst) {
     if (src->ndim != dst->ndim || src->dtype != dst->dtype) return -1;
     for (int d = 0; d < src->ndim; d++)
@@ -67,6 +93,16 @@ int svx_copy(const svx_tensor *src, const svx_tensor *dst) {
         for (int d = 0; d < outer; d++) {
             so += idx[d] * sst[d];
             doff += idx[d] * dst_st[d];
+        }
+        if (ss == 0 && ds == 1 && n > 1) { /* each row one element n times */
+            char *s = src->data + so * (int64_t)isz, *t = dst->data + doff * (int64_t)isz;
+            switch (isz) {
+            case 1: repeat_rows_uint8_t((const uint8_t *)s, srs, (uint8_t *)t, drs, rows, n); break;
+            case 2: repeat_rows_uint16_t((const uint16_t *)s, srs, (uint16_t *)t, drs, rows, n); break;
+            case 4: repeat_rows_uint32_t((const uint32_t *)s, srs, (uint32_t *)t, drs, rows, n); break;
+            default: repeat_rows_uint64_t((const uint64_t *)s, srs, (uint64_t *)t, drs, rows, n);
+            }
+            continue;
         }
         for (int64_t r = 0; r < rows; r++, so += srs, doff += drs) {
             char *s = src->data + so * (int64_t)isz, *t = dst->data + doff * (int64_t)isz;
