@@ -146,6 +146,34 @@ def test_softmax_in_place_and_extremes(isa: str) -> None:
     assert rel_err(z, expected) < 1e-5
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_short_rows_in_blocks(isa: str, log: bool) -> None:
+    """Rows of up to 8 go a block of rows at a time: every length 1-9, row counts that
+    leave a partial block, leading dims that do not merge (runs restarting mid-task across
+    threads), a mask per row and one for all rows, NaN, +-inf and an all -inf row."""
+    fn = native.log_softmax if log else native.softmax
+    for n in range(1, 10):
+        big = _data(20 + n, 3, 4101, n + 3) * 4.0
+        x = big[:, :4100:2, 1 : n + 1]  # [3, 2050, n]: leading strides that do not merge
+        x[0, 5, 0] = np.nan
+        x[1, 17, :] = -np.inf
+        x[2, 40, -1] = np.inf
+        for m in (None, _data(40 + n, 3, 2050, n), _data(60 + n, n)):
+            for threads in (0, 1):
+                y = fn(x, scale=0.5, mask=m, threads=threads)
+                t = x.astype(np.float64) * 0.5 + (m if m is not None else 0.0)
+                ref = softmax64(t, log)
+                assert np.array_equal(np.isnan(y), np.isnan(ref)), (n, threads)
+                finite = np.isfinite(ref)
+                assert np.array_equal(np.isfinite(y), finite)
+                assert rel_err(y[finite], ref[finite]) < 1e-5, (n, threads)
+        for rows in (1, 15, 16, 17, 33):  # in place, a partial last block
+            z = _data(80 + rows, rows, n)
+            expected = softmax64(z, log)
+            fn(z, out=z)
+            assert rel_err(z, expected) < 1e-5
+
+
 def test_empty_inputs(isa: str) -> None:
     assert native.layer_norm(np.zeros((0, 8), np.float32)).shape == (0, 8)
     assert native.softmax(np.zeros((3, 0), np.float32)).shape == (3, 0)

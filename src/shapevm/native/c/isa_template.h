@@ -36,6 +36,7 @@ const sv_isa_table SV_CAT(sv_table, SV_ISA_NAME) = {
     .conv = &SV_FN(conv_kern),
     .norm_row = SV_FN(norm_row),
     .softmax_row = SV_FN(softmax_row),
+    .softmax_rows = SV_FN(softmax_rows),
     .attn_softmax = SV_FN(attn_softmax),
     .tile = &SV_FN(tile_kernels),
 };

@@ -54,6 +54,33 @@ static void row_task(void *vctx, int64_t task) {
     sv_softmax_params sp = {.n = o->n, .scale = o->scale,
                             .log = o->kind == SV_ROW_LOG_SOFTMAX};
     bool norm = o->kind == SV_ROW_LAYER_NORM || o->kind == SV_ROW_RMS_NORM;
+    if (!norm && o->n <= SV_SHORT_ROW) { /* runs along the last leading dim, a block a step */
+        int last = o->nd - 1;
+        for (int64_t row = r0; row < r1;) {
+            int64_t run = last >= 0 ? o->lead[last] - idx[last] : 1;
+            if (run > r1 - row) run = r1 - row;
+            j->isa->softmax_rows(&sp, o->x + ox, last >= 0 ? o->sx[last] : 0,
+                                 o->r ? o->r + orr : NULL, last >= 0 ? o->sr[last] : 0,
+                                 o->y + oy, last >= 0 ? o->sy[last] : 0, run);
+            row += run;
+            if (last < 0 || row >= r1) break;
+            ox -= o->sx[last] * idx[last]; /* the run ended the dim: back to its start */
+            orr -= o->sr[last] * idx[last];
+            oy -= o->sy[last] * idx[last];
+            idx[last] = 0;
+            for (int d = last - 1; d >= 0; d--) {
+                ox += o->sx[d];
+                orr += o->sr[d];
+                oy += o->sy[d];
+                if (++idx[d] < o->lead[d]) break;
+                ox -= o->sx[d] * o->lead[d];
+                orr -= o->sr[d] * o->lead[d];
+                oy -= o->sy[d] * o->lead[d];
+                idx[d] = 0;
+            }
+        }
+        return;
+    }
     for (int64_t row = r0; row < r1; row++) {
         const float *r = o->r ? o->r + orr : NULL;
         if (norm)

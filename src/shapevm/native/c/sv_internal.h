@@ -82,6 +82,8 @@ typedef struct sv_norm_params {
 } sv_norm_params;
 
 /* One row of softmax: n floats, the scale of the scores, log-softmax instead. */
+/* Softmax rows up to this long go SV_VW rows at a time (softmax_rows). */
+#define SV_SHORT_ROW 8
 typedef struct sv_softmax_params {
     int64_t n;
     float scale;
@@ -115,6 +117,8 @@ typedef struct sv_isa_table {
                      float *y);
     void (*softmax_row)(const sv_softmax_params *p, const float *x, const float *mask,
                         float *y);
+    void (*softmax_rows)(const sv_softmax_params *p, const float *x, int64_t sx,
+                         const float *mask, int64_t sm, float *y, int64_t sy, int64_t rows);
     void (*attn_softmax)(float *s, int rows, int64_t ld, int64_t cols, float scale,
                          const float *mask, int64_t ldm, const int64_t *lim, float *m,
                          float *l, float *alpha);
