@@ -381,3 +381,27 @@ def _numpy_up(a: Any, n: int) -> tuple[Any, ...]:
         a[..., ::2].repeat(n, axis=-1) + one,
         np.broadcast_to(a[..., :1], (*a.shape[:-1], n)) + one,
     )
+
+
+@pytest.mark.parametrize("tier3", [False, True])
+def test_rows_read_backwards_in_a_chain_are_numpys(tier3: bool) -> None:
+    """`np.flip` along the last axis (and `[..., ::-1]`) read in a fused chain at tier 2
+    (the tile interpreter) and tier 3 (generated code), beside a forward operand, rows of
+    every length around the vector and tile sizes: NumPy's arrays."""
+
+    def flipped(a: Any) -> Any:
+        return snp.flip(a, axis=-1) * 2.0 + a[..., ::-1] - a, snp.flip(a, axis=-1) + 1.0
+
+    opts: dict[str, Any] = {"background": False, "tier3_min_elements": 0} if tier3 else {}
+    f = sv.jit(flipped, shapes="b, n", hot_threshold=1, tier3=tier3, **opts)
+    rng = np.random.default_rng(6)
+    for n in (1, 3, 15, 16, 17, 64, 255, 256, 257, 1000):
+        x = rng.standard_normal((5, n)).astype(np.float32)
+        for _ in range(3):
+            got = f(x)
+        f.wait(60)
+        got = f(x)
+        want = (np.flip(x, -1) * 2.0 + x[..., ::-1] - x, np.flip(x, -1) + 1.0)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    assert max(r["tier"] for r in f.jit_info()) == (3 if tier3 else 2), f.jit_info()

@@ -43,7 +43,10 @@ static void svg_pack(const char *src, int64_t stride, int is_bool, int64_t cnt, 
     } else {
         const float *f = (const float *)src;
         float *b = (float *)buf;
-        for (int64_t i = 0; i < cnt; i++) b[i] = f[i * stride];
+        if (stride == -1) /* a row read backwards (np.flip): vectors reversed */
+            for (int64_t i = 0; i < cnt; i++) b[i] = f[-i];
+        else
+            for (int64_t i = 0; i < cnt; i++) b[i] = f[i * stride];
         for (int64_t i = cnt; i % SV_VW; i++) b[i] = 0.0f;
     }
 }
