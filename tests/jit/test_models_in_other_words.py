@@ -405,3 +405,28 @@ def test_rows_read_backwards_in_a_chain_are_numpys(tier3: bool) -> None:
         for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
     assert max(r["tier"] for r in f.jit_info()) == (3 if tier3 else 2), f.jit_info()
+
+
+@pytest.mark.parametrize("shift", [3, -2, 0, 70])
+def test_roll_along_an_axis_of_symbolic_length_is_numpys(shift: int) -> None:
+    """`np.roll` along an axis whose length is a dimension variable is a take of
+    `(arange(n) - shift) % n` along it: the executor's take over every outer row (indices
+    checked once per call), for lengths shorter and longer than the shift, float32, int32
+    and int64."""
+
+    def rolled(a: Any, i: Any, j: Any) -> Any:
+        return snp.roll(a, shift, axis=-1) * 2.0, snp.roll(i, shift, axis=1), snp.roll(j, shift, 1)
+
+    f = sv.jit(rolled, shapes=("b, c, n", "b, n", "b, n"), hot_threshold=1)
+    rng = np.random.default_rng(7)
+    for b, n in [(1, 1), (2, 5), (3, 64), (4, 100)]:
+        x = rng.standard_normal((b, 3, n)).astype(np.float32)
+        i = rng.integers(-50, 50, (b, n)).astype(np.int32)
+        j = rng.integers(-50, 50, (b, n)).astype(np.int64)
+        for _ in range(3):
+            got = f(x, i, j)
+        want = (np.roll(x, shift, axis=-1) * 2.0, np.roll(i, shift, 1), np.roll(j, shift, 1))
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+    assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()

@@ -725,14 +725,26 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
      * memmove per element took 3.7 ns an index) */
     bool flat = whole_rows && contiguous(ix) && contiguous(y);
     size_t rb = (size_t)row * isz;
-    for (int64_t o = 0; o < nouter; o++) {
-        int64_t xo = 0, yo = 0, rest = o;
-        for (int d = axis - 1; d >= 0; d--) {
-            int64_t i = rest % x->shape[d];
-            rest /= x->shape[d];
-            xo += i * x->strides[d];
-            yo += i * y->strides[d];
+    /* the indices checked once, then every outer row gathered without a check (np.roll
+     * along the last axis of [4, 3, 64, 64] as a take: 32 us, a check per element) */
+    if (flat && nouter > 1 && rb == 4) {
+        for (int64_t j = 0; j < nidx; j++) {
+            int64_t v = ix->dtype == SVX_I64 ? ((const int64_t *)ix->data)[j]
+                                              : ((const int32_t *)ix->data)[j];
+            if (v < -n || v >= n) return take_out_of_range("take", v, axis, n, err);
         }
+    }
+    int64_t oidx[SVX_MAXDIM] = {0}, xo = 0, yo = 0, rest;
+    for (int64_t o = 0; o < nouter; o++) {
+        if (o > 0) /* the next outer position: carried, no division per row */
+            for (int d = axis - 1; d >= 0; d--) {
+                xo += x->strides[d];
+                yo += y->strides[d];
+                if (++oidx[d] < x->shape[d]) break;
+                xo -= x->strides[d] * x->shape[d];
+                yo -= y->strides[d] * y->shape[d];
+                oidx[d] = 0;
+            }
         if (flat) {
             const char *xs = x->data + (int64_t)isz * xo;
             char *yd = y->data + (int64_t)isz * yo;
@@ -743,6 +755,24 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
         if (v < -n || v >= n) return take_out_of_range("take", v, axis, n, err);            \
         memcpy(yd + (int64_t)(SIZE) * j, xs + (v < 0 ? v + n : v) * step, (SIZE));          \
     }
+            if (nouter > 1 && rb == 4) { /* checked above */
+                uint32_t *y32 = (uint32_t *)yd;
+                int64_t s32 = x->strides[axis];
+                if (ix->dtype == SVX_I64) {
+                    const int64_t *iv = (const int64_t *)ix->data;
+                    for (int64_t j = 0; j < nidx; j++) {
+                        int64_t v = iv[j] + (iv[j] < 0 ? n : 0);
+                        memcpy(y32 + j, xs + 4 * v * s32, 4);
+                    }
+                } else {
+                    const int32_t *iv = (const int32_t *)ix->data;
+                    for (int64_t j = 0; j < nidx; j++) {
+                        int64_t v = iv[j] + (iv[j] < 0 ? n : 0);
+                        memcpy(y32 + j, xs + 4 * v * s32, 4);
+                    }
+                }
+                continue;
+            }
             if (ix->dtype == SVX_I64 && rb == 4) TAKE_RUN(int64_t, 4)
             else if (ix->dtype == SVX_I64) TAKE_RUN(int64_t, rb)
             else if (rb == 4) TAKE_RUN(int32_t, 4)
