@@ -69,9 +69,30 @@ def _scattered(xp: Any, x: Any) -> Any:
     return y
 
 
+def _known_shape(xp: Any, x: Any) -> Any:
+    # arrays of a shape known when tracing: NumPy's own until a traced value goes in
+    out = xp.zeros((5, 4), dtype=xp.float32)
+    out[:, 0] = x[0]
+    out[1:3, 1] = 2.0
+    ident = xp.eye(5, dtype=xp.float32)[xp.argmax(x, axis=1)]  # rows of a made table
+    ones = xp.ones_like(x[:2])
+    ones[x[:2] < 0] = -1
+    return out + ident.sum() + ones.sum(0)[:, None]
+
+
+def _known_values(xp: Any, x: Any) -> Any:
+    w = xp.zeros(5, dtype=xp.float32)
+    w[0] = 1.0  # a known value into a known array: still known
+    scale = float(w.sum() * 2)  # so Python may read it
+    if (w > 0).any():
+        scale += 1
+    return x * scale + w
+
+
 CASES: dict[str, Callable[[Any, Any], Any]] = {
     "mask": _mask, "column": _column, "slices": _slices, "shift": _shift, "built": _built,
-    "int target": _int_target, "scattered": _scattered,
+    "int target": _int_target, "scattered": _scattered, "known shape": _known_shape,
+    "known values": _known_values,
 }  # fmt: skip
 
 
@@ -142,7 +163,23 @@ def _array_through_mask(x: Any) -> Any:
     return y
 
 
+def _into_made_view(x: Any) -> Any:
+    z = snp.zeros((4, 4), dtype=np.float32)
+    row = z[0]
+    row[:] = x[0]  # NumPy would change z too
+    return z
+
+
+def _into_made_viewed(x: Any) -> Any:
+    z = snp.zeros((4, 4), dtype=np.float32)
+    t = z.T
+    z[0] = x[0]  # NumPy would change t too
+    return t
+
+
 REFUSED = {
+    "a view of a made array": (_into_made_view, r"assignment into a view"),
+    "a made array viewed": (_into_made_viewed, r"a view of which is in use"),
     "an argument": (_into_argument, r"argument(.|\n)*y = x.copy\(\)"),
     "viewed": (_into_viewed, r"a view of which is in use"),
     "a view": (_into_view, r"assignment into a view"),
@@ -157,6 +194,29 @@ def test_assignments_numpy_would_see_elsewhere_are_refused(name: str) -> None:
     fn, message = REFUSED[name]
     with pytest.raises(sv.TracingError, match=message):
         sv.jit(fn, shapes=("n, 4",), constraints=["n >= 2"])(np.ones((3, 4), np.float32))
+
+
+def test_arrays_of_known_value_are_computed_when_tracing() -> None:
+    """Ops on arrays the function made from known values (zeros, eye) run when tracing, as
+    NumPy runs them: the program holds their results, not the ops (a mask of a known size
+    is one constant); an assignment of a traced value makes the array the program's."""
+
+    def f(x: Any) -> Any:
+        mask = snp.triu(snp.ones((4, 4), dtype=np.float32), 1) * -1e9
+        y = snp.zeros((4, 4), dtype=np.float32)
+        y[0] = x[0]
+        return x + mask, y
+
+    exp = sv.export(sv.jit(f))(sv.ShapeDtypeStruct((4, 4), np.float32))
+    text = str(exp.program) if hasattr(exp, "program") else exp.text()
+    assert "triu" not in text and "greater" not in text and "less" not in text, text
+    x = RNG.standard_normal((4, 4)).astype(np.float32)
+    mask = np.triu(np.ones((4, 4), np.float32), 1) * -1e9
+    want_y = np.zeros((4, 4), np.float32)
+    want_y[0] = x[0]
+    got = exp.call(x)
+    np.testing.assert_array_equal(got[0], x + mask)
+    np.testing.assert_array_equal(got[1], want_y)
 
 
 def test_a_value_that_does_not_fit_the_selection_says_both_shapes() -> None:

@@ -10,6 +10,7 @@ constraints, else `InconclusiveDimensionOperation` (as in JAX: ``x[0:16]`` on an
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -268,6 +269,7 @@ def setitem(x: Tracer, idx: Any, value: Any) -> None:
     else:
         new = _assign_basic(x, idx, v)
     x.reg = new.reg
+    x._const = new._const  # still known when the array and the values were
 
 
 _SHARED_WHAT = {
@@ -435,18 +437,26 @@ def _concrete_error(x: Tracer, what: str, fix: str = _CONCRETE_FIX) -> ConcreteV
 
 
 def _bool(self: Tracer) -> bool:
+    if self._const is not None:  # an array made from known values: NumPy's answer
+        return bool(self._const)
     raise _concrete_error(self, "the truth value (if/while/and/or)")
 
 
 def _int(self: Tracer) -> int:
+    if self._const is not None:
+        return operator.index(self._const)
     raise _concrete_error(self, "int()")
 
 
 def _float(self: Tracer) -> float:
+    if self._const is not None:
+        return float(self._const)
     raise _concrete_error(self, "float()")
 
 
 def _array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
+    if self._const is not None:  # a copy: NumPy may write into what it gets
+        return np.array(self._const, dtype=dtype)
     # NumPy converts what it cannot dispatch: most often a NumPy array indexed by a traced
     # one (an embedding table `table[ids]`, positions `table[arange(s)]`)
     raise _concrete_error(

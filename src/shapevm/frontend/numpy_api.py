@@ -107,10 +107,18 @@ def array(x: ArrayLike, dtype: Any = None, copy: bool = True) -> Any:
     return out
 
 
+def _made(arr: np.ndarray[Any, Any]) -> Any:
+    """A new array of known value (``zeros((4, 3))``): NumPy's outside a trace, inside one
+    an array of the function's own that behaves as that NumPy array and takes assignments
+    of traced values (`TraceContext.made`)."""
+    ctx = current_trace()
+    return ctx.made(arr) if ctx is not None and ctx.active else arr
+
+
 def _own(a: Tracer) -> Tracer:
     """A traced array of its own holding ``a``'s value (no data moves) until an assignment
     into one of the two makes that one a new value."""
-    return Tracer(a.ctx, a.reg, a.dt, a.shape)
+    return Tracer(a.ctx, a.reg, a.dt, a.shape, const=a._const)
 
 
 def copy(a: Any) -> Any:
@@ -1119,7 +1127,7 @@ def full(shape_: Any, fill_value: Any, dtype: Any = None) -> Any:
         )
     dt = _to_dtype(dtype)
     if not builtins.any(isinstance(d, DimExpr) for d in dims):
-        return np.full(dims, fill_value, dtype=dt.numpy.newbyteorder("="))
+        return _made(np.full(dims, fill_value, dtype=dt.numpy.newbyteorder("=")))
     return bind_op("full", [], {"shape": dims, "value": float(fill_value), "dtype": dt.value})
 
 

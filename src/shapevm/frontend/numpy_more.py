@@ -446,7 +446,7 @@ def _grid(n: Any, m: Any, k: int, dtype: Any, concrete: Any, keep: Any) -> Any:
     ``concrete(n, m, k)`` when both sizes are ints."""
     m = n if m is None else m
     if not isinstance(n, DimExpr) and not isinstance(m, DimExpr):
-        return concrete(n, m, k, dtype=dtype)
+        return api._made(concrete(n, m, k, dtype=dtype))
     rows = api.expand_dims(api.arange(n), 1)
     cols = api.expand_dims(api.arange(m), 0)
     return keep(rows + k, cols).astype(dtype)

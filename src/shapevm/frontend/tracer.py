@@ -215,10 +215,23 @@ class TraceContext:
         const_type = TensorType(dtype, tuple(int(d) for d in arr.shape))
         self.prologue.append(LoadConst(reg, index, const_type))
         shape = tuple(int(d) for d in arr.shape)
-        tracer = Tracer(self, reg, dtype, shape, const=arr, shared="a NumPy array")
+        tracer = Tracer(self, reg, dtype, shape, shared="a NumPy array")
         self._const_regs[key] = tracer
         self._keepalive.append(array)  # ids stay unique while the trace lives
         return tracer
+
+    def made(self, array: np.ndarray[Any, Any]) -> Tracer:
+        """An array the function made whose value is known now (``snp.zeros((4, 3))``, an
+        ``eye``, what ops on such arrays give): a constant of the program that behaves as
+        the NumPy array it stands for (ops on known values are computed now, `float()` and
+        `if` read it, NumPy may convert it) and, being the function's own, takes
+        assignments (``y[:, 0] = x``), after which its value is the program's."""
+        arr = np.asarray(array)
+        try:
+            dtype = DType.from_numpy(arr.dtype)
+        except ValueError:
+            return self.const(arr)  # const() says what is wrong with it
+        return Tracer(self, None, dtype, tuple(int(d) for d in arr.shape), const=arr)
 
 
 _ESCAPED = (
@@ -269,21 +282,21 @@ class Tracer:
     The methods and operators mirror NumPy's (see `shapevm.numpy`).
     """
 
-    __slots__ = ("__weakref__", "_const", "base", "ctx", "dt", "reg", "region", "shape",
+    __slots__ = ("__weakref__", "_const", "_reg", "base", "ctx", "dt", "region", "shape",
                  "shared", "views")  # fmt: skip
     __array_priority__ = 1000
 
     def __init__(
         self,
         ctx: TraceContext,
-        reg: Reg,
+        reg: Reg | None,
         dt: DType,
         shape: tuple[SymDim, ...],
         const: np.ndarray[Any, Any] | None = None,
         shared: str = "",
     ) -> None:
         self.ctx = ctx
-        self.reg = reg
+        self._reg = reg  # None: a made array's constant, loaded when an op first reads it
         self.dt = dt
         self.shape = shape
         self._const = const
@@ -295,6 +308,25 @@ class Tracer:
         self.base: Tracer | None = None
         self.views: list[weakref.ref[Tracer]] | tuple[()] = ()  # a list from the first view
         self.region = ctx.region
+
+    @property
+    def reg(self) -> Reg:
+        """The register holding the array (a made array's constant is loaded when first
+        read: one whose value only ever fed other known values costs the program nothing)."""
+        if self._reg is None:
+            assert self._const is not None
+            self._reg = self.ctx.const(self._const).reg
+        return self._reg
+
+    @reg.setter
+    def reg(self, reg: Reg) -> None:
+        self._reg = reg
+
+    @property
+    def known(self) -> np.ndarray[Any, Any] | None:
+        """The value of an array the function made from known values (see
+        `TraceContext.made`), until an assignment makes it the program's; else None."""
+        return self._const
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -489,6 +521,19 @@ def bind_op(
             return _eager(info, operands, attrs)
     if not ctx.active:
         raise EscapedTracerError(_ESCAPED)
+    view = name in NUMPY_VIEWS
+    if (
+        not lazy
+        and operands
+        and all(not isinstance(x, Tracer) or x._const is not None for x in operands)
+        and not any(_is_symbolic(v) for v in attrs.values())
+    ):  # every value known (arrays the function made from known ones): computed now, as
+        # NumPy computes on the arrays they stand for
+        got = _eager(info, [x._const if isinstance(x, Tracer) else x for x in operands], attrs)
+        made = tuple(ctx.made(np.asarray(r)) for r in (got if isinstance(got, tuple) else (got,)))
+        for t in made:
+            t.shared = "a view" if view else ""
+        return _track_views(made, operands[0], view)
     ins: list[Operand] = []
     shapes: list[tuple[SymDim, ...]] = []
     dtypes: list[DType | None] = []
@@ -537,13 +582,17 @@ def bind_op(
     outs = tuple(ctx.new_tensor() for _ in out_dtypes)
     types = tuple(ttype(dt, shape) for dt, shape in zip(out_dtypes, result.shapes, strict=True))
     ctx.emit(OpCall(outs, name, tuple(ins), tuple(stored), types, loc=loc))
-    view = name in NUMPY_VIEWS
     tracers = tuple(
         Tracer(ctx, reg, dt, tuple(shape), shared="a view" if view else "")
         for reg, dt, shape in zip(outs, out_dtypes, result.shapes, strict=True)
     )
-    if view and isinstance(operands[0], Tracer):
-        base = operands[0].base if operands[0].base is not None else operands[0]
+    return _track_views(tracers, operands[0] if operands else None, view)
+
+
+def _track_views(tracers: tuple[Tracer, ...], source: Any, view: bool) -> Any:
+    """The result(s) of an op, a view's recorded as sharing its operand's memory."""
+    if view and isinstance(source, Tracer):
+        base = source.base if source.base is not None else source
         views = list(base.views) if isinstance(base.views, tuple) else base.views
         if len(views) >= 64 and len(views) & (len(views) - 1) == 0:  # at 64, 128, 256...
             views = [v for v in views if v() is not None]  # the dead ones out
