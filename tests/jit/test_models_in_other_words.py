@@ -430,3 +430,36 @@ def test_roll_along_an_axis_of_symbolic_length_is_numpys(shift: int) -> None:
             assert g.dtype == w.dtype
             np.testing.assert_array_equal(g, w)
     assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_floor_division_by_a_positive_constant_is_numpys(dtype: Any) -> None:
+    """`t // 3600 % 24` (hours from seconds) divides by a multiply with the divisor's
+    reciprocal, exact for every value from 0 to the type's largest, the negative ones as
+    integers: NumPy's quotients and remainders for divisors from 1 to int64's largest."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(8)
+    x = np.concatenate(
+        [
+            rng.integers(0, info.max, 3000, dtype=dtype, endpoint=True),
+            rng.integers(0, 100_000, 1000, dtype=dtype),
+            rng.integers(info.min, 0, 500, dtype=dtype),
+            np.array([0, 1, info.max, info.max - 1, info.min, info.min + 1, -1], dtype),
+        ]
+    )
+    divisors = [1, 2, 3, 7, 24, 1000, 3600, 86400, 2**31 - 1]
+    if dtype == np.int64:
+        divisors += [2**40 + 3, 2**52 + 1, 2**62 + 1, 2**63 - 1]
+    for d in divisors:
+
+        def split(t: Any, d: int = d) -> Any:
+            return t // d, t % d
+
+        f = sv.jit(split, shapes="n", hot_threshold=1)
+        for _ in range(3):
+            got = f(x)
+        want = split(x)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w, err_msg=f"divisor {d}")
+        assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
