@@ -463,3 +463,24 @@ def test_floor_division_by_a_positive_constant_is_numpys(dtype: Any) -> None:
             assert g.dtype == w.dtype
             np.testing.assert_array_equal(g, w, err_msg=f"divisor {d}")
         assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
+
+
+def test_outer_products_of_short_rows_are_numpys() -> None:
+    """`einsum("ni,nj->nij")` and `a[:, :, None] * b[:, None, :]`: in the fused chain one
+    operand repeats each value along short rows, the other repeats a short row; every row
+    length around the tile's and vector's, and row counts that end tiles mid-row."""
+
+    def outer(a: Any, b: Any) -> Any:
+        return snp.einsum("ni,nj->nij", a, b), a[:, :, None] * b[:, None, :] + 1.0
+
+    f = sv.jit(outer, shapes=("n, k", "n, k"), hot_threshold=1)
+    rng = np.random.default_rng(9)
+    for n, k in [(1, 1), (3, 2), (50, 3), (77, 6), (300, 7), (40, 15), (20, 16), (9, 17)]:
+        a = rng.standard_normal((n, k)).astype(np.float32)
+        b = rng.standard_normal((n, k)).astype(np.float32)
+        for _ in range(3):
+            got = f(a, b)
+        want = (np.einsum("ni,nj->nij", a, b), a[:, :, None] * b[:, None, :] + 1.0)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
