@@ -79,6 +79,17 @@ class Chain:
         return body + (red if self.reduce else "")
 
 
+def _scalar_exponent(low: Any, op: Op, val: int) -> float | None:
+    """The number a pow's exponent is when it is a float constant of one element that
+    broadcasts nothing (no more axes than the base); else None."""
+    array = low.const_array(val)
+    if array is None or array.size != 1 or array.dtype.kind != "f":
+        return None
+    if array.ndim > len(low.graph.value(op.ins[0]).shape):
+        return None
+    return float(array.reshape(())[()])
+
+
 def _fusible(low: Any, op: Op) -> bool:
     return (
         op.fusible
@@ -378,6 +389,15 @@ def _build(
         for i, (kind, val) in enumerate(lits):
             if kind == "c":
                 args.append(("lit", val))
+            elif (
+                i == 1
+                and op.info is not None
+                and op.info.name == "pow"
+                and _scalar_exponent(low, op, val) is not None
+            ):
+                # a constant exponent of one element (ONNX's Pow(x, two)): a literal, as
+                # `x ** 2` writes it, so that 2 is a square, not a power per element
+                args.append(("lit", _scalar_exponent(low, op, val)))
             elif ints and i not in ints:
                 # the scalar an integer is compared with: a constant of the program (the
                 # tile interpreter compares integers with constants only)
