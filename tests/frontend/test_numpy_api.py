@@ -514,3 +514,24 @@ def test_a_float16_product_is_numpys_computed_in_float32() -> None:
     (engine,) = f.engines
     (rec,) = [r for r in engine.records() if r.variant]
     assert rec.variant.function.whole, rec.variant.describe()  # one executor call
+
+
+def test_numpys_reduction_functions_take_traced_arrays() -> None:
+    """`np.sum(x)`, `np.mean(x)`, `np.std(x, ddof=1)`... call the array's method with
+    NumPy's `out=None` (and `dtype=None`): NumPy's results; an `out=` array is refused with
+    what to write instead."""
+
+    def f(x: Any) -> Any:
+        return (
+            np.std(x, ddof=1), np.var(x, axis=0), np.sum(x, axis=1), np.mean(x),
+            np.argmax(x, axis=1), np.max(x), np.min(x, axis=0), np.cumsum(x, axis=0),
+            np.any(x > 0), np.all(x > -5, axis=1), np.prod(x, axis=0), np.argmin(x),
+        )  # fmt: skip
+
+    x = np.random.default_rng(11).standard_normal((4, 3)).astype(np.float32)
+    got, want = sv.jit(f)(x), f(x)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    with pytest.raises(sv.TracingError, match="out="):
+        sv.jit(lambda a: np.sum(a, axis=0, out=np.zeros(3, np.float32)))(x)

@@ -10,6 +10,7 @@ constraints, else `InconclusiveDimensionOperation` (as in JAX: ``x[0:16]`` on an
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -444,8 +445,50 @@ def _bool(self: Tracer) -> bool:
 
 def _int(self: Tracer) -> int:
     if self._const is not None:
-        return operator.index(self._const)
+        return int(self._const)
     raise _concrete_error(self, "int()")
+
+
+def _index(self: Tracer) -> int:
+    if self._const is not None:
+        return operator.index(self._const)
+    raise _concrete_error(self, "use as an index (operator.index)")
+
+
+def _item(self: Tracer, *args: Any) -> Any:
+    if self._const is not None:
+        return self._const.item(*args)
+    raise _concrete_error(self, "item()")
+
+
+def _tolist(self: Tracer) -> Any:
+    if self._const is not None:
+        return self._const.tolist()
+    raise _concrete_error(self, "tolist()")
+
+
+def _no_out(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A reduction method that also takes NumPy's ``out=None``: ``np.sum(x)``, ``np.mean(x)``
+    and the like call the array's method with it."""
+
+    takes_dtype = "dtype" in inspect.signature(fn).parameters
+
+    def method(self: Tracer, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        if not takes_dtype and "dtype" in kwargs:  # np.std(x) passes dtype=None
+            dtype = kwargs.pop("dtype")
+            self = self if dtype is None else snp.astype(self, dtype)
+        if out is not None:
+            raise user_error(
+                f"{fn.__name__}(..., out=...) in a traced function",
+                expected="out=None: a traced function computes new arrays",
+                found="an out= array",
+                fix=f"y = x.{fn.__name__}(...) and use y",
+            )
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
 
 
 def _float(self: Tracer) -> float:
@@ -591,7 +634,9 @@ _METHODS: dict[str, Any] = {
     "copy": snp.copy,
     "__bool__": _bool,
     "__int__": _int,
-    "__index__": _int,
+    "__index__": _index,
+    "item": _item,
+    "tolist": _tolist,
     "__float__": _float,
     "__array__": _array,
     "__iter__": _iter,
@@ -600,20 +645,20 @@ _METHODS: dict[str, Any] = {
     "reshape": _reshape,
     "transpose": _transpose,
     "astype": snp.astype,
-    "sum": snp.sum,
-    "mean": snp.mean,
-    "max": snp.max,
-    "min": snp.min,
-    "prod": snp.prod,
-    "var": snp.var,
-    "std": snp.std,
-    "any": snp.any,
-    "all": snp.all,
-    "cumsum": snp.cumsum,
+    "sum": _no_out(snp.sum),
+    "mean": _no_out(snp.mean),
+    "max": _no_out(snp.max),
+    "min": _no_out(snp.min),
+    "prod": _no_out(snp.prod),
+    "var": _no_out(snp.var),
+    "std": _no_out(snp.std),
+    "any": _no_out(snp.any),
+    "all": _no_out(snp.all),
+    "cumsum": _no_out(snp.cumsum),
     "round": snp.round,
     "repeat": snp.repeat,
-    "argmax": snp.argmax,
-    "argmin": snp.argmin,
+    "argmax": _no_out(snp.argmax),
+    "argmin": _no_out(snp.argmin),
     "swapaxes": snp.swapaxes,
     "squeeze": snp.squeeze,
     "ravel": snp.ravel,
