@@ -506,3 +506,36 @@ def test_a_power_by_a_constant_of_one_element_is_a_literal_of_the_chain() -> Non
     texts = [k.chain.text() for r in rec.variant.regions for k in r.lowered.kernels if k.chain]
     assert any("pow(n1, 2.0)" in t or "pow(n0, 2.0)" in t for t in texts), texts
     assert any(", 1.5)" in t for t in texts), texts
+
+
+@pytest.mark.parametrize("kind", ["max", "min", "sum", "mean"])
+def test_reductions_over_short_rows_are_numpys(kind: str) -> None:
+    """A max, min, sum or mean over each short row (a classifier's few logits, a box's
+    corners) runs across rows side by side: NumPy's values for rows of 1 to 17 over row
+    counts that cross the blocks and tiles, with NaN, infinities and signed zeros (for
+    rows under 16, which of 0.0 and -0.0 comes out too: the later one, as NumPy's); sums
+    of fewer than 8 in NumPy's order."""
+
+    def reduce(x: Any) -> Any:
+        return getattr(x, kind)(axis=-1), getattr(x * 2.0, kind)(axis=-1, keepdims=True)
+
+    f = sv.jit(reduce, shapes="n, r", hot_threshold=1, tier3=False)
+    rng = np.random.default_rng(12)
+    values = np.float32([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 2.5])
+    for n, r in [(1, 1), (7, 2), (300, 3), (1000, 4), (129, 5), (64, 7), (500, 8), (65, 12),
+                 (40, 15), (33, 16), (20, 17)]:  # fmt: skip
+        x = rng.choice(values, (n, r)).astype(np.float32)
+        x[::5] = rng.standard_normal((len(x[::5]), r)).astype(np.float32)
+        x[3::11, rng.integers(0, r)] = np.nan
+        for _ in range(3):
+            got = f(x)
+        with np.errstate(invalid="ignore"):
+            want = reduce(x)
+        for g, w in zip(got, want, strict=True):
+            # sums of fewer than 8 in NumPy's order, bit for bit; of 8 and more (NumPy
+            # sums in pairs) within rounding
+            exact = kind in ("max", "min") or (kind == "sum" and r < 8)
+            np.testing.assert_allclose(g, w, rtol=0 if exact else 2e-6, atol=0 if exact else 1e-5)
+            if kind in ("max", "min") and r < 16:
+                np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
+    assert all(row["tier"] >= 2 for row in f.jit_info()), f.jit_info()

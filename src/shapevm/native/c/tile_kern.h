@@ -17,6 +17,9 @@ SV_INLINE vf vsign(vf a) {
 /* NaN-propagating maximum / minimum, as np.maximum / np.minimum */
 SV_INLINE vf vmaxn(vf a, vf b) { return vsel((a >= b) | vnan_mask(a), a, b); }
 SV_INLINE vf vminn(vf a, vf b) { return vsel((a <= b) | vnan_mask(a), a, b); }
+/* for a fold in halves: b (the upper lanes) wins a tie */
+SV_INLINE vf vmaxn_hi(vf a, vf b) { return vmaxn(b, a); }
+SV_INLINE vf vminn_hi(vf a, vf b) { return vminn(b, a); }
 
 /* NumPy's npy_divmodf: the floor quotient, and the remainder with the sign of b. */
 static inline float SV_FN(divmodf)(float a, float b, float *modulus) {
@@ -135,15 +138,22 @@ static float SV_FN(tk_reduce)(int red, const float *v, int n) {
         vf acc = vsplat(mx ? -__builtin_inff() : __builtin_inff());
         for (; i + SV_VW <= n; i += SV_VW)
             acc = mx ? vmaxn(vload(v + i), acc) : vminn(vload(v + i), acc);
-        for (; i < n; i++) {
-            vf x = vsplat(v[i]);
-            acc = mx ? vmaxn(x, acc) : vminn(x, acc);
+        if (i < n) { /* the rest as one partial vector, the identity in its other lanes
+                      * (filled lane by lane, the vector went through memory per lane) */
+            float rest[SV_VW];
+            vstore(rest, vsplat(mx ? -__builtin_inff() : __builtin_inff()));
+            memcpy(rest, v + i, sizeof(float) * (size_t)(n - i));
+            acc = mx ? vmaxn(vload(rest), acc) : vminn(vload(rest), acc);
         }
-        float r = acc[0];
-        for (int l = 1; l < SV_VW; l++)
-            r = mx ? ((acc[l] >= r || acc[l] != acc[l]) ? acc[l] : r)
-                   : ((acc[l] <= r || acc[l] != acc[l]) ? acc[l] : r);
-        return r;
+        /* the lanes folded in halves (a compare per lane in order, its branches taken as
+         * the data falls, took 21 ns a row of 16: 1.3 ns an element); a NaN anywhere wins,
+         * and of equal values (0.0 and -0.0) the upper half's, as NumPy's later element */
+        if (mx) {
+            SV_TREE_(acc, vmaxn_hi);
+        } else {
+            SV_TREE_(acc, vminn_hi);
+        }
+        return acc[0];
     }
     if (red == SV_RED_PROD) {
         vf acc = vsplat(1.0f);
