@@ -507,13 +507,14 @@ def test_sizes_kernel_writes_the_calls_sizes() -> None:
 def test_arg_kernel_picks_numpys_index_on_rows_of_any_length(kind: str) -> None:
     """Rows searched lane by lane (16 at a time) give NumPy's index: the first of tied
     extremes (0.0 and -0.0 tie), the first NaN's when a row has one, infinities, lengths
-    around the lane count; short rows (under 16) one after another, alone or on the pool."""
+    around the lane count; short rows (under 64) side by side, alone or on the pool."""
     ts = [Tensor(0, "input", F32, (A, B), arg=0), Tensor(1, "temp", np.dtype(np.int64), (A,))]
     ex = executor(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=native.arg_kernel(kind, 1))],
                   [0], [1])  # fmt: skip
     values = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 2.0], np.float32)
     for n, rows in [(1, 40), (2, 40), (5, 40), (12, 40), (15, 40), (5, 9000), (12, 3001),
-                    (16, 40), (17, 40), (31, 40), (33, 40), (64, 40), (70, 40)]:  # fmt: skip
+                    (16, 40), (17, 40), (31, 40), (33, 40), (30, 5000), (63, 130), (64, 40),
+                    (70, 40)]:  # fmt: skip
         x = OWN.choice(values[:-2], (rows, n)).astype(np.float32)  # many ties
         x[::3] = OWN.standard_normal((len(x[::3]), n)).astype(np.float32)
         x[1::5, OWN.integers(0, n)] = np.nan
