@@ -296,6 +296,15 @@ def test_casts_between_half_float_and_int8_run_native() -> None:
     assert rec.variant.function.whole, rec.variant.describe()
 
 
+def _agree(f: Any, args: tuple[Any, ...], want: Any, what: str = "") -> None:
+    """`f` called until it compiles gives NumPy's arrays `want`, dtypes and bits."""
+    for _ in range(3):
+        got = f(*args)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype, what
+        np.testing.assert_array_equal(g, w, err_msg=what)
+
+
 @pytest.mark.parametrize(
     "dtype", [np.float32, np.float64, np.int64, np.int32, np.float16, np.uint8]
 )
@@ -311,12 +320,7 @@ def test_permuted_copies_with_short_rows_are_numpys(dtype: Any) -> None:
             return a.transpose(perm).reshape(a.shape[0], -1) + a.dtype.type(1), a.transpose(perm)
 
         f = sv.jit(patches, shapes="b, 3, 4, 4, 2, 4", hot_threshold=1)
-        for _ in range(3):
-            got = f(x)
-        want = patches(x)
-        for g, w in zip(got, want, strict=True):
-            assert g.dtype == w.dtype
-            np.testing.assert_array_equal(g, w)
+        _agree(f, (x,), patches(x))
         if np.dtype(dtype) in (np.float32, np.int32, np.int64):  # whose `+` is native
             assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
 
@@ -456,12 +460,7 @@ def test_floor_division_by_a_positive_constant_is_numpys(dtype: Any) -> None:
             return t // d, t % d
 
         f = sv.jit(split, shapes="n", hot_threshold=1)
-        for _ in range(3):
-            got = f(x)
-        want = split(x)
-        for g, w in zip(got, want, strict=True):
-            assert g.dtype == w.dtype
-            np.testing.assert_array_equal(g, w, err_msg=f"divisor {d}")
+        _agree(f, (x,), split(x), f"divisor {d}")
         assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
 
 

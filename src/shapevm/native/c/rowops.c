@@ -35,6 +35,24 @@ static void merge_dims(sv_rowop *o) {
     o->nd = nd;
 }
 
+/* The next position from dim d outwards: dim d one step on, carrying into the dims before
+ * it (the offsets of every operand moved with it). */
+static void carry(const sv_rowop *o, int64_t *idx, int d, int64_t *ox, int64_t *orr,
+                  int64_t *oh, int64_t *oy) {
+    for (; d >= 0; d--) {
+        *ox += o->sx[d];
+        *orr += o->sr[d];
+        *oh += o->sh[d];
+        *oy += o->sy[d];
+        if (++idx[d] < o->lead[d]) return;
+        *ox -= o->sx[d] * o->lead[d];
+        *orr -= o->sr[d] * o->lead[d];
+        *oh -= o->sh[d] * o->lead[d];
+        *oy -= o->sy[d] * o->lead[d];
+        idx[d] = 0;
+    }
+}
+
 static void row_task(void *vctx, int64_t task) {
     const row_job *j = vctx;
     const sv_rowop *o = &j->op;
@@ -68,16 +86,7 @@ static void row_task(void *vctx, int64_t task) {
             orr -= o->sr[last] * idx[last];
             oy -= o->sy[last] * idx[last];
             idx[last] = 0;
-            for (int d = last - 1; d >= 0; d--) {
-                ox += o->sx[d];
-                orr += o->sr[d];
-                oy += o->sy[d];
-                if (++idx[d] < o->lead[d]) break;
-                ox -= o->sx[d] * o->lead[d];
-                orr -= o->sr[d] * o->lead[d];
-                oy -= o->sy[d] * o->lead[d];
-                idx[d] = 0;
-            }
+            carry(o, idx, last - 1, &ox, &orr, &oh, &oy);
         }
         return;
     }
@@ -87,18 +96,7 @@ static void row_task(void *vctx, int64_t task) {
             j->isa->norm_row(&np, o->x + ox, r, o->h ? o->h + oh : NULL, o->y + oy);
         else
             j->isa->softmax_row(&sp, o->x + ox, r, o->y + oy);
-        for (int d = o->nd - 1; d >= 0; d--) { /* next row: carry through the dims */
-            ox += o->sx[d];
-            orr += o->sr[d];
-            oh += o->sh[d];
-            oy += o->sy[d];
-            if (++idx[d] < o->lead[d]) break;
-            ox -= o->sx[d] * o->lead[d];
-            orr -= o->sr[d] * o->lead[d];
-            oh -= o->sh[d] * o->lead[d];
-            oy -= o->sy[d] * o->lead[d];
-            idx[d] = 0;
-        }
+        carry(o, idx, o->nd - 1, &ox, &orr, &oh, &oy); /* the next row */
     }
 }
 

@@ -297,49 +297,37 @@ static const float *gather(const tile_space *sp, int op, const char *base, int d
     if (dtype == SV_DT_F32 && s == 4 && count == T && idx[nd - 1] + T <= len)
         return (const float *)(base + off); /* one contiguous run: read in place */
     for (int done = 0; done < count;) {
-        if (nd >= 2 && idx[nd - 1] == 0 && len < 16 && s == 4 && dtype == SV_DT_F32 &&
-            count - done >= 2 * len) { /* whole short rows (boxes' 2 corners broadcast
-                                        * against another set): row after row, the index
-                                        * moved once, not once a row (3.6 ns an element) */
+        if (nd >= 2 && idx[nd - 1] == 0 && len < 16 && (s == 4 || s == 0) &&
+            dtype == SV_DT_F32 && count - done >= 2 * len) {
+            /* whole short rows, row after row, the index moved once, not once a row: rows
+             * of the operand (boxes' 2 corners broadcast against another set: 3.6 ns an
+             * element a row at a time), or, at stride 0, rows of one value each (x[:, :,
+             * None] beside x[:, None, :], an outer product: 0.67 ns an element) */
             int64_t s2 = sp->ost[op][nd - 2], left = sp->oshape[op][nd - 2] - idx[nd - 2];
             int64_t rows = (count - done) / len < left ? (count - done) / len : left;
             const char *p = base + off;
             float *q = dst + done;
-            switch (len) { /* a copy of known size per row */
+            if (s == 0) {
+                for (int64_t r = 0; r < rows; r++, p += s2, q += len) {
+                    float v;
+                    memcpy(&v, p, 4);
+                    for (int64_t i = 0; i < len; i++) q[i] = v;
+                }
+            } else {
+                switch (len) { /* a copy of known size per row */
 #define SV_ROWS_OF(L)                                                                        \
     case L:                                                                                  \
         for (int64_t r = 0; r < rows; r++, p += s2, q += L) memcpy(q, p, 4 * L);            \
         break;
-                SV_ROWS_OF(1)
-                SV_ROWS_OF(2)
-                SV_ROWS_OF(3)
-                SV_ROWS_OF(4)
+                    SV_ROWS_OF(1)
+                    SV_ROWS_OF(2)
+                    SV_ROWS_OF(3)
+                    SV_ROWS_OF(4)
 #undef SV_ROWS_OF
-            default:
-                for (int64_t r = 0; r < rows; r++, p += s2, q += len) memcpy(q, p, 4 * (size_t)len);
-            }
-            done += (int)(rows * len);
-            idx[nd - 2] += rows;
-            off += rows * s2;
-            for (int d = nd - 2; d > 0 && idx[d] == sp->oshape[op][d]; d--) {
-                off += sp->ost[op][d - 1] - idx[d] * sp->ost[op][d];
-                idx[d] = 0;
-                idx[d - 1]++;
-            }
-            continue;
-        }
-        if (nd >= 2 && idx[nd - 1] == 0 && len < 16 && s == 0 && dtype == SV_DT_F32 &&
-            count - done >= 2 * len) { /* short rows of one value each (x[:, :, None] beside
-                                        * x[:, None, :], an outer product): row after row,
-                                        * 0.67 ns an element one run at a time */
-            int64_t s2 = sp->ost[op][nd - 2], left = sp->oshape[op][nd - 2] - idx[nd - 2];
-            int64_t rows = (count - done) / len < left ? (count - done) / len : left;
-            const char *p = base + off;
-            float *q = dst + done;
-            for (int64_t r = 0; r < rows; r++, p += s2, q += len) {
-                float v;
-                memcpy(&v, p, 4);
-                for (int64_t i = 0; i < len; i++) q[i] = v;
+                default:
+                    for (int64_t r = 0; r < rows; r++, p += s2, q += len)
+                        memcpy(q, p, 4 * (size_t)len);
+                }
             }
             done += (int)(rows * len);
             idx[nd - 2] += rows;
