@@ -323,12 +323,6 @@ class Tracer:
         self._reg = reg
 
     @property
-    def known(self) -> np.ndarray[Any, Any] | None:
-        """The value of an array the function made from known values (see
-        `TraceContext.made`), until an assignment makes it the program's; else None."""
-        return self._const
-
-    @property
     def dtype(self) -> np.dtype[Any]:
         out: np.dtype[Any] = self.dt.numpy.newbyteorder("=")
         return out

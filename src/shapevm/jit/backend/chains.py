@@ -79,15 +79,16 @@ class Chain:
         return body + (red if self.reduce else "")
 
 
-def _scalar_exponent(low: Any, op: Op, val: int) -> float | None:
-    """The number a pow's exponent is when it is a float constant of one element that
-    broadcasts nothing (no more axes than the base); else None."""
+def _scalar_exponent(low: Any, op: Op, i: int, kind: str, val: Any) -> float | None:
+    """The number operand ``i`` of ``op`` is when it is a pow's exponent and a constant of
+    one element that broadcasts nothing (no more axes than the base); else None."""
+    if i != 1 or kind != "v" or op.info is None or op.info.name != "pow":
+        return None
     array = low.const_array(val)
-    if array is None or array.size != 1 or array.dtype.kind != "f":
+    if array is None or array.ndim > len(low.graph.value(op.ins[0]).shape):
         return None
-    if array.ndim > len(low.graph.value(op.ins[0]).shape):
-        return None
-    return float(array.reshape(())[()])
+    number: float | None = low.scalar(kind, val)
+    return number
 
 
 def _fusible(low: Any, op: Op) -> bool:
@@ -387,17 +388,13 @@ def _build(
         lits = low.literals(op)
         ints = _int_tensors(low, lits)
         for i, (kind, val) in enumerate(lits):
+            exponent = _scalar_exponent(low, op, i, kind, val)
             if kind == "c":
                 args.append(("lit", val))
-            elif (
-                i == 1
-                and op.info is not None
-                and op.info.name == "pow"
-                and _scalar_exponent(low, op, val) is not None
-            ):
+            elif exponent is not None:
                 # a constant exponent of one element (ONNX's Pow(x, two)): a literal, as
                 # `x ** 2` writes it, so that 2 is a square, not a power per element
-                args.append(("lit", _scalar_exponent(low, op, val)))
+                args.append(("lit", exponent))
             elif ints and i not in ints:
                 # the scalar an integer is compared with: a constant of the program (the
                 # tile interpreter compares integers with constants only)

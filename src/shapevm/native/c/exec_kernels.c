@@ -756,20 +756,14 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
         memcpy(yd + (int64_t)(SIZE) * j, xs + (v < 0 ? v + n : v) * step, (SIZE));          \
     }
             if (nouter > 1 && rb == 4) { /* checked above */
-                uint32_t *y32 = (uint32_t *)yd;
-                int64_t s32 = x->strides[axis];
                 if (ix->dtype == SVX_I64) {
                     const int64_t *iv = (const int64_t *)ix->data;
-                    for (int64_t j = 0; j < nidx; j++) {
-                        int64_t v = iv[j] + (iv[j] < 0 ? n : 0);
-                        memcpy(y32 + j, xs + 4 * v * s32, 4);
-                    }
+                    for (int64_t j = 0; j < nidx; j++)
+                        memcpy(yd + 4 * j, xs + (iv[j] + (iv[j] < 0 ? n : 0)) * step, 4);
                 } else {
                     const int32_t *iv = (const int32_t *)ix->data;
-                    for (int64_t j = 0; j < nidx; j++) {
-                        int64_t v = iv[j] + (iv[j] < 0 ? n : 0);
-                        memcpy(y32 + j, xs + 4 * v * s32, 4);
-                    }
+                    for (int64_t j = 0; j < nidx; j++)
+                        memcpy(yd + 4 * j, xs + (iv[j] + (iv[j] < 0 ? n : 0)) * step, 4);
                 }
                 continue;
             }
