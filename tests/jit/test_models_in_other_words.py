@@ -448,6 +448,7 @@ def test_floor_division_by_a_positive_constant_is_numpys(dtype: Any) -> None:
             rng.integers(0, info.max, 3000, dtype=dtype, endpoint=True),
             rng.integers(0, 100_000, 1000, dtype=dtype),
             rng.integers(info.min, 0, 500, dtype=dtype),
+            rng.integers(-100_000, 0, 1000, dtype=dtype),
             np.array([0, 1, info.max, info.max - 1, info.min, info.min + 1, -1], dtype),
         ]
     )
@@ -538,3 +539,56 @@ def test_reductions_over_short_rows_are_numpys(kind: str) -> None:
             if kind in ("max", "min") and r < 16:
                 np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
     assert all(row["tier"] >= 2 for row in f.jit_info()), f.jit_info()
+
+
+_INT_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "floordiv": lambda a, b: a // b,
+    "mod": lambda a, b: a % b,
+    "less": lambda a, b: a < b,
+    "greater_equal": lambda a, b: a >= b,
+    "not_equal": lambda a, b: a != b,
+    "where": lambda a, b: (np.where if isinstance(a, np.ndarray) else snp.where)(a > b, a, b),
+    "abs": lambda a, b: abs(a) + b,
+    "neg": lambda a, b: -a * b,
+}
+
+
+def _int_values(dtype: Any, shape: tuple[int, ...], rng: np.random.Generator) -> Any:
+    """Random integers of ``dtype`` with the type's edges and small values mixed in."""
+    info = np.iinfo(dtype)
+    edges = np.array([0, 1, -1, 2, -7, info.max, info.min, info.min + 1, info.max - 1], dtype)
+    x = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    small = rng.integers(-50, 50, shape, dtype=dtype)
+    x = np.where(rng.random(shape) < 0.5, small, x)
+    return np.where(rng.random(shape) < 0.2, rng.choice(edges, shape), x).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("kind", sorted(_INT_BINARY))
+@pytest.mark.parametrize(
+    ("sa", "sb"),
+    [("n, m", "n, m"), ("n, m", "n, 1"), ("n, 1", "n, m"), ("n, m", "m"), ("n, 1", "1, m")],
+)
+def test_integer_elementwise_ops_are_numpys(dtype: Any, kind: str, sa: str, sb: str) -> None:
+    """Integer arithmetic, comparisons and `where` in the executor's typed loops (an
+    operand along a row, broadcast along it, or both broadcast): NumPy's results, wrapping
+    at the type's ends, `x // 0` and `x % 0` 0, the smallest value `// -1` itself."""
+    op = _INT_BINARY[kind]
+    rng = np.random.default_rng(len(kind) * 7 + len(sa + sb))
+    f = sv.jit(op, shapes=(sa, sb), hot_threshold=1)
+    for n, m in [(3, 17), (1, 40), (5, 1)]:
+        dims = {"n": n, "m": m, "1": 1}
+        a = _int_values(dtype, tuple(dims[d] for d in sa.split(", ")), rng)
+        b = _int_values(dtype, tuple(dims[d] for d in sb.split(", ")), rng)
+        with np.errstate(all="ignore"):
+            want = op(a, b)
+            for _ in range(2):
+                got = f(a, b)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want, err_msg=f"{kind} at {n}x{m}")
+    assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
