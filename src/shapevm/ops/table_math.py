@@ -65,9 +65,12 @@ _TRIG: list[tuple[str, np.ufunc, str]] = [
 # Outside their domain the four inverse functions give nan; their ufunc would warn there when
 # the interpreter runs it in place, so they keep to their (quiet) kernel.
 _DOMAIN = {"asin", "acos", "acosh", "atanh"}
+# The three of them vmath.h computes (as atan2 and hypot below) join fused kernels.
+_FUSED_TRIG = {"asin", "acos", "atan"}
 for _name, _fn, _doc in _TRIG:
     _uf = None if _name in _DOMAIN else _fn
-    define(_name, 1, rules.elementwise, float_dtype, _quiet(_fn), _EW, _doc, ufunc=_uf)
+    _flags = _EW | OpFlag.FUSIBLE if _name in _FUSED_TRIG else _EW
+    define(_name, 1, rules.elementwise, float_dtype, _quiet(_fn), _flags, _doc, ufunc=_uf)
 
 # The logarithms and exponentials NumPy computes without the cancellation of their
 # spelled-out forms (log1p(1e-8) is 1e-8, log(1 + 1e-8) is 0 in float32), and exact where
@@ -130,7 +133,7 @@ for _name, _fn, _doc in (
         rules.elementwise,
         float_dtype,
         _quiet(_fn),
-        _EW | OpFlag.BINARY,
+        _EW | OpFlag.BINARY | OpFlag.FUSIBLE,
         _doc + ", broadcasting",
         ufunc=_fn,
     )

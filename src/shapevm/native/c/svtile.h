@@ -78,7 +78,12 @@
     X(LOG1P, "log1p", 1)                                                                   \
     X(LOG2, "log2", 1)                                                                     \
     X(LOG10, "log10", 1)                                                                   \
-    X(ROUND, "round", 1)
+    X(ROUND, "round", 1)                                                                   \
+    X(ATAN, "atan", 1)                                                                     \
+    X(ASIN, "asin", 1)                                                                     \
+    X(ACOS, "acos", 1)                                                                     \
+    X(ATAN2, "atan2", 2)                                                                   \
+    X(HYPOT, "hypot", 2)
 
 #define SV_TILE_OP_ENUM_(id, name, arity) SV_TOP_##id,
 enum sv_tile_op { SV_TILE_OPS(SV_TILE_OP_ENUM_) SV_TOP_COUNT };

@@ -3,7 +3,8 @@
  * the segment reductions.  Bools are 0.0f / 1.0f lanes.
  *
  * floordiv and mod run per element, following NumPy's npy_divmodf step by step (signs,
- * zeros, infinities and NaN as NumPy gives them); pow, sin and cos are vmath.h's.
+ * zeros, infinities and NaN as NumPy gives them); pow, the trigonometric functions and
+ * hypot are vmath.h's.
  */
 #include "vmath.h"
 
@@ -102,9 +103,14 @@ SV_TK_UNARY(ne0, vbool(vtrue(a)))
 SV_TK_UNARY(square, a * a)
 SV_TK_UNARY(sin, vsin(a))
 SV_TK_UNARY(cos, vcos(a))
+SV_TK_UNARY(atan, vatan(a))
+SV_TK_UNARY(asin, vasin(a))
+SV_TK_UNARY(acos, vacos(a))
 SV_TK_SCALAR(floordiv, b ? SV_FN(divmodf)(a, b, &mod) : a / b)
 SV_TK_SCALAR(mod, b ? (SV_FN(divmodf)(a, b, &mod), mod) : __builtin_fmodf(a, b))
 SV_TK_BINARY(pow, vpow(a, b))
+SV_TK_BINARY(atan2, vatan2(a, b))
+SV_TK_BINARY(hypot, vhypot(a, b))
 SV_TK_BINARY(add, a + b)
 SV_TK_BINARY(sub, a - b)
 SV_TK_BINARY(mul, a * b)
@@ -215,6 +221,11 @@ static const sv_tile_kernels SV_FN(tile_kernels) = {
             [SV_TOP_LOG1P] = SV_FN(tk_log1p),
             [SV_TOP_LOG2] = SV_FN(tk_log2),
             [SV_TOP_LOG10] = SV_FN(tk_log10),
+            [SV_TOP_ATAN] = SV_FN(tk_atan),
+            [SV_TOP_ASIN] = SV_FN(tk_asin),
+            [SV_TOP_ACOS] = SV_FN(tk_acos),
+            [SV_TOP_ATAN2] = SV_FN(tk_atan2),
+            [SV_TOP_HYPOT] = SV_FN(tk_hypot),
             [SV_TK_COPY] = SV_FN(tk_copy),
             [SV_TK_NE0] = SV_FN(tk_ne0),
             [SV_TK_SQUARE] = SV_FN(tk_square),

@@ -361,6 +361,91 @@ SV_INLINE vf vsin(vf x) { return vtrig(x, 0); }
 SV_INLINE vf vcos(vf x) { return vtrig(x, 1); }
 
 
+/* The inverse trigonometric functions (Cephes' atanf and asinf polynomials).  atan of
+ * t >= 0 (an infinity too): t, (t - 1) / (t + 1) past tan(pi/8) or -1 / t past tan(3pi/8),
+ * one division either way, then the polynomial and pi/4 or pi/2 added.  asin, acos, atan
+ * and atan2 within 2.5 ulp of float64 (tests/native/test_tile.py; the worst just past the
+ * polynomials' switch points, where pi/2 - 2 asin(s) or pi/4 + atan(x) doubles an error:
+ * NumPy's own float32 arcsin is 2.8 ulp away at worst, its arctan 1.8); NaN passes
+ * through. */
+SV_INLINE vf vatan_pos(vf t) {
+    const vf one = vsplat(1.0f);
+    vi big = t > vsplat(2.414213562373095f), mid = t > vsplat(0.4142135623730950f);
+    vf num = vsel(big, -one, vsel(mid, t - one, t));
+    vf den = vsel(big, t, vsel(mid, t + one, one));
+    vf x = num / den, z = x * x;
+    vf y0 = vsel(big, vsplat(1.57079637f), vsel(mid, vsplat(0.785398185f), vsplat(0.0f)));
+    vf p = vfma(vsplat(8.05374449538e-2f), z, vsplat(-1.38776856032e-1f));
+    p = vfma(p, z, vsplat(1.99777106478e-1f));
+    p = vfma(p, z, vsplat(-3.33329491539e-1f));
+    vf lo = vsel(big, vsplat(-4.37113883e-8f), vsel(mid, vsplat(-2.18556941e-8f), vsplat(0.0f)));
+    return y0 + (vfma(p * z, x, x) + lo); /* pi/2 and pi/4 in two parts */
+}
+SV_INLINE vf vatan(vf x) { return vcopysign(vatan_pos(vabs(x)), x); }
+
+/* asin of s, |s| <= 1/2, with z = s * s (Cephes' asinf polynomial) */
+SV_INLINE vf vasin_small(vf s, vf z) {
+    vf p = vfma(vsplat(4.2163199048e-2f), z, vsplat(2.4181311049e-2f));
+    p = vfma(p, z, vsplat(4.5470025998e-2f));
+    p = vfma(p, z, vsplat(7.4953002686e-2f));
+    p = vfma(p, z, vsplat(1.6666752422e-1f));
+    return vfma(p * z, s, s);
+}
+/* asin: past 1/2, pi/2 - 2 asin(sqrt((1 - |x|) / 2)); NaN outside [-1, 1] */
+SV_INLINE vf vasin(vf x) {
+    const vf half = vsplat(0.5f);
+    vf a = vabs(x);
+    vi hi = a > half;
+    vf z = vsel(hi, half * (vsplat(1.0f) - a), a * a);
+    vf r = vasin_small(vsel(hi, vsqrt(z), a), z);
+    r = vsel(hi, vsplat(1.57079637f) + (vsplat(-4.37113883e-8f) - (r + r)), r);
+    r = vsel(a > vsplat(1.0f), vsplat(__builtin_nanf("")), r);
+    return vcopysign(r, x);
+}
+/* acos: pi/2 - asin(x) up to |x| = 1/2; past it 2 asin(sqrt((1 - |x|) / 2)), from pi for
+ * a negative x */
+SV_INLINE vf vacos(vf x) {
+    const vf half = vsplat(0.5f);
+    vf a = vabs(x);
+    vi hi = a > half;
+    vf z = vsel(hi, half * (vsplat(1.0f) - a), x * x);
+    vf r = vasin_small(vsel(hi, vsqrt(z), x), z);
+    vf twice = r + r;
+    vf far = vsel(x > vsplat(0.0f), twice, vsplat(3.14159274f) + (vsplat(-8.74227766e-8f) - twice));
+    vf y = vsel(hi, far, vsplat(1.57079637f) + (vsplat(-4.37113883e-8f) - r));
+    return vsel(a > vsplat(1.0f), vsplat(__builtin_nanf("")), y);
+}
+/* atan2(y, x), NumPy's (C99's) angle of the point (x, y): atan of the smaller of |x|, |y|
+ * over the larger (0 where both are 0, 1 where both are infinite), from pi/2 where |y| is
+ * the larger, from pi where x's sign bit is set (-0.0 too), then y's sign; NaN if either */
+SV_INLINE vf vatan2(vf y, vf x) {
+    const vf inf = vsplat(__builtin_inff()), zero = vsplat(0.0f);
+    vf ax = vabs(x), ay = vabs(y);
+    vi swap = ay > ax;
+    vf num = vsel(swap, ax, ay), den = vsel(swap, ay, ax);
+    vf r = vsel(den == zero, zero, num / den);
+    r = vsel((ax == inf) & (ay == inf), vsplat(1.0f), r);
+    vf a = vatan_pos(r);
+    /* pi/2 -+ a where |y| is the larger (x's sign bit: +), else pi - a or a; in two parts */
+    vi xneg = (vi)x < visplat(0);
+    vf hi = vsel(swap, vsplat(1.57079637f), vsel(xneg, vsplat(3.14159274f), zero));
+    vf lo = vsel(swap, vsplat(-4.37113883e-8f), vsel(xneg, vsplat(-8.74227766e-8f), zero));
+    a = vsel(swap ^ xneg, -a, a);
+    a = hi + (a + lo);
+    return vsel(vnan_mask(x) | vnan_mask(y), x + y, vcopysign(a, y));
+}
+/* hypot: sqrt(x^2 + y^2) in double, rounded once to float (as the C library's hypotf), so
+ * no square overflows; an infinity wins over a NaN, as in C99 */
+SV_INLINE vf vhypot(vf x, vf y) {
+    vf r;
+    for (int i = 0; i < SV_VW; i++) {
+        double a = x[i], b = y[i];
+        r[i] = (float)__builtin_sqrt(a * a + b * b);
+    }
+    const vf inf = vsplat(__builtin_inff());
+    return vsel((vabs(x) == inf) | (vabs(y) == inf), inf, r);
+}
+
 /* pow(x, y) for float32 lanes, computed in double (vpow_half_, vexp2_d_): y log2|x| within
  * about 1e-13 and 2^z within 3e-13, so that the one rounding to float gives the correctly
  * rounded power but next to a halfway point (over 50000 bases and exponents of every
