@@ -23,7 +23,7 @@ import pytest
 
 import shapevm as sv
 import shapevm.numpy as snp
-from shapevm import nn
+from shapevm import native, nn
 
 RNG = np.random.default_rng(11)
 
@@ -550,7 +550,10 @@ _INT_BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "floordiv": lambda a, b: a // b,
     "mod": lambda a, b: a % b,
     "less": lambda a, b: a < b,
+    "less_equal": lambda a, b: a <= b,
+    "greater": lambda a, b: a > b,
     "greater_equal": lambda a, b: a >= b,
+    "equal": lambda a, b: a == b,
     "not_equal": lambda a, b: a != b,
     "where": lambda a, b: (np.where if isinstance(a, np.ndarray) else snp.where)(a > b, a, b),
     "abs": lambda a, b: abs(a) + b,
@@ -568,27 +571,41 @@ def _int_values(dtype: Any, shape: tuple[int, ...], rng: np.random.Generator) ->
     return np.where(rng.random(shape) < 0.2, rng.choice(edges, shape), x).astype(dtype)
 
 
+@pytest.mark.parametrize("isa", native.isa_levels())
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("kind", sorted(_INT_BINARY))
 @pytest.mark.parametrize(
-    ("sa", "sb"),
-    [("n, m", "n, m"), ("n, m", "n, 1"), ("n, 1", "n, m"), ("n, m", "m"), ("n, 1", "1, m")],
-)
-def test_integer_elementwise_ops_are_numpys(dtype: Any, kind: str, sa: str, sb: str) -> None:
-    """Integer arithmetic, comparisons and `where` in the executor's typed loops (an
-    operand along a row, broadcast along it, or both broadcast): NumPy's results, wrapping
-    at the type's ends, `x // 0` and `x % 0` 0, the smallest value `// -1` itself."""
+    ("sa", "sb", "step"),
+    [("n, m", "n, m", 1), ("n, m", "n, 1", 1), ("n, 1", "n, m", 1), ("n, m", "m", 1),
+     ("n, 1", "1, m", 1), ("n, m", "n, m", 2), ("n, m", "m", 3)],
+)  # fmt: skip
+def test_integer_elementwise_ops_are_numpys(
+    isa: str, dtype: Any, kind: str, sa: str, sb: str, step: int
+) -> None:
+    """Integer arithmetic, comparisons and `where` in the executor's typed loops at every
+    instruction-set level (an operand along a row, broadcast along it, both broadcast, or
+    read at a stride, short rows of a one-hot compare): NumPy's results, wrapping at the
+    type's ends, `x // 0` and `x % 0` 0, the smallest value `// -1` itself."""
     op = _INT_BINARY[kind]
-    rng = np.random.default_rng(len(kind) * 7 + len(sa + sb))
-    f = sv.jit(op, shapes=(sa, sb), hot_threshold=1)
-    for n, m in [(3, 17), (1, 40), (5, 1)]:
-        dims = {"n": n, "m": m, "1": 1}
-        a = _int_values(dtype, tuple(dims[d] for d in sa.split(", ")), rng)
-        b = _int_values(dtype, tuple(dims[d] for d in sb.split(", ")), rng)
-        with np.errstate(all="ignore"):
-            want = op(a, b)
-            for _ in range(2):
-                got = f(a, b)
-        assert got.dtype == want.dtype
-        np.testing.assert_array_equal(got, want, err_msg=f"{kind} at {n}x{m}")
+
+    def strided(a: Any, b: Any) -> Any:
+        return op(a[..., ::step], b[..., ::step])
+
+    rng = np.random.default_rng(len(kind) * 7 + len(sa + sb) + step)
+    before = native.info()["isa"]
+    native.set_isa(isa)
+    try:
+        f = sv.jit(strided, shapes=(sa, sb), hot_threshold=1)
+        for n, m in [(3, 17), (1, 40), (5, 1), (300, 7)]:
+            dims = {"n": n, "m": m, "1": 1}
+            a = _int_values(dtype, tuple(dims[d] for d in sa.split(", ")), rng)
+            b = _int_values(dtype, tuple(dims[d] for d in sb.split(", ")), rng)
+            with np.errstate(all="ignore"):
+                want = strided(a, b)
+                for _ in range(2):
+                    got = f(a, b)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"{kind} at {n}x{m}")
+    finally:
+        native.set_isa(before)
     assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()

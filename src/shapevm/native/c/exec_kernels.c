@@ -1115,8 +1115,7 @@ static int run_redmid(const void *vself, const svx_tensor *ins, int nin, const s
  * (broadcast axes of stride 0).  Arithmetic wraps around in the result's type, as NumPy's
  * does (computed on unsigned 64-bit values, whose low bits are the two's complement
  * result). */
-enum { CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_EQ, CMP_NE, IOP_ADD, IOP_SUB, IOP_MUL, IOP_MAX,
-       IOP_MIN, IOP_CAST, IOP_FLOORDIV, IOP_MOD, IOP_WHERE, IOP_ABS, IOP_NEG };
+
 typedef struct int_binary_self {
     int kind;
 } int_binary_self;
@@ -1129,112 +1128,31 @@ static int64_t int_at(const svx_tensor *t, int64_t off) {
 /* The kinds without a loop of their own in run_int_binary. */
 static int64_t int_binary(int kind, int64_t u, int64_t v) {
     switch (kind) {
-    case IOP_SUB: return (int64_t)((uint64_t)u - (uint64_t)v);
-    case IOP_MUL: return (int64_t)((uint64_t)u * (uint64_t)v);
-    case IOP_MAX: return u > v ? u : v;
-    case IOP_MIN: return u < v ? u : v;
+    case SV_IOP_SUB: return (int64_t)((uint64_t)u - (uint64_t)v);
+    case SV_IOP_MUL: return (int64_t)((uint64_t)u * (uint64_t)v);
+    case SV_IOP_MAX: return u > v ? u : v;
+    case SV_IOP_MIN: return u < v ? u : v;
     /* NumPy's: rounded down, the remainder with the divisor's sign; x // 0 and x % 0 are 0,
      * and INT64_MIN // -1 wraps around to itself (C would trap) */
-    case IOP_FLOORDIV: {
+    case SV_IOP_FLOORDIV: {
         if (v == 0) return 0;
         if (v == -1) return (int64_t)(0 - (uint64_t)u);
         int64_t q = u / v;
         return (u % v != 0 && (u < 0) != (v < 0)) ? q - 1 : q;
     }
-    case IOP_MOD: {
+    case SV_IOP_MOD: {
         if (v == 0 || v == -1) return 0;
         int64_t r = u % v;
         return (r != 0 && (r < 0) != (v < 0)) ? r + v : r;
     }
     /* of one operand (read twice, as a cast's), wrapping: abs and - of the type's smallest
      * value are that value, as NumPy's */
-    case IOP_ABS: return u < 0 ? (int64_t)(0 - (uint64_t)u) : u;
-    case IOP_NEG: return (int64_t)(0 - (uint64_t)u);
-    default: return u; /* IOP_CAST */
+    case SV_IOP_ABS: return u < 0 ? (int64_t)(0 - (uint64_t)u) : u;
+    case SV_IOP_NEG: return (int64_t)(0 - (uint64_t)u);
+    default: return u; /* SV_IOP_CAST */
     }
 }
 
-/* One row of n elements of one integer type T (its unsigned UT for wrapping arithmetic):
- * operands a and b at unit stride or broadcast (stride 0), y at unit stride; where's
- * condition c likewise; a unary kind reads a only.  Each kind and each pair of strides is
- * a loop of its own. */
-#define ROW_PAIR(T, EXPR)                                                                     \
-    do {                                                                                      \
-        if (as && bs)                                                                         \
-            for (int64_t k = 0; k < n; k++) {                                                 \
-                const T u = pa[k], v = pb[k];                                                 \
-                py[k] = (EXPR);                                                               \
-            }                                                                                 \
-        else if (as) {                                                                        \
-            const T v = pb[0];                                                                \
-            for (int64_t k = 0; k < n; k++) {                                                 \
-                const T u = pa[k];                                                            \
-                py[k] = (EXPR);                                                               \
-            }                                                                                 \
-        } else if (bs) {                                                                      \
-            const T u = pa[0];                                                                \
-            for (int64_t k = 0; k < n; k++) {                                                 \
-                const T v = pb[k];                                                            \
-                py[k] = (EXPR);                                                               \
-            }                                                                                 \
-        } else {                                                                              \
-            const T u = pa[0], v = pb[0];                                                     \
-            for (int64_t k = 0; k < n; k++) py[k] = (EXPR);                                   \
-        }                                                                                     \
-    } while (0)
-#define ROW_ONE(T, EXPR)                                                                      \
-    do {                                                                                      \
-        if (as)                                                                               \
-            for (int64_t k = 0; k < n; k++) {                                                 \
-                const T u = pa[k];                                                            \
-                py[k] = (EXPR);                                                               \
-            }                                                                                 \
-        else {                                                                                \
-            const T u = pa[0];                                                                \
-            for (int64_t k = 0; k < n; k++) py[k] = (EXPR);                                   \
-        }                                                                                     \
-    } while (0)
-#define TYPED_ROW(NAME, T, UT, BITS)                                                              \
-    static void NAME(int kind, const void *va, int64_t ao, int64_t as, const void *vb,       \
-                     int64_t bo, int64_t bs, const uint8_t *pc, int64_t cs, void *vy,        \
-                     int64_t yo, int64_t n) {                                                \
-        const T *pa = (const T *)va + ao, *pb = (const T *)vb + bo;                           \
-        if (kind <= CMP_NE) {                                                                 \
-            uint8_t *py = (uint8_t *)vy + yo;                                                 \
-            switch (kind) {                                                                   \
-            case CMP_LT: ROW_PAIR(T, u < v); break;                                           \
-            case CMP_LE: ROW_PAIR(T, u <= v); break;                                          \
-            case CMP_GT: ROW_PAIR(T, u > v); break;                                           \
-            case CMP_GE: ROW_PAIR(T, u >= v); break;                                          \
-            case CMP_EQ: ROW_PAIR(T, u == v); break;                                          \
-            default: ROW_PAIR(T, u != v); break;                                              \
-            }                                                                                 \
-            return;                                                                           \
-        }                                                                                     \
-        T *py = (T *)vy + yo;                                                                 \
-        switch (kind) {                                                                       \
-        case IOP_ADD: ROW_PAIR(T, (T)((UT)u + (UT)v)); break;                                 \
-        case IOP_SUB: ROW_PAIR(T, (T)((UT)u - (UT)v)); break;                                 \
-        case IOP_MUL: ROW_PAIR(T, (T)((UT)u * (UT)v)); break;                                 \
-        case IOP_MAX: ROW_PAIR(T, u > v ? u : v); break;                                      \
-        case IOP_MIN: ROW_PAIR(T, u < v ? u : v); break;                                      \
-        case IOP_ABS: ROW_ONE(T, (T)(((UT)u ^ (UT)(u >> BITS)) - (UT)(u >> BITS))); break;    \
-        case IOP_NEG: ROW_ONE(T, (T)(0 - (UT)u)); break;                                      \
-        case IOP_WHERE: /* a mask of all ones or none, not a jump an element */               \
-            if (cs)                                                                           \
-                ROW_PAIR(T, (T)(((UT)u & -(UT)(pc[k] != 0)) |                         \
-                                ((UT)v & ~-(UT)(pc[k] != 0))));                       \
-            else                                                                              \
-                ROW_PAIR(T, pc[0] ? u : v);                                                   \
-            break;                                                                            \
-        default: ROW_ONE(T, u); break; /* IOP_CAST to its own type */                         \
-        }                                                                                     \
-    }
-TYPED_ROW(typed_row_i64, int64_t, uint64_t, 63)
-TYPED_ROW(typed_row_i32, int32_t, uint32_t, 31)
-#undef TYPED_ROW
-#undef ROW_ONE
-#undef ROW_PAIR
 
 static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
                           const svx_tensor *outs, int nout, const int32_t *iattr,
@@ -1242,8 +1160,8 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
     (void)iattr;
     (void)fattr;
     int kind = ((const int_binary_self *)vself)->kind;
-    bool compare = kind <= CMP_NE, where = kind == IOP_WHERE;
-    bool unary = kind == IOP_CAST || kind == IOP_ABS || kind == IOP_NEG;
+    bool compare = kind <= SV_ICMP_NE, where = kind == SV_IOP_WHERE;
+    bool unary = kind == SV_IOP_CAST || kind == SV_IOP_ABS || kind == SV_IOP_NEG;
     if (nin != (unary ? 1 : where ? 3 : 2) || nout != 1) {
         *err = compare ? "compare: takes two tensors and gives one result"
                : unary ? "int cast, abs or negative: takes one tensor and gives one result"
@@ -1277,9 +1195,40 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
     for (int d = 0; d < last; d++) rows *= y->shape[d];
     int64_t as = last >= 0 ? a->strides[last] : 0, bs = last >= 0 ? b->strides[last] : 0,
             cs = c && last >= 0 ? c->strides[last] : 0, ys = last >= 0 ? y->strides[last] : 0;
-    /* every operand along a row of unit stride or broadcast (0), y of unit stride: the
-     * typed loops below */
-    bool units = ys == 1 && (as | 1) == 1 && (bs | 1) == 1 && (cs | 1) == 1;
+    /* operands of one integer type, y of unit stride along its rows: the instruction set's
+     * typed loops (int_kern.h), given the rows of the last two axes at once (through
+     * int_at, an element took a nanosecond or two: 2 us a kernel on 1000 int32, twice
+     * NumPy's whole `a * 3 - b`) */
+    if (n > 0 && ys == 1 && a->dtype == b->dtype && (compare || a->dtype == y->dtype) &&
+        kind != SV_IOP_FLOORDIV && kind != SV_IOP_MOD) {
+        int two = last >= 1 ? last - 1 : -1; /* the axis of the rows given at once */
+        int64_t size = a->dtype == SVX_I64 ? 8 : 4, ysize = compare ? 1 : size;
+        sv_int_rows r = {
+            .as = as, .bs = bs, .cs = cs, .n = n,
+            .ars = two >= 0 ? a->strides[two] : 0, .brs = two >= 0 ? b->strides[two] : 0,
+            .crs = c && two >= 0 ? c->strides[two] : 0, .yrs = two >= 0 ? y->strides[two] : 0,
+            .rows = two >= 0 ? y->shape[two] : 1,
+        };
+        int64_t blocks = r.rows > 0 ? rows / r.rows : 0;
+        sv_int_row_fn run = sv_isa()->int_row[a->dtype == SVX_I64];
+        for (int64_t f = 0; f < blocks; f++) {
+            int64_t ao = 0, bo = 0, co = 0, yo = 0, rest = f;
+            for (int d = two - 1; d >= 0; d--) {
+                int64_t i = rest % y->shape[d];
+                rest /= y->shape[d];
+                ao += i * a->strides[d];
+                bo += i * b->strides[d];
+                if (c) co += i * c->strides[d];
+                yo += i * y->strides[d];
+            }
+            r.a = (const char *)a->data + ao * size;
+            r.b = (const char *)b->data + bo * size;
+            r.c = c ? (const uint8_t *)c->data + co : NULL;
+            r.y = (char *)y->data + yo * ysize;
+            run(kind, &r);
+        }
+        return 0;
+    }
     for (int64_t f = 0; n > 0 && f < rows; f++) {
         int64_t ao = 0, bo = 0, co = 0, yo = 0, rest = f;
         for (int d = last - 1; d >= 0; d--) {
@@ -1290,54 +1239,39 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
             if (c) co += i * c->strides[d];
             yo += i * y->strides[d];
         }
-        /* rows of one integer type, of unit or no stride: typed loops with the operation
-         * and the strides outside them, which the compiler vectorizes (through int_at, an
-         * element took a nanosecond or two: 2 us a kernel on 1000 int32, twice NumPy's
-         * whole `a * 3 - b`) */
-        if (units && a->dtype == b->dtype && (compare || a->dtype == y->dtype) &&
-            kind != IOP_FLOORDIV && kind != IOP_MOD) {
-            if (a->dtype == SVX_I64)
-                typed_row_i64(kind, a->data, ao, as, b->data, bo, bs,
-                              c ? (const uint8_t *)c->data + co : NULL, cs, y->data, yo, n);
-            else
-                typed_row_i32(kind, a->data, ao, as, b->data, bo, bs,
-                              c ? (const uint8_t *)c->data + co : NULL, cs, y->data, yo, n);
-            continue;
-        }
         /* the casts between the two types (NumPy's promotion of int32 with int64) */
-        if (units && kind == IOP_CAST && as == 1) {
+        if (ys == 1 && kind == SV_IOP_CAST) {
             if (a->dtype == SVX_I32 && y->dtype == SVX_I64) {
                 const int32_t *pa = (const int32_t *)a->data + ao;
                 int64_t *py = (int64_t *)y->data + yo;
-                for (int64_t k = 0; k < n; k++) py[k] = pa[k];
+                for (int64_t k = 0; k < n; k++) py[k] = pa[k * as];
                 continue;
             }
             if (a->dtype == SVX_I64 && y->dtype == SVX_I32) {
                 const int64_t *pa = (const int64_t *)a->data + ao;
                 int32_t *py = (int32_t *)y->data + yo;
-                for (int64_t k = 0; k < n; k++) py[k] = (int32_t)(uint32_t)(uint64_t)pa[k];
+                for (int64_t k = 0; k < n; k++) py[k] = (int32_t)(uint32_t)(uint64_t)pa[k * as];
                 continue;
             }
         }
-        /* floor division and remainder by one positive divisor along a row of unit stride
-         * (hours from seconds: t // 3600 % 24): for a value u from 0 to 2^63, u // v is the
+        /* floor division and remainder by one positive divisor, y of unit stride (hours from seconds: t // 3600 % 24): for a value u from 0 to 2^63, u // v is the
          * high bits of u * m with m = ceil(2^(63 + l) / v), l = ceil(log2 v) (m fits 64 bits,
          * m * v - 2^(63 + l) < 2^l: Granlund and Montgomery's condition); a negative value
          * divides as integers.  An integer division a step took about 2 ns an element
          * (NumPy divides by a scalar with libdivide) */
-        if (units && as == 1 && bs == 0 && (kind == IOP_FLOORDIV || kind == IOP_MOD) &&
+        if (ys == 1 && bs == 0 && (kind == SV_IOP_FLOORDIV || kind == SV_IOP_MOD) &&
             a->dtype == y->dtype && int_at(b, bo) > 0) {
             uint64_t v = (uint64_t)int_at(b, bo);
             int l = v > 1 ? 64 - __builtin_clzll(v - 1) : 0;
             uint64_t m = (uint64_t)((((unsigned __int128)1 << (63 + l)) + v - 1) / v);
-            const bool div = kind == IOP_FLOORDIV;
+            const bool div = kind == SV_IOP_FLOORDIV;
             /* a negative u rounds down as ~(~u // v): ~u is from 0 to 2^63 - 1 */
 #define DIV_ROW(T, EXPR)                                                                       \
     {                                                                                          \
         const T *pa = (const T *)a->data + ao;                                                 \
         T *py = (T *)y->data + yo;                                                             \
         for (int64_t k = 0; k < n; k++) {                                                      \
-            int64_t u = pa[k];                                                                 \
+            int64_t u = pa[k * as];                                                            \
             uint64_t s = (uint64_t)(u >> 63), x = (uint64_t)u ^ s;                             \
             uint64_t q = (uint64_t)(((unsigned __int128)x * m) >> (63 + l)) ^ s;               \
             py[k] = (T)(EXPR);                                                                 \
@@ -1360,7 +1294,8 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
                 const int32_t *pa = (const int32_t *)a->data + ao;
                 int32_t *py = (int32_t *)y->data + yo;
                 for (int64_t k = 0; k < n; k++) {
-                    uint32_t u = (uint32_t)pa[k], s = (uint32_t)(pa[k] >> 31), x = u ^ s;
+                    int32_t w = pa[k * as];
+                    uint32_t u = (uint32_t)w, s = (uint32_t)(w >> 31), x = u ^ s;
                     uint32_t q = (uint32_t)(((uint64_t)x * m32) >> (31 + l)) ^ s;
                     py[k] = (int32_t)(div ? q : u - q * v32);
                 }
@@ -1368,15 +1303,15 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
 #undef DIV_ROW
             continue;
         }
-        /* int32 by int32 of unit or no strides: the quotient of the two as doubles, cut
+        /* int32 by int32, y of unit stride: the quotient of the two as doubles, cut
          * towards zero, is exact (the error of the division is below 2^-22 / |v|, a
          * fraction's distance from an integer at least 1 / |v|), then rounded down; an
          * integer division took about 2.5 ns an element */
-        if (units && (kind == IOP_FLOORDIV || kind == IOP_MOD) && a->dtype == SVX_I32 &&
+        if (ys == 1 && (kind == SV_IOP_FLOORDIV || kind == SV_IOP_MOD) && a->dtype == SVX_I32 &&
             b->dtype == SVX_I32 && y->dtype == SVX_I32) {
             const int32_t *pa = (const int32_t *)a->data + ao, *pb = (const int32_t *)b->data + bo;
             int32_t *py = (int32_t *)y->data + yo;
-            const bool div = kind == IOP_FLOORDIV;
+            const bool div = kind == SV_IOP_FLOORDIV;
             for (int64_t k = 0; k < n; k++) {
                 int64_t u = pa[k * as], v = pb[k * bs];
                 int64_t t = (int64_t)((double)u / (double)(v ? v : 1));
@@ -1395,14 +1330,14 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
         else ((int32_t *)y->data)[yo] = (int32_t)(uint32_t)(uint64_t)r;                        \
     }
         switch (kind) {
-        case CMP_LT: INT_ROW(u < v) break;
-        case CMP_LE: INT_ROW(u <= v) break;
-        case CMP_GT: INT_ROW(u > v) break;
-        case CMP_GE: INT_ROW(u >= v) break;
-        case CMP_EQ: INT_ROW(u == v) break;
-        case CMP_NE: INT_ROW(u != v) break;
-        case IOP_ADD: INT_ROW((int64_t)((uint64_t)u + (uint64_t)v)) break;
-        case IOP_WHERE: INT_ROW(((const uint8_t *)c->data)[co] ? u : v) break;
+        case SV_ICMP_LT: INT_ROW(u < v) break;
+        case SV_ICMP_LE: INT_ROW(u <= v) break;
+        case SV_ICMP_GT: INT_ROW(u > v) break;
+        case SV_ICMP_GE: INT_ROW(u >= v) break;
+        case SV_ICMP_EQ: INT_ROW(u == v) break;
+        case SV_ICMP_NE: INT_ROW(u != v) break;
+        case SV_IOP_ADD: INT_ROW((int64_t)((uint64_t)u + (uint64_t)v)) break;
+        case SV_IOP_WHERE: INT_ROW(((const uint8_t *)c->data)[co] ? u : v) break;
         default: INT_ROW(int_binary(kind, u, v)) break;
         }
 #undef INT_ROW
@@ -2517,14 +2452,14 @@ static PyObject *int_binary_kernel(PyObject *arg, const char *fn, const char **n
 
 static PyObject *py_compare_kernel(PyObject *self, PyObject *arg) {
     (void)self;
-    return int_binary_kernel(arg, "compare_kernel", compare_names, CMP_LT,
+    return int_binary_kernel(arg, "compare_kernel", compare_names, SV_ICMP_LT,
                              "an unknown comparison",
                              "less, less_equal, greater, greater_equal, equal or not_equal");
 }
 
 static PyObject *py_int_arith_kernel(PyObject *self, PyObject *arg) {
     (void)self;
-    return int_binary_kernel(arg, "int_arith_kernel", arith_names, IOP_ADD,
+    return int_binary_kernel(arg, "int_arith_kernel", arith_names, SV_IOP_ADD,
                              "an unknown integer operation",
                              "add, sub, mul, maximum, minimum, cast, floordiv, mod, where, abs "
                              "or neg");

@@ -10,6 +10,7 @@
 #include "conv_kern.h"
 #include "rowops_kern.h"
 #include "tile_kern.h"
+#include "int_kern.h"
 
 #define SV_STRX_(x) #x
 #define SV_STRX(x) SV_STRX_(x)
@@ -39,4 +40,5 @@ const sv_isa_table SV_CAT(sv_table, SV_ISA_NAME) = {
     .softmax_rows = SV_FN(softmax_rows),
     .attn_softmax = SV_FN(attn_softmax),
     .tile = &SV_FN(tile_kernels),
+    .int_row = {SV_FN(int_row_i32), SV_FN(int_row_i64)},
 };

@@ -102,6 +102,23 @@ typedef struct sv_tile_kernels {
 int sv_tile_fail(sv_tile_error *e, const char *what, const char *expected, const char *found,
                  const char *fix);
 
+/* The integer kernel's kinds (exec_kernels.c), comparisons first; int_kern.h's rows. */
+enum {
+    SV_ICMP_LT, SV_ICMP_LE, SV_ICMP_GT, SV_ICMP_GE, SV_ICMP_EQ, SV_ICMP_NE, SV_IOP_ADD,
+    SV_IOP_SUB, SV_IOP_MUL, SV_IOP_MAX, SV_IOP_MIN, SV_IOP_CAST, SV_IOP_FLOORDIV, SV_IOP_MOD,
+    SV_IOP_WHERE, SV_IOP_ABS, SV_IOP_NEG
+};
+/* Rows of n integers of one type: y[r * yrs + k] = kind(a[r * ars + k * as], b[r * brs +
+ * k * bs]) (where: of c[r * crs + k * cs]) for r < rows, strides in elements, y of unit
+ * stride along a row (bool for a comparison); a unary kind reads a only. */
+typedef struct sv_int_rows {
+    const void *a, *b;
+    const uint8_t *c;
+    void *y;
+    int64_t as, bs, cs, ars, brs, crs, yrs, n, rows;
+} sv_int_rows;
+typedef void (*sv_int_row_fn)(int kind, const sv_int_rows *p);
+
 /* What one instruction set provides; chosen once at import (platform.c). */
 typedef struct sv_isa_table {
     const char *name;
@@ -123,6 +140,7 @@ typedef struct sv_isa_table {
                          const float *mask, int64_t ldm, const int64_t *lim, float *m,
                          float *l, float *alpha);
     const sv_tile_kernels *tile; /* tile_kern.h */
+    sv_int_row_fn int_row[2];    /* int_kern.h: of int32, of int64 */
 } sv_isa_table;
 
 extern const sv_isa_table sv_table_generic;
