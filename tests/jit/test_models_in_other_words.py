@@ -609,3 +609,25 @@ def test_integer_elementwise_ops_are_numpys(
     finally:
         native.set_isa(before)
     assert all(r["tier"] >= 2 for r in f.jit_info()), f.jit_info()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int64])
+def test_transposed_results_are_numpys(dtype: Any) -> None:
+    """A result that is a transpose (``x.T``, ``swapaxes``) is copied block by block; every
+    element lands where NumPy puts it, with partial blocks at the edges, a batch axis in
+    front, every other row, and one-byte elements (copied element by element)."""
+    rng = np.random.default_rng(3)
+
+    def f(x: Any, y: Any) -> Any:
+        return x.T, snp.swapaxes(y, 1, 2), x.T[::2]
+
+    j = sv.jit(f, shapes=("n, m", "b, n, m"), hot_threshold=1)
+    for n, m, b in [(3, 5, 1), (40, 70, 2), (33, 65, 3), (8, 8, 1), (1, 100, 2)]:
+        x = (rng.standard_normal((n, m)) * 50).astype(dtype)
+        y = (rng.standard_normal((b, n, m)) * 50).astype(dtype)
+        for _ in range(2):
+            got = j(x, y)
+        for g, w in zip(got, f(x, y), strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+    assert all(r["tier"] >= 2 for r in j.jit_info()), j.jit_info()

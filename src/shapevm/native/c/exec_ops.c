@@ -72,6 +72,30 @@ SV_REPEAT_ROWS(uint16_t)
 SV_REPEAT_ROWS(uint32_t)
 SV_REPEAT_ROWS(uint64_t)
 
+/* A transpose: rows of dst (unit stride) read down columns of src (stride ss, the rows a
+ * unit apart in src): blocks of TRANSPOSE_BLOCK x TRANSPOSE_BLOCK, so that the lines read
+ * down a block's columns are still in the cache for the next row (row by row, each read of
+ * a 512 x 512 float32 transpose's row fetched 512 lines: 301 us, 3.5 GB/s). */
+#define TRANSPOSE_BLOCK 32
+#define SV_TRANSPOSE(T)                                                                        \
+    static void transpose_##T(const T *s, int64_t ss, T *t, int64_t drs, int64_t rows,         \
+                              int64_t n) {                                                     \
+        for (int64_t r0 = 0; r0 < rows; r0 += TRANSPOSE_BLOCK) {                               \
+            int64_t r1 = r0 + TRANSPOSE_BLOCK < rows ? r0 + TRANSPOSE_BLOCK : rows;            \
+            for (int64_t i0 = 0; i0 < n; i0 += TRANSPOSE_BLOCK) {                              \
+                int64_t i1 = i0 + TRANSPOSE_BLOCK < n ? i0 + TRANSPOSE_BLOCK : n;              \
+                for (int64_t r = r0; r < r1; r++) {                                            \
+                    const T *sr = s + r;                                                       \
+                    T *tr = t + r * drs;                                                       \
+                    for (int64_t i = i0; i < i1; i++) tr[i] = sr[i * ss];                      \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+SV_TRANSPOSE(uint16_t)
+SV_TRANSPOSE(uint32_t)
+SV_TRANSPOSE(uint64_t)
+
 int svx_copy(const svx_tensor *src, const svx_tensor *dst) {
     if (src->ndim != dst->ndim || src->dtype != dst->dtype) return -1;
     for (int d = 0; d < src->ndim; d++)
@@ -93,6 +117,16 @@ int svx_copy(const svx_tensor *src, const svx_tensor *dst) {
         for (int d = 0; d < outer; d++) {
             so += idx[d] * sst[d];
             doff += idx[d] * dst_st[d];
+        }
+        if (ds == 1 && srs == 1 && ss > 1 && rows >= 8 && n >= 8 && isz >= 2) {
+            const char *s = src->data + so * (int64_t)isz;
+            char *t = dst->data + doff * (int64_t)isz;
+            switch (isz) {
+            case 2: transpose_uint16_t((const uint16_t *)s, ss, (uint16_t *)t, drs, rows, n); break;
+            case 4: transpose_uint32_t((const uint32_t *)s, ss, (uint32_t *)t, drs, rows, n); break;
+            default: transpose_uint64_t((const uint64_t *)s, ss, (uint64_t *)t, drs, rows, n);
+            }
+            continue;
         }
         if (ss == 0 && ds == 1 && n > 1) { /* each row one element n times */
             char *s = src->data + so * (int64_t)isz, *t = dst->data + doff * (int64_t)isz;
