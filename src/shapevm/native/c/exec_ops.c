@@ -93,8 +93,50 @@ SV_REPEAT_ROWS(uint64_t)
         }                                                                                      \
     }
 SV_TRANSPOSE(uint16_t)
-SV_TRANSPOSE(uint32_t)
 SV_TRANSPOSE(uint64_t)
+
+/* 4-byte elements: 4 x 4 squares of a block through registers (four loads of 16 bytes
+ * down the source's rows, eight shuffles, four stores), the block's edges element by
+ * element.  512 x 512 float32: 122 us a call with the scalar blocks. */
+typedef uint32_t sv_u4 __attribute__((vector_size(16)));
+static inline sv_u4 load_u4(const uint32_t *p) {
+    sv_u4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static void transpose_uint32_t(const uint32_t *s, int64_t ss, uint32_t *t, int64_t drs,
+                               int64_t rows, int64_t n) {
+    for (int64_t r0 = 0; r0 < rows; r0 += TRANSPOSE_BLOCK) {
+        int64_t r1 = r0 + TRANSPOSE_BLOCK < rows ? r0 + TRANSPOSE_BLOCK : rows;
+        for (int64_t i0 = 0; i0 < n; i0 += TRANSPOSE_BLOCK) {
+            int64_t i1 = i0 + TRANSPOSE_BLOCK < n ? i0 + TRANSPOSE_BLOCK : n;
+            int64_t r = r0;
+            for (; r + 4 <= r1; r += 4) {
+                int64_t i = i0;
+                for (; i + 4 <= i1; i += 4) {
+                    sv_u4 a = load_u4(s + r + i * ss), b = load_u4(s + r + (i + 1) * ss);
+                    sv_u4 c = load_u4(s + r + (i + 2) * ss), d = load_u4(s + r + (i + 3) * ss);
+                    sv_u4 ab0 = __builtin_shufflevector(a, b, 0, 4, 1, 5);
+                    sv_u4 ab1 = __builtin_shufflevector(a, b, 2, 6, 3, 7);
+                    sv_u4 cd0 = __builtin_shufflevector(c, d, 0, 4, 1, 5);
+                    sv_u4 cd1 = __builtin_shufflevector(c, d, 2, 6, 3, 7);
+                    sv_u4 o0 = __builtin_shufflevector(ab0, cd0, 0, 1, 4, 5);
+                    sv_u4 o1 = __builtin_shufflevector(ab0, cd0, 2, 3, 6, 7);
+                    sv_u4 o2 = __builtin_shufflevector(ab1, cd1, 0, 1, 4, 5);
+                    sv_u4 o3 = __builtin_shufflevector(ab1, cd1, 2, 3, 6, 7);
+                    memcpy(t + r * drs + i, &o0, sizeof o0);
+                    memcpy(t + (r + 1) * drs + i, &o1, sizeof o1);
+                    memcpy(t + (r + 2) * drs + i, &o2, sizeof o2);
+                    memcpy(t + (r + 3) * drs + i, &o3, sizeof o3);
+                }
+                for (int64_t q = r; q < r + 4; q++)
+                    for (int64_t k = i; k < i1; k++) t[q * drs + k] = s[q + k * ss];
+            }
+            for (; r < r1; r++)
+                for (int64_t k = i0; k < i1; k++) t[r * drs + k] = s[r + k * ss];
+        }
+    }
+}
 
 int svx_copy(const svx_tensor *src, const svx_tensor *dst) {
     if (src->ndim != dst->ndim || src->dtype != dst->dtype) return -1;
