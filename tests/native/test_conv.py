@@ -344,8 +344,11 @@ def test_winograd_matches_the_op_table_and_the_direct_convolution(
         direct = case.call()
     assert y.shape == case.ref.shape and y.dtype == np.float32
     assert case.err(y) < 1e-5 and case.err(direct) < 1e-5
-    # the two ways round differently: they agree to float32 accuracy, not bit for bit
-    assert rel_err(y, direct.astype(np.float64)) < 2e-5
+    # the two ways round differently: they agree to float32 accuracy of the terms summed,
+    # not bit for bit (one pixel of 16 channels: 0.00094908 and 0.00094885 from terms
+    # near 1; as a ratio of the two, 2.5e-4)
+    diff = np.abs(y.astype(np.float64) - direct.astype(np.float64)).max()
+    assert diff / case.scale < 2e-5
 
 
 def test_winograd_threads_padding_channels_and_residual_in_place(isa: str) -> None:
