@@ -631,3 +631,25 @@ def test_transposed_results_are_numpys(dtype: Any) -> None:
             assert g.dtype == w.dtype
             np.testing.assert_array_equal(g, w)
     assert all(r["tier"] >= 2 for r in j.jit_info()), j.jit_info()
+
+
+def test_a_pass_over_a_transposed_operand_reads_a_copy() -> None:
+    """A chain reading ``x.T`` or ``swapaxes(y, 1, 2)`` (rows down the base's columns)
+    reads a temp the executor's blocked transpose filled just before: NumPy's values, the
+    same temp for both reads of one view, and no copy for a transpose that keeps the last
+    axis (``y.transpose(1, 0, 2)`` reads whole rows)."""
+    rng = np.random.default_rng(4)
+
+    def f(x: Any, y: Any) -> Any:
+        t = x.T
+        return t + 1, snp.tanh(snp.swapaxes(y, 1, 2)) * t[None], t * x + t, y.transpose(1, 0, 2) * 2
+
+    j = sv.jit(f, shapes=("n, n", "b, n, n"), hot_threshold=1, background=False, tier3=False)
+    for n, b in [(1, 1), (5, 2), (37, 3), (64, 1)]:
+        x = rng.standard_normal((n, n)).astype(np.float32)
+        y = rng.standard_normal((b, n, n)).astype(np.float32)
+        for g, w in zip(j(x, y), f(x, y), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    rec = next(r for r in j.engines[0].records() if r.variant)
+    text = rec.variant.describe()
+    assert text.count("copy (transposed)") == 2, text  # x.T once, swapaxes(y) once

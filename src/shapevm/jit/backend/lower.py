@@ -101,6 +101,9 @@ class RegionLowering:
         self.kernels: list[Kernel] = []
         self.of_value: dict[int, int] = {}
         self.claimed: set[int] = set()
+        self.copied: dict[int, int] = {}
+        """Transposed views a pass reads, and the temps the executor copied them into
+        (`chains._rows_copied`), once copied."""
         self.inputs: list[int] = []
         self.input_values: list[int] = []
         self.patterns: list[str] = []
