@@ -653,3 +653,28 @@ def test_a_pass_over_a_transposed_operand_reads_a_copy() -> None:
     rec = next(r for r in j.engines[0].records() if r.variant)
     text = rec.variant.describe()
     assert text.count("copy (transposed)") == 2, text  # x.T once, swapaxes(y) once
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_a_mask_only_integer_ops_read_is_the_compare_kernels(dtype: Any) -> None:
+    """``where(m > 0, cumsum(m, 1) - 1, -1)`` (positions from a mask): the comparison with a
+    literal that only an integer `where` reads is the executor's exact compare kernel, not a
+    pass of float32 lanes; values past 2**24 and the type's ends compare exactly."""
+    info = np.iinfo(dtype)
+
+    def positions(m: Any) -> Any:
+        where = np.where if isinstance(m, np.ndarray) else snp.where
+        return where(m > 0, m.cumsum(axis=1) - 1, -1), where(m <= 2**24 + 1, m, 7)
+
+    f = sv.jit(positions, shapes="b, s", hot_threshold=1, background=False)
+    rng = np.random.default_rng(6)
+    edges = np.array([0, 1, -1, 2**24, 2**24 + 1, 2**24 + 2, info.max, info.min], dtype)
+    for b, s in [(1, 1), (3, 8), (16, 500)]:
+        m = rng.choice(edges, (b, s)).astype(dtype)
+        with np.errstate(all="ignore"):
+            for g, w in zip(f(m), positions(m), strict=True):
+                assert g.dtype == w.dtype
+                np.testing.assert_array_equal(g, w)
+    rec = next(r for r in f.engines[0].records() if r.variant)
+    text = rec.variant.describe()
+    assert "greater" in text and "less_equal" in text and "chain" not in text, text
