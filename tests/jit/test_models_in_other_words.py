@@ -678,3 +678,40 @@ def test_a_mask_only_integer_ops_read_is_the_compare_kernels(dtype: Any) -> None
     rec = next(r for r in f.engines[0].records() if r.variant)
     text = rec.variant.describe()
     assert "greater" in text and "less_equal" in text and "chain" not in text, text
+
+
+@pytest.mark.parametrize("tier3", [False, True])
+def test_a_result_the_others_are_computed_from_is_computed_once(tier3: bool) -> None:
+    """A GLU kept and squared (an RMS norm's input), three levels of results each read by
+    the next: the results others are computed from are written by a first pass and read
+    back by the next (the tile interpreter's program of each result computed them again:
+    a sigmoid twice), the later passes reading only what they need; NumPy's values in both
+    tiers."""
+
+    def glu_sq(v: Any) -> Any:
+        g = v[..., :128] * nn.sigmoid(v[..., 128:])
+        return g, g * g
+
+    def levels(v: Any) -> Any:
+        a = snp.sin(v) * v
+        b = snp.exp(a) * 0.5
+        return a, b, snp.tanh(b) * a + 1.0
+
+    rng = np.random.default_rng(9)
+    for fn, width in ((glu_sq, 256), (levels, 128)):
+        f = sv.jit(fn, shapes=f"b, t, {width}", hot_threshold=1, tier3=tier3)
+        for b, t in [(1, 1), (2, 9), (4, 70)]:
+            x = rng.standard_normal((b, t, width)).astype(np.float32)
+            for _ in range(3):
+                got = f(x)
+            f.wait(60)
+            got = f(x)
+            for g, w in zip(got, fn(x), strict=True):
+                np.testing.assert_allclose(g, w, rtol=2e-6, atol=2e-6)
+        rec = next(r for r in f.engines[0].records() if r.variant)
+        kernels = [k for r in rec.variant.regions for k in r.lowered.kernels]
+        passes = [k for k in kernels if k.label.startswith("chain")]
+        assert len(passes) == (2 if fn is glu_sq else 3), rec.variant.describe()
+        assert all(len(k.outs) == 1 for k in passes), rec.variant.describe()
+        if fn is glu_sq:  # the square reads the GLU alone, not the halves again
+            assert len(passes[1].ins) == 1, rec.variant.describe()

@@ -568,6 +568,91 @@ def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
     return chain, [op.pos]
 
 
+def _needed(chain: Chain, node: int) -> set[int]:
+    """The nodes ``node`` is computed from, itself included."""
+    seen: set[int] = set()
+    todo = [node]
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        todo.extend(v for kind, v in chain.nodes[i].args if kind == "node")
+    return seen
+
+
+_COSTLY = frozenset(
+    ("exp", "log", "tanh", "sigmoid", "erf", "sin", "cos", "pow", "softplus", "expm1", "log1p",
+     "log2", "log10", "atan", "asin", "acos", "atan2", "hypot", "floordiv", "mod")
+)  # fmt: skip
+"""Ops of many vector instructions each (vmath.h's functions, per-element division)."""
+
+
+def _dependent_split(chain: Chain) -> list[Chain]:
+    """``chain`` as passes that each compute a node once: where a result of the chain is
+    computed from another result (``g = a * sigmoid(b)`` kept, and ``g * g``), the tile
+    interpreter's program of the later one computed the earlier one again (one program per
+    result): the results the others are computed from go first, and a second pass reads
+    them back instead (a GLU and its square on [8, 200, 32]: 78 us as one pass, twice the
+    sigmoid's). Only where the second pass would compute a costly op again (a few adds
+    and multiplies cost less again than a pass over memory); a chain with a trailing
+    reduction stays whole."""
+    if chain.reduce or len(chain.outputs) < 2:
+        return [chain]
+    needs = {n: _needed(chain, n) for n, _ in chain.outputs}
+    base = [(n, t) for n, t in chain.outputs if any(n in needs[m] for m in needs if m != n)]
+    rest = [(n, t) for n, t in chain.outputs if (n, t) not in base]
+    if not base or not rest:
+        return [chain]
+    done = set().union(*(needs[n] for n, _ in base))
+    again = done & set().union(*(needs[n] for n, _ in rest))
+    if not any(chain.nodes[i].op in _COSTLY for i in again):
+        return [chain]
+    if len(chain.inputs) + len(base) > MAX_INPUTS:
+        return [chain]
+    read = {n: len(chain.inputs) + k for k, (n, _) in enumerate(base)}
+    nodes = [
+        Node("identity", (("in", read[i]),), node.dtype, {}, node.shape) if i in read else node
+        for i, node in enumerate(chain.nodes)
+    ]
+    first = _only_read(replace(chain, outputs=base, copies=[]))
+    second = replace(
+        chain,
+        inputs=chain.inputs + [t for _, t in base],
+        nodes=nodes,
+        outputs=rest,
+        input_dtypes=chain.input_dtypes + [chain.nodes[n].dtype for n, _ in base],
+        copies=[],
+    )
+    return [*_dependent_split(first), *_dependent_split(_only_read(second))]
+
+
+def _only_read(chain: Chain) -> Chain:
+    """``chain`` with only the nodes its results are computed from, and only the inputs
+    those read (the tile interpreter gathers every input of a program for each tile, read
+    or not)."""
+    needed = sorted(set().union(*(_needed(chain, n) for n, _ in chain.outputs)))
+    used = sorted({v for i in needed for kind, v in chain.nodes[i].args if kind == "in"})
+    if len(needed) == len(chain.nodes) and len(used) == len(chain.inputs):
+        return chain
+    node_at = {old: new for new, old in enumerate(needed)}
+    in_at = {old: new for new, old in enumerate(used)}
+
+    def moved(ref: Ref) -> Ref:
+        kind, v = ref
+        return ("in", in_at[v]) if kind == "in" else ("node", node_at[v]) if kind == "node" else ref
+
+    return replace(
+        chain,
+        inputs=[chain.inputs[i] for i in used],
+        nodes=[
+            replace(chain.nodes[i], args=tuple(map(moved, chain.nodes[i].args))) for i in needed
+        ],
+        outputs=[(node_at[n], t) for n, t in chain.outputs],
+        input_dtypes=[chain.input_dtypes[i] for i in used],
+    )
+
+
 def lower_elementwise(low: Any, op: Op) -> bool:
     """A fused chain from ``op`` (see the module docstring), run by the tile interpreter
     (tier 2) until generated code for it is patched in (tier 3)."""
@@ -602,12 +687,16 @@ def lower_elementwise(low: Any, op: Op) -> bool:
     # One executor instruction writes at most MAX_OUTPUTS results; a chain with more is
     # run as several passes over the same inputs, each writing a share of the results
     # (the tile programs are one per result, in the order of the results).
-    cuts = range(0, len(chain.outputs), MAX_OUTPUTS)
-    parts = [replace(chain, outputs=chain.outputs[i : i + MAX_OUTPUTS]) for i in cuts]
-    runs = [
-        tile_kernel(part, None if progs is None else progs[i : i + MAX_OUTPUTS])
-        for i, part in zip(cuts, parts, strict=True)
-    ]  # Unsupported: no tier-2 form
+    groups = _dependent_split(chain)
+    parts: list[Chain] = []
+    runs = []
+    for group in groups:
+        cuts = range(0, len(group.outputs), MAX_OUTPUTS)
+        for i in cuts:
+            part = replace(group, outputs=group.outputs[i : i + MAX_OUTPUTS])
+            given = None if progs is None or group is not chain else progs[i : i + MAX_OUTPUTS]
+            parts.append(part)
+            runs.append(tile_kernel(part, given))  # Unsupported: no tier-2 form
     pcs = tuple(sorted(low.graph.ops[p].pc for p in positions))
     for view, temp in chain.copies:
         low.emit(Kernel(N.OP_COPY, [view], [temp], pcs=pcs, label="copy (transposed)"))
