@@ -832,3 +832,21 @@ def test_inverse_trigonometric_functions_within_two_and_a_half_ulp(isa: str) -> 
     y = tile.run(_binary("atan2"), ya, xa)
     ref = np.arctan2(ya.astype(np.float64), xa.astype(np.float64))
     assert ulp_err(y, ref).max() <= 2.5
+
+
+@pytest.mark.parametrize("width", [15, 16, 17, 32, 63, 64, 65])
+def test_rows_sliced_from_wider_rows(isa: str, width: int) -> None:
+    """Operands whose rows are slices of wider rows (a GLU's halves, ``x[..., :n]``), rows
+    up to 64 copied whole row after row into a tile, tiles starting and ending mid-row, a
+    row broadcast down the others: NumPy's values."""
+    rng = np.random.default_rng(width)
+    x = rng.standard_normal((7, 33, 2 * width + 3)).astype(np.float32)
+    a, b = x[..., :width], x[..., width + 3 :]
+    row = x[0, :1, 1 : width + 1]
+    p = tile.Program()
+    u, v, w = p.input(), p.input(), p.input()
+    prog = p.build(p.op("add", p.op("mul", u, p.op("sigmoid", v)), w))
+    want = a * (1 / (1 + np.exp(-b.astype(np.float64)))) + row
+    np.testing.assert_allclose(tile.run(prog, a, b, row), want, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(tile.run(prog, a[1:, 3:], b[1:, 3:], row), want[1:, 3:],
+                               rtol=2e-6, atol=1e-6)  # fmt: skip

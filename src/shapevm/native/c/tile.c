@@ -297,7 +297,7 @@ static const float *gather(const tile_space *sp, int op, const char *base, int d
     if (dtype == SV_DT_F32 && s == 4 && count == T && idx[nd - 1] + T <= len)
         return (const float *)(base + off); /* one contiguous run: read in place */
     for (int done = 0; done < count;) {
-        if (nd >= 2 && idx[nd - 1] == 0 && len < 16 && (s == 4 || s == 0) &&
+        if (nd >= 2 && idx[nd - 1] == 0 && len <= 64 && (s == 4 || s == 0) &&
             dtype == SV_DT_F32 && count - done >= 2 * len) {
             /* whole short rows, row after row, the index moved once, not once a row: rows
              * of the operand (boxes' 2 corners broadcast against another set: 3.6 ns an
