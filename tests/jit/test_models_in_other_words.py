@@ -715,3 +715,35 @@ def test_a_result_the_others_are_computed_from_is_computed_once(tier3: bool) -> 
         assert all(len(k.outs) == 1 for k in passes), rec.variant.describe()
         if fn is glu_sq:  # the square reads the GLU alone, not the halves again
             assert len(passes[1].ins) == 1, rec.variant.describe()
+
+
+def test_a_transposed_result_is_a_view_of_what_the_function_computed() -> None:
+    """A model's last ``transpose(0, 3, 1, 2)`` (channels last to first) or ``(x + 1).T``:
+    the computed tensor is the region's output and the result NumPy's transposed view of
+    it, as the interpreter returns it (copied, the function was slower than interpreted:
+    24.5 us against 19); a result that is also returned plain is still its own array; a
+    transposed result read by an op the function runs after it gets the same values."""
+
+    def to_chw(img: Any) -> Any:
+        x = (img.astype(snp.float32) / 255.0 - 0.5) / 0.25
+        return snp.transpose(x, (0, 3, 1, 2))
+
+    def both(v: Any) -> Any:
+        t = (v * 2).T
+        return t, v * 2, snp.cumsum(t, axis=0).sum()
+
+    rng = np.random.default_rng(10)
+    f = sv.jit(to_chw, shapes="b, h, w, 3", hot_threshold=1, background=False)
+    g = sv.jit(both, shapes="n, m", hot_threshold=1, background=False)
+    for n in (1, 5, 16):
+        img = rng.integers(0, 256, (2, n, n + 1, 3)).astype(np.uint8)
+        got = f(img)
+        np.testing.assert_allclose(got, to_chw(img), rtol=1e-6)
+        assert got.shape == (2, 3, n, n + 1) and not got.flags["C_CONTIGUOUS"]
+        v = rng.standard_normal((n, n + 2)).astype(np.float32)
+        outs = g(v)
+        for o, w in zip(outs, both(v), strict=True):
+            np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-5)
+        assert not np.shares_memory(outs[0], outs[1])
+    rec = next(r for r in f.engines[0].records() if r.variant)
+    assert "copy (result)" not in rec.variant.describe(), rec.variant.describe()

@@ -496,3 +496,27 @@ def test_take_copies_rows_whole_or_element_by_element_as_their_strides_allow() -
     for x in (table, np.ascontiguousarray(table.T).T):  # rows contiguous, then strided
         (got,) = ex(ids, x)
         np.testing.assert_array_equal(got, np.take(table, ids, 0))
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [([1, 1, -1], "not a permutation"), ([0, 2, -1], "not a permutation"),
+     ([0, -1, 1], "not a permutation"), ([-1, 0, -1], "neither -1 nor")],
+)  # fmt: skip
+def test_an_output_permutation_that_is_not_one_is_refused(row: list[int], message: str) -> None:
+    """``output_perms`` (a result returned as a transposed view of its slot): a row is all
+    -1 or a permutation of the slot's axes, then -1s; anything else is refused before a
+    call could hand NumPy a bad transpose."""
+    ts = [Tensor(0, "input", F32, (A, B), arg=0), Tensor(1, "temp", F32, (A, B))]
+    spec = spec_of(ts, [Kernel(N.OP_COPY, [0], [1])], [0], [1], variables=("a", "b"))
+    perm = np.full((1, N.MAXDIM), -1, np.int32)
+    perm[0, :3] = row
+    spec["output_perms"] = perm
+    with pytest.raises(native.NativeKernelError, match=message):
+        native.Executor(spec)
+    perm[0, :3] = [1, 0, -1]  # the transpose: a view of the slot's array
+    ex = native.Executor(spec)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = ex((2, 3), x)
+    np.testing.assert_array_equal(y, x.T)
+    assert y.base is not None and not y.flags["C_CONTIGUOUS"]

@@ -508,6 +508,7 @@ def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any,
         input_values=[lowered.input_values[i] for i in order],
         outputs=[lowered.outputs[i] for i in out_order],
         output_values=[lowered.output_values[i] for i in out_order],
+        output_perms=[lowered.output_perms[i] for i in out_order] if lowered.output_perms else [],
     )
     heap = DimHeap(region.variables)
     bound = {

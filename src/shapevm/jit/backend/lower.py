@@ -491,6 +491,7 @@ class RegionLowering:
             (v, self.const_array(v)) for v in live if self.graph.value(v).kind == "const"
         ]
         output_values = [v for v in live if v not in dict(self.const_outputs)]
+        perms: list[tuple[int, ...] | None] = []
         for vid in output_values:
             tid = self.of_value.get(vid)
             if tid is None and vid in self.blocked:
@@ -498,14 +499,24 @@ class RegionLowering:
             if tid is None:
                 raise Unsupported(f"value {self.graph.value(vid).reg} leaves the region unset")
             t = self.tensors[tid]
+            base = self.tensors[t.base] if t.base is not None else None
+            perm: tuple[int, ...] | None = None
             if t.kind == "temp":
                 t.kind = "output"
+            elif t.viewop == N.V_TRANSPOSE and base is not None and base.kind == "temp":
+                # a transpose of what the region computes (a model's last x.transpose(0, 3,
+                # 1, 2)): the computed tensor is the output, returned as NumPy's view of
+                # it (copied, the function was slower than interpreted)
+                base.kind = "output"
+                perm = tuple(int(a) for a in t.params)
+                tid = base.id
             else:  # a view, an argument or a constant: the caller gets its own copy
                 out = self.new("output", t.dtype, t.shape, value=vid)
                 self.emit(Kernel(N.OP_COPY, [tid], [out], label="copy (result)"))
                 tid = out
             self.tensors[tid].out_index = len(outputs)
             outputs.append(tid)
+            perms.append(perm)
         return Lowered(
             self.tensors,
             self.kernels,
@@ -515,6 +526,7 @@ class RegionLowering:
             output_values,
             tuple(dict.fromkeys(self.patterns)),
             [(v, a) for v, a in self.const_outputs if a is not None],
+            perms if any(p is not None for p in perms) else [],
         )
 
 

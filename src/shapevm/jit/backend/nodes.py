@@ -95,6 +95,10 @@ class Lowered:
     output_values: list[int]
     patterns: tuple[str, ...] = ()
     const_outputs: list[tuple[int, Any]] = field(default_factory=list)  # (value, array)
+    output_perms: list[tuple[int, ...] | None] = field(default_factory=list)
+    """Per output (or empty: none), the axes of its tensor the result's axes are: a result
+    that is a transposed view of a tensor the region computes is returned as NumPy's view
+    of it (the executor's ``output_perms``), not copied."""
 
     def describe(self) -> list[str]:
         names = {t.id: f"%{t.id}" for t in self.tensors}

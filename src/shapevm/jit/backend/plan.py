@@ -164,6 +164,15 @@ def plan_memory(low: Lowered, optimize: bool = True) -> MemoryPlan:
     return MemoryPlan(buffers, temps, inplace)
 
 
+def _perm_rows(perms: list[tuple[int, ...] | None]) -> np.ndarray[Any, Any]:
+    """The executor's ``output_perms``: per output, its permutation then -1s (all -1: none)."""
+    rows = np.full((len(perms), N.MAXDIM), -1, np.int32)
+    for o, perm in enumerate(perms):
+        if perm is not None:
+            rows[o, : len(perm)] = perm
+    return rows
+
+
 def build_spec(low: Lowered, plan: MemoryPlan, heap: DimHeap, threads: int = 0) -> dict[str, Any]:
     """The arrays `shapevm.native.Executor` takes."""
     slot_rows = []
@@ -232,6 +241,7 @@ def build_spec(low: Lowered, plan: MemoryPlan, heap: DimHeap, threads: int = 0) 
         "slots": np.array(slot_rows, np.int32).reshape(-1, 5 + 3 * N.MAXDIM),
         "buffers": np.array(buffer_cells, np.int32),
         "outputs": np.array(low.outputs, np.int32),
+        **({"output_perms": _perm_rows(low.output_perms)} if low.output_perms else {}),
         "instrs": np.array(instr_rows, np.int32).reshape(-1, 3 + N.MAXIN + N.MAXOUT + N.NIATTR),
         "fattrs": np.array(fattrs, np.float32).reshape(-1, N.NFATTR),
         "objects": objects,

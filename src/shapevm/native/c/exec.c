@@ -119,6 +119,7 @@ static void exec_dealloc(Executor *self) {
     PyMem_Free(self->slots);
     PyMem_Free(self->buffers);
     PyMem_Free(self->outputs);
+    PyMem_Free(self->output_perm);
     PyMem_Free(self->input_slot);
     PyMem_Free(self->dimcells);
     PyMem_Free(self->instrs);

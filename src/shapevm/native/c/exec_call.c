@@ -329,6 +329,24 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
             }
         }
     }
+    /* results that are transposed views of their slots (a function's last x.T): NumPy's
+     * view of the slot's array, not a copy */
+    for (int o = 0; result && e->output_perm && o < e->noutputs; o++) {
+        const int32_t *r = e->output_perm[o];
+        if (r[0] < 0) continue;
+        npy_intp axes[SVX_MAXDIM];
+        int nd = e->slots[e->outputs[o]].ndim;
+        for (int d = 0; d < nd; d++) axes[d] = r[d];
+        PyArray_Dims perm = {axes, nd};
+        PyObject *arr = PyTuple_GET_ITEM(result, o);
+        PyObject *view = PyArray_Transpose((PyArrayObject *)arr, &perm);
+        if (!view) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyTuple_SET_ITEM(result, o, view);
+        Py_DECREF(arr);
+    }
     atomic_fetch_add_explicit(&((Executor *)e)->calls, 1, memory_order_relaxed);
 offsets_done:
     if (offsets != offsets_stack) PyMem_Free(offsets);

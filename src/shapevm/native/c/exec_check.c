@@ -338,6 +338,36 @@ static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObj
     return 0;
 }
 
+/* The optional "output_perms": per output a row of SVX_MAXDIM, all -1 (the slot itself) or
+ * a permutation of its slot's axes followed by -1s. */
+static int read_output_perms(Executor *e, PyObject *spec) {
+    if (!PyDict_GetItemString(spec, "output_perms")) return 0;
+    PyArrayObject *a = spec_array(spec, "output_perms", NPY_INT32, SVX_MAXDIM);
+    if (!a) return -1;
+    if (PyArray_DIM(a, 0) != e->noutputs) {
+        Py_DECREF(a);
+        return bad("one row per output", "output_perms"), -1;
+    }
+    e->output_perm = copy_out(a, 4);
+    Py_DECREF(a);
+    if (!e->output_perm) return PyErr_NoMemory(), -1;
+    for (int o = 0; o < e->noutputs; o++) {
+        const int32_t *r = e->output_perm[o];
+        int nd = e->slots[e->outputs[o]].ndim, seen = 0;
+        if (r[0] == -1) {
+            for (int d = 0; d < SVX_MAXDIM; d++)
+                if (r[d] != -1) return bad("a row neither -1 nor a permutation", "output_perms"), -1;
+            continue;
+        }
+        for (int d = 0; d < SVX_MAXDIM; d++) {
+            bool ok = d < nd ? in_range(r[d], nd) && !(seen & (1 << r[d])) : r[d] == -1;
+            if (!ok) return bad("a row not a permutation of its output's axes", "output_perms"), -1;
+            if (d < nd) seen |= 1 << r[d];
+        }
+    }
+    return 0;
+}
+
 PyObject *sv_exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *names[] = {"spec", NULL};
     PyObject *spec;
@@ -434,7 +464,7 @@ PyObject *sv_exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         }
     }
     if (check_slots(e, defined) < 0 || check_instrs(e, ia, fa, objs) < 0 ||
-        collect_dimcells(e) < 0)
+        collect_dimcells(e) < 0 || read_output_perms(e, spec) < 0)
         goto fail;
     PyMem_Free(defined);
     Py_DECREF(heap);
