@@ -1154,6 +1154,22 @@ static int64_t int_binary(int kind, int64_t u, int64_t v) {
 }
 
 
+/* The offsets (in elements) of index f of y's first `upto` axes, in a, b, c (or NULL) and y. */
+static void outer_offsets(int64_t f, int upto, const svx_tensor *a, const svx_tensor *b,
+                          const svx_tensor *c, const svx_tensor *y, int64_t *ao, int64_t *bo,
+                          int64_t *co, int64_t *yo) {
+    int64_t rest = f;
+    *ao = *bo = *co = *yo = 0;
+    for (int d = upto - 1; d >= 0; d--) {
+        int64_t i = rest % y->shape[d];
+        rest /= y->shape[d];
+        *ao += i * a->strides[d];
+        *bo += i * b->strides[d];
+        if (c) *co += i * c->strides[d];
+        *yo += i * y->strides[d];
+    }
+}
+
 static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
                           const svx_tensor *outs, int nout, const int32_t *iattr,
                           const float *fattr, const char **err) {
@@ -1212,15 +1228,8 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
         int64_t blocks = r.rows > 0 ? rows / r.rows : 0;
         sv_int_row_fn run = sv_isa()->int_row[a->dtype == SVX_I64];
         for (int64_t f = 0; f < blocks; f++) {
-            int64_t ao = 0, bo = 0, co = 0, yo = 0, rest = f;
-            for (int d = two - 1; d >= 0; d--) {
-                int64_t i = rest % y->shape[d];
-                rest /= y->shape[d];
-                ao += i * a->strides[d];
-                bo += i * b->strides[d];
-                if (c) co += i * c->strides[d];
-                yo += i * y->strides[d];
-            }
+            int64_t ao, bo, co, yo;
+            outer_offsets(f, two, a, b, c, y, &ao, &bo, &co, &yo);
             r.a = (const char *)a->data + ao * size;
             r.b = (const char *)b->data + bo * size;
             r.c = c ? (const uint8_t *)c->data + co : NULL;
@@ -1230,15 +1239,8 @@ static int run_int_binary(const void *vself, const svx_tensor *ins, int nin,
         return 0;
     }
     for (int64_t f = 0; n > 0 && f < rows; f++) {
-        int64_t ao = 0, bo = 0, co = 0, yo = 0, rest = f;
-        for (int d = last - 1; d >= 0; d--) {
-            int64_t i = rest % y->shape[d];
-            rest /= y->shape[d];
-            ao += i * a->strides[d];
-            bo += i * b->strides[d];
-            if (c) co += i * c->strides[d];
-            yo += i * y->strides[d];
-        }
+        int64_t ao, bo, co, yo;
+        outer_offsets(f, last, a, b, c, y, &ao, &bo, &co, &yo);
         /* the casts between the two types (NumPy's promotion of int32 with int64) */
         if (ys == 1 && kind == SV_IOP_CAST) {
             if (a->dtype == SVX_I32 && y->dtype == SVX_I64) {

@@ -391,13 +391,19 @@ SV_INLINE vf vasin_small(vf s, vf z) {
     p = vfma(p, z, vsplat(1.6666752422e-1f));
     return vfma(p * z, s, s);
 }
-/* asin: past 1/2, pi/2 - 2 asin(sqrt((1 - |x|) / 2)); NaN outside [-1, 1] */
-SV_INLINE vf vasin(vf x) {
+/* asin(near) up to |x| = 1/2 (near: x or |x|), asin(sqrt((1 - |x|) / 2)) past it, where
+ * *hi is set */
+SV_INLINE vf vasin_halves(vf x, vf near, vi *hi) {
     const vf half = vsplat(0.5f);
     vf a = vabs(x);
-    vi hi = a > half;
-    vf z = vsel(hi, half * (vsplat(1.0f) - a), a * a);
-    vf r = vasin_small(vsel(hi, vsqrt(z), a), z);
+    *hi = a > half;
+    vf z = vsel(*hi, half * (vsplat(1.0f) - a), near * near);
+    return vasin_small(vsel(*hi, vsqrt(z), near), z);
+}
+/* asin: past 1/2, pi/2 - 2 asin(sqrt((1 - |x|) / 2)); NaN outside [-1, 1] */
+SV_INLINE vf vasin(vf x) {
+    vi hi;
+    vf a = vabs(x), r = vasin_halves(x, a, &hi);
     r = vsel(hi, vsplat(1.57079637f) + (vsplat(-4.37113883e-8f) - (r + r)), r);
     r = vsel(a > vsplat(1.0f), vsplat(__builtin_nanf("")), r);
     return vcopysign(r, x);
@@ -405,15 +411,11 @@ SV_INLINE vf vasin(vf x) {
 /* acos: pi/2 - asin(x) up to |x| = 1/2; past it 2 asin(sqrt((1 - |x|) / 2)), from pi for
  * a negative x */
 SV_INLINE vf vacos(vf x) {
-    const vf half = vsplat(0.5f);
-    vf a = vabs(x);
-    vi hi = a > half;
-    vf z = vsel(hi, half * (vsplat(1.0f) - a), x * x);
-    vf r = vasin_small(vsel(hi, vsqrt(z), x), z);
-    vf twice = r + r;
+    vi hi;
+    vf r = vasin_halves(x, x, &hi), twice = r + r;
     vf far = vsel(x > vsplat(0.0f), twice, vsplat(3.14159274f) + (vsplat(-8.74227766e-8f) - twice));
     vf y = vsel(hi, far, vsplat(1.57079637f) + (vsplat(-4.37113883e-8f) - r));
-    return vsel(a > vsplat(1.0f), vsplat(__builtin_nanf("")), y);
+    return vsel(vabs(x) > vsplat(1.0f), vsplat(__builtin_nanf("")), y);
 }
 /* atan2(y, x), NumPy's (C99's) angle of the point (x, y): atan of the smaller of |x|, |y|
  * over the larger (0 where both are 0, 1 where both are infinite), from pi/2 where |y| is
