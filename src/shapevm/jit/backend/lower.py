@@ -891,19 +891,23 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
         native_enabled(info.name, "native_chain", DType.from_numpy(v.dtype)) for v in values
     ):
         return False
+    dtype = values[0].dtype
+    for kind, x in operands:  # (checked before any tensor is made)
+        if kind == "v":
+            continue
+        if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
+            return False  # a float literal: NumPy compares as floats, a chain's
+        if not np.iinfo(dtype).min <= int(x) <= np.iinfo(dtype).max:
+            return False
     (out,) = op.outs
     shape = low.graph.value(out).shape
     ins = []
     for kind, x in operands:
-        if kind == "v":
-            ins.append(low.broadcast_view(low.tensor(x), shape))
-            continue
-        if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
-            return False  # a float literal: NumPy compares as floats, a chain's
-        dtype = values[0].dtype
-        if not np.iinfo(dtype).min <= int(x) <= np.iinfo(dtype).max:
-            return False
-        tid = low.new("const", dtype, (), array=np.array(int(x), dtype))
+        tid = (
+            low.tensor(x)
+            if kind == "v"
+            else low.new("const", dtype, (), array=np.array(int(x), dtype))
+        )
         ins.append(low.broadcast_view(tid, shape))
     res = low.result(out)
     low.external(op, ins, res, native.compare_kernel(info.name))
