@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from shapevm.jit.backend import nodes as N
 from shapevm.jit.backend.nodes import MAXIN, Kernel
 from shapevm.jit.graph import Op
 from shapevm.ops import DType
@@ -369,8 +370,6 @@ def _rows_copied(low: Any, tid: int, copies: list[tuple[int, int]]) -> int:
     reads the temp: the tile interpreter gathers a tile's elements along a row, one cache
     line each (``x.T + 1`` on 512 x 512 float32: 150 us as one pass, NumPy's 21 as it keeps
     x's memory order; copied, then added: about 75). Any other tensor: itself."""
-    from shapevm.jit.backend import nodes as N
-
     t = low.tensors[tid]
     if t.kind != "view" or t.viewop != N.V_TRANSPOSE or t.ndim < 2:
         return tid
@@ -479,7 +478,6 @@ def _lower_weighted_reduction(low: Any, op: Op) -> bool:
     (masked mean pooling, ``(x * mask[..., None]).sum(axis=1)``): the reduce kernel
     reduces the product in the pass that reads ``x``, without writing it."""
     from shapevm import native
-    from shapevm.jit.backend import nodes as N
     from shapevm.jit.backend.lower import _shape_equal
 
     graph = low.graph
@@ -537,8 +535,6 @@ def _lower_middle_reduction(low: Any, op: Op) -> bool:
 
 
 def _reduction_only(low: Any, op: Op) -> tuple[Chain, list[int]]:
-    from shapevm.jit.backend import nodes as N
-
     src = op.ins[0]
     shape = tuple(low.graph.value(src).shape)
     tid = low.of_value[src] if src in low.of_value else low.tensor(src)
@@ -656,7 +652,6 @@ def _only_read(chain: Chain) -> Chain:
 def lower_elementwise(low: Any, op: Op) -> bool:
     """A fused chain from ``op`` (see the module docstring), run by the tile interpreter
     (tier 2) until generated code for it is patched in (tier 3)."""
-    from shapevm.jit.backend import nodes as N
     from shapevm.jit.backend.lower import Unsupported
     from shapevm.jit.backend.tiles import programs, tile_kernel
 

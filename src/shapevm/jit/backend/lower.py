@@ -846,6 +846,19 @@ def _from_dims_alone(low: RegionLowering, vid: int) -> bool:
 _INT_COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
 
 
+def _int_fits(x: Any, dtype: Any) -> bool:
+    """Whether the literal ``x`` is an integer (not a bool) that ``dtype`` holds."""
+    if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
+        return False
+    limits = np.iinfo(dtype)
+    return bool(limits.min <= int(x) <= limits.max)
+
+
+def _int_const(low: RegionLowering, x: Any, dtype: Any) -> int:
+    """The constant tensor of the integer literal ``x`` in ``dtype`` (see `_int_fits`)."""
+    return low.new("const", dtype, (), array=np.array(int(x), dtype))
+
+
 def _read_by_integer_ops(low: RegionLowering, vid: int) -> bool:
     """Whether every op reading ``vid`` gives an int32/int64 result (an integer `where`),
     and something reads it in the region."""
@@ -892,23 +905,15 @@ def lower_int_compare(low: RegionLowering, op: Op) -> bool:
     ):
         return False
     dtype = values[0].dtype
-    for kind, x in operands:  # (checked before any tensor is made)
-        if kind == "v":
-            continue
-        if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
-            return False  # a float literal: NumPy compares as floats, a chain's
-        if not np.iinfo(dtype).min <= int(x) <= np.iinfo(dtype).max:
-            return False
+    # (a float literal: NumPy compares as floats, a chain's; checked before any tensor is made)
+    if not all(kind == "v" or _int_fits(x, dtype) for kind, x in operands):
+        return False
     (out,) = op.outs
     shape = low.graph.value(out).shape
-    ins = []
-    for kind, x in operands:
-        tid = (
-            low.tensor(x)
-            if kind == "v"
-            else low.new("const", dtype, (), array=np.array(int(x), dtype))
-        )
-        ins.append(low.broadcast_view(tid, shape))
+    ins = [
+        low.broadcast_view(low.tensor(x) if kind == "v" else _int_const(low, x, dtype), shape)
+        for kind, x in operands
+    ]
     res = low.result(out)
     low.external(op, ins, res, native.compare_kernel(info.name))
     return True
@@ -934,23 +939,24 @@ def lower_int_arith(low: RegionLowering, op: Op) -> bool:
     arity = {"cast": 1, "abs": 1, "neg": 1, "where": 3}.get(info.name, 2)
     if len(operands) != arity or all(kind != "v" for kind, _ in operands):
         return False
-    limits = np.iinfo(result.dtype)
-    ins = []
-    for i, (kind, x) in enumerate(operands):
+    for i, (kind, x) in enumerate(operands):  # checked before any tensor is made
         want = (np.bool_,) if info.name == "where" and i == 0 else (np.int32, np.int64)
         if kind == "v":
-            if low.graph.value(x).dtype not in want:
+            dtype = low.graph.value(x).dtype
+            if dtype not in want:
                 return False
-            tid = low.tensor(x)
-        elif want != (np.bool_,) and isinstance(x, (int, np.integer)) and not isinstance(x, bool):
-            if not limits.min <= int(x) <= limits.max:
-                return False
-            tid = low.new("const", result.dtype, (), array=np.array(int(x), result.dtype))
+        elif want == (np.bool_,) or not _int_fits(x, result.dtype):
+            return False
         else:
+            dtype = result.dtype
+        if not native_enabled(info.name, "native_chain", DType.from_numpy(dtype)):
             return False
-        if not native_enabled(info.name, "native_chain", DType.from_numpy(low.tensors[tid].dtype)):
-            return False
-        ins.append(low.broadcast_view(tid, result.shape))
+    ins = [
+        low.broadcast_view(
+            low.tensor(x) if kind == "v" else _int_const(low, x, result.dtype), result.shape
+        )
+        for kind, x in operands
+    ]
     res = low.result(out)
     low.external(op, ins, res, native.int_arith_kernel(info.name))
     return True
