@@ -501,7 +501,7 @@ def test_take_copies_rows_whole_or_element_by_element_as_their_strides_allow() -
 @pytest.mark.parametrize(
     ("row", "message"),
     [([1, 1, -1], "not a permutation"), ([0, 2, -1], "not a permutation"),
-     ([0, -1, 1], "not a permutation"), ([-1, 0, -1], "neither -1 nor")],
+     ([0, -1, 1], "not a permutation"), ([-1, 0, -1], "neither all -1 nor")],
 )  # fmt: skip
 def test_an_output_permutation_that_is_not_one_is_refused(row: list[int], message: str) -> None:
     """``output_perms`` (a result returned as a transposed view of its slot): a row is all
@@ -512,8 +512,10 @@ def test_an_output_permutation_that_is_not_one_is_refused(row: list[int], messag
     perm = np.full((1, N.MAXDIM), -1, np.int32)
     perm[0, :3] = row
     spec["output_perms"] = perm
-    with pytest.raises(native.NativeKernelError, match=message):
+    with pytest.raises(native.NativeKernelError, match=message) as info:
         native.Executor(spec)
+    found = " ".join(str(v) for v in perm[0])
+    assert f"found:    output_perms row 0, for an output of rank 2: {found}" in str(info.value)
     perm[0, :3] = [1, 0, -1]  # the transpose: a view of the slot's array
     ex = native.Executor(spec)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)

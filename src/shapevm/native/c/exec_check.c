@@ -354,16 +354,25 @@ static int read_output_perms(Executor *e, PyObject *spec) {
     for (int o = 0; o < e->noutputs; o++) {
         const int32_t *r = e->output_perm[o];
         int nd = e->slots[e->outputs[o]].ndim, seen = 0;
-        if (r[0] == -1) {
-            for (int d = 0; d < SVX_MAXDIM; d++)
-                if (r[d] != -1) return bad("a row neither -1 nor a permutation", "output_perms"), -1;
-            continue;
+        bool ok = true;
+        for (int d = 0; d < SVX_MAXDIM && ok; d++) {
+            if (r[0] == -1) {
+                ok = r[d] == -1;
+                continue;
+            }
+            ok = d < nd ? in_range(r[d], nd) && !(seen & (1 << r[d])) : r[d] == -1;
+            if (ok && d < nd) seen |= 1 << r[d];
         }
-        for (int d = 0; d < SVX_MAXDIM; d++) {
-            bool ok = d < nd ? in_range(r[d], nd) && !(seen & (1 << r[d])) : r[d] == -1;
-            if (!ok) return bad("a row not a permutation of its output's axes", "output_perms"), -1;
-            if (d < nd) seen |= 1 << r[d];
-        }
+        if (ok) continue;
+        char found[160];
+        int at = snprintf(found, sizeof found, "output_perms row %d, for an output of rank %d:", o,
+                          nd);
+        for (int d = 0; d < SVX_MAXDIM && at > 0 && (size_t)at < sizeof found; d++)
+            at += snprintf(found + at, sizeof found - (size_t)at, " %d", r[d]);
+        return bad(r[0] == -1 ? "a row neither all -1 nor a permutation of its output's axes"
+                              : "a row not a permutation of its output's axes followed by -1s",
+                   found),
+               -1;
     }
     return 0;
 }
