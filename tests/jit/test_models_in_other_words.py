@@ -747,3 +747,39 @@ def test_a_transposed_result_is_a_view_of_what_the_function_computed() -> None:
         assert not np.shares_memory(outs[0], outs[1])
     rec = next(r for r in f.engines[0].records() if r.variant)
     assert "copy (result)" not in rec.variant.describe(), rec.variant.describe()
+
+
+def test_a_result_that_is_a_view_of_an_argument_is_that_view() -> None:
+    """A function returning its argument transposed, sliced, reshaped, flipped or with a new
+    axis (a layout adapter: ``img.transpose(2, 0, 1)``), beside what it computes: each
+    result shares the caller's array as the interpreter's does, is writeable as NumPy's
+    view is (a broadcast is not), and an argument returned as it is is the argument itself
+    (copied, ``x.T`` of 512 x 512 took 84 us against NumPy's view in 1 us)."""
+
+    def adapt(img: Any) -> Any:
+        chw = img.transpose(2, 0, 1)
+        return chw, chw[:, ::-1], img.reshape(-1, 3), img[1:, :, None], img, (img * 2.0).sum()
+
+    def spread(v: Any) -> Any:
+        return snp.broadcast_to(v[None], (2, *v.shape)), v + 1
+
+    rng = np.random.default_rng(11)
+    f = sv.jit(adapt, shapes="h, w, 3", hot_threshold=1, background=False)
+    ref = sv.jit(adapt, shapes="h, w, 3", enabled=False)
+    g = sv.jit(spread, shapes="n", hot_threshold=1, background=False)
+    for n in (2, 5, 9):
+        img = rng.standard_normal((n, n + 3, 3)).astype(np.float32)
+        got, want = f(img), ref(img)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5)
+            assert a.strides == b.strides
+            assert np.shares_memory(a, img) == np.shares_memory(b, img)
+            assert a.flags.writeable == b.flags.writeable
+        assert got[4] is img
+        v = rng.standard_normal(n).astype(np.float32)
+        b2, v1 = g(v)
+        assert np.shares_memory(b2, v) and not b2.flags.writeable
+        np.testing.assert_allclose(v1, v + 1)
+    rec = next(r for r in f.engines[0].records() if r.variant)
+    assert rec.variant.function.whole
+    assert "copy (result)" not in rec.variant.describe(), rec.variant.describe()

@@ -522,3 +522,42 @@ def test_an_output_permutation_that_is_not_one_is_refused(row: list[int], messag
     (y,) = ex((2, 3), x)
     np.testing.assert_array_equal(y, x.T)
     assert y.base is not None and not y.flags["C_CONTIGUOUS"]
+
+
+def test_an_output_is_an_output_slot_an_argument_or_a_view_of_one() -> None:
+    """A result that is an argument or a view of one is returned as the argument itself or
+    NumPy's view of the caller's array (writeable as the argument is); a result that is a
+    view of a buffer, or a permutation of an argument's view, is refused before any call."""
+    ts = [Tensor(0, "input", F32, (A, B), arg=0),
+          Tensor(1, "view", F32, (B, A), base=0, viewop=N.V_TRANSPOSE, params=(1, 0),
+                 contiguous=False),
+          Tensor(2, "temp", F32, (A, B)),
+          Tensor(3, "view", F32, (B, A), base=2, viewop=N.V_TRANSPOSE, params=(1, 0),
+                 contiguous=False)]  # fmt: skip
+    spec = spec_of(ts, [Kernel(N.OP_COPY, [0], [2])], [0], [2], variables=("a", "b"))
+    spec["outputs"] = np.array([1, 2, 0], np.int32)
+    spec["slots"][2, 3] = 1  # the buffer's result is the second
+    ex = native.Executor(spec)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t, y, same = ex((2, 3), x)
+    np.testing.assert_array_equal(t, x.T)
+    np.testing.assert_array_equal(y, x)
+    assert np.shares_memory(t, x) and t.flags.writeable and same is x
+    assert not np.shares_memory(y, x)
+    x.flags.writeable = False
+    t, _, _ = ex((2, 3), x)
+    assert not t.flags.writeable  # as NumPy's view of a read-only array
+    xt = np.arange(6, dtype=np.float32).reshape(3, 2).T  # read through a contiguous copy
+    t, _, same = ex((2, 3), xt)
+    np.testing.assert_array_equal(t, xt.T)
+    assert same is xt
+
+    spec["outputs"] = np.array([3, 2, 0], np.int32)  # a view of a buffer: freed memory
+    with pytest.raises(native.NativeKernelError, match="an output slot, an argument's slot"):
+        native.Executor(spec)
+    spec["outputs"] = np.array([1, 2, 0], np.int32)
+    perm = np.full((3, N.MAXDIM), -1, np.int32)
+    perm[0, :2] = [1, 0]
+    spec["output_perms"] = perm
+    with pytest.raises(native.NativeKernelError, match="returned as it is"):
+        native.Executor(spec)

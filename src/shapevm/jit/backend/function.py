@@ -491,7 +491,9 @@ def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any,
     ret = fn.blocks[0].instrs[-1]
     ret_slots = [executable.slot(r) for r in ret.uses()]
     out_at = {s: i for i, s in enumerate(region.out_slots)}
-    if sorted(ret_slots) != sorted(out_at) or len(ret_slots) != len(set(ret_slots)):
+    # a result may also be an argument as it came (`return x, x @ w`): the executor returns
+    # the argument itself
+    if set(ret_slots) - set(by_slot) != set(out_at) or len(ret_slots) != len(set(ret_slots)):
         return None, True
     # arguments in parameter order, results in the order the function returns them (the
     # region's come in the order they are computed)
@@ -499,16 +501,25 @@ def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any,
     tensors = lowered.tensors
     for pos, i in enumerate(order):
         tensors[lowered.inputs[i]].arg = pos
-    out_order = [out_at[s] for s in ret_slots]
-    for pos, i in enumerate(out_order):
-        tensors[lowered.outputs[i]].out_index = pos
+    outputs, output_values, perms = [], [], []
+    for pos, s in enumerate(ret_slots):
+        if s in out_at:
+            i = out_at[s]
+            tensors[lowered.outputs[i]].out_index = pos
+            outputs.append(lowered.outputs[i])
+            output_values.append(lowered.output_values[i])
+            perms.append(lowered.output_perms[i] if lowered.output_perms else None)
+        else:
+            outputs.append(lowered.inputs[by_slot[s]])
+            output_values.append(lowered.input_values[by_slot[s]])
+            perms.append(None)
     relowered = replace(
         lowered,
         inputs=[lowered.inputs[i] for i in order],
         input_values=[lowered.input_values[i] for i in order],
-        outputs=[lowered.outputs[i] for i in out_order],
-        output_values=[lowered.output_values[i] for i in out_order],
-        output_perms=[lowered.output_perms[i] for i in out_order] if lowered.output_perms else [],
+        outputs=outputs,
+        output_values=output_values,
+        output_perms=perms if any(p is not None for p in perms) else [],
     )
     heap = DimHeap(region.variables)
     bound = {

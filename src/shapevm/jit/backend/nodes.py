@@ -90,7 +90,8 @@ class Lowered:
     tensors: list[Tensor]
     kernels: list[Kernel]
     inputs: list[int]  # tensor ids of the arguments, in call order
-    outputs: list[int]  # tensor ids of the results, in return order
+    outputs: list[int]  # tensor ids of the results, in return order: `output` tensors,
+    # or arguments and views of them (returned as the argument or NumPy's view of it)
     input_values: list[int]  # the graph's value ids of the arguments
     output_values: list[int]
     patterns: tuple[str, ...] = ()

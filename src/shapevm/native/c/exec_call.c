@@ -90,6 +90,22 @@ static int run_instr(const Executor *e, const svx_instr *in, svx_tensor *t, cons
     }
 }
 
+/* A NumPy array of the resolved view t over base's memory, holding base (writeable as base
+ * is, unless not `writeable`). */
+static PyObject *svx_view_of(const svx_tensor *t, PyObject *base, int writeable) {
+    npy_intp shape[SVX_MAXDIM], strides[SVX_MAXDIM];
+    npy_intp isz = (npy_intp)svx_itemsize[t->dtype];
+    for (int d = 0; d < t->ndim; d++) {
+        shape[d] = (npy_intp)t->shape[d];
+        strides[d] = (npy_intp)t->strides[d] * isz;
+    }
+    int flags = writeable && PyArray_ISWRITEABLE((PyArrayObject *)base) ? NPY_ARRAY_WRITEABLE : 0;
+    PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, PyArray_DescrFromType(svx_npy_of[t->dtype]),
+                                         t->ndim, shape, strides, t->data, flags, NULL);
+    if (arr && PyArray_SetBaseObject((PyArrayObject *)arr, Py_NewRef(base)) < 0) Py_CLEAR(arr);
+    return arr;
+}
+
 static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs, PyObject *kw,
                            int bind_only) {
     if (kw && PyDict_GET_SIZE(kw)) {
@@ -110,15 +126,16 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
     svx_tensor tstack[64];
     int64_t *h = e->nheap <= 256 ? hstack : PyMem_Malloc(sizeof(int64_t) * (size_t)e->nheap);
     svx_tensor *t = e->nslots <= 64 ? tstack : PyMem_Malloc(sizeof(svx_tensor) * (size_t)e->nslots);
+    /* held[i]: the contiguous copy argument i was read from, if it was not contiguous */
     PyObject *keep[SVX_MAXIN * 4];
     PyObject **held = e->ninputs <= SVX_MAXIN * 4 ? keep
                                                   : PyMem_Malloc(sizeof(PyObject *) * (size_t)e->ninputs);
     PyObject *result = NULL;
-    int nheld = 0;
     if (!h || !t || !held) {
         PyErr_NoMemory();
         goto done;
     }
+    memset(held, 0, sizeof(PyObject *) * (size_t)e->ninputs);
     memcpy(h, e->heap0, sizeof(int64_t) * (size_t)e->nheap);
     if (dims) {
         if (PyTuple_GET_SIZE(dims) != e->nvars) {
@@ -149,7 +166,7 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
             a = (PyArrayObject *)PyArray_FROMANY(o, PyArray_TYPE(a), 0, 0,
                                                  NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
             if (!a) goto done;
-            held[nheld++] = (PyObject *)a;
+            held[i] = (PyObject *)a;
         }
         svx_tensor *ti = &t[e->input_slot[i]];
         ti->data = PyArray_BYTES(a);
@@ -214,6 +231,7 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
     if (!result) goto done;
     for (int o = 0; o < e->noutputs; o++) {
         const svx_slot *sl = &e->slots[e->outputs[o]];
+        if (sl->kind != SVX_S_OUTPUT) continue; /* an argument or its view: after the run */
         npy_intp shape[SVX_MAXDIM];
         for (int d = 0; d < sl->ndim; d++) shape[d] = (npy_intp)h[sl->dims[d]];
         PyObject *arr = PyArray_SimpleNew(sl->ndim, shape, svx_npy_of[sl->dtype]);
@@ -329,6 +347,25 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
             }
         }
     }
+    /* results that are arguments or views of them (x.T, x[1:], a reshape): the argument
+     * itself or NumPy's view of it, as the interpreter returns them (a view of an argument
+     * that was not contiguous is one of the contiguous copy the region read) */
+    for (int o = 0; result && o < e->noutputs; o++) {
+        int s = e->outputs[o];
+        if (e->slots[s].kind == SVX_S_OUTPUT) continue;
+        int root = s, writeable = 1;
+        for (; e->slots[root].kind == SVX_S_VIEW; root = e->slots[root].index)
+            if (e->slots[root].viewop == SVX_V_BROADCAST) writeable = 0; /* as NumPy's */
+        int i = e->slots[root].index;
+        PyObject *arr = e->slots[s].kind == SVX_S_INPUT
+                            ? Py_NewRef(args[i])
+                            : svx_view_of(&t[s], held[i] ? held[i] : args[i], writeable);
+        if (!arr) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyTuple_SET_ITEM(result, o, arr);
+    }
     /* results that are transposed views of their slots (a function's last x.T): NumPy's
      * view of the slot's array, not a copy */
     for (int o = 0; result && e->output_perm && o < e->noutputs; o++) {
@@ -351,7 +388,7 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
 offsets_done:
     if (offsets != offsets_stack) PyMem_Free(offsets);
 done:
-    for (int i = 0; i < nheld; i++) Py_DECREF(held[i]);
+    for (int i = 0; held && i < e->ninputs; i++) Py_XDECREF(held[i]);
     if (held && held != keep) PyMem_Free(held);
     if (h && h != hstack) PyMem_Free(h);
     if (t && t != tstack) PyMem_Free(t);

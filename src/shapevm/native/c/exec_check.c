@@ -218,9 +218,18 @@ static int check_slots(Executor *e, const uint8_t *defined) {
         }
     }
     if (seen_inputs != e->ninputs) return bad("an argument has no slot", "inputs"), -1;
-    for (int o = 0; o < e->noutputs; o++)
-        if (!in_range(e->outputs[o], e->nslots) || e->slots[e->outputs[o]].kind != SVX_S_OUTPUT)
-            return bad("output is not an output slot", "outputs"), -1;
+    for (int o = 0; o < e->noutputs; o++) {
+        int s = e->outputs[o];
+        if (!in_range(s, e->nslots)) return bad("output slot out of range", "outputs"), -1;
+        if (e->slots[s].kind == SVX_S_OUTPUT) continue;
+        /* an argument or a view of one: returned as the argument or NumPy's view of it
+         * (views only of earlier slots: the walk ends) */
+        while (e->slots[s].kind == SVX_S_VIEW) s = e->slots[s].index;
+        if (e->slots[s].kind != SVX_S_INPUT)
+            return bad_at("an output that is not an output slot",
+                          "an output slot, an argument's slot or a view of an argument",
+                          "outputs"), -1;
+    }
     for (int b = 0; b < e->nbuffers; b++)
         if (!in_range(e->buffers[b], e->nheap) || !defined[e->buffers[b]])
             return bad("buffer size out of heap", "buffers"), -1;
@@ -353,6 +362,12 @@ static int read_output_perms(Executor *e, PyObject *spec) {
     if (!e->output_perm) return PyErr_NoMemory(), -1;
     for (int o = 0; o < e->noutputs; o++) {
         const int32_t *r = e->output_perm[o];
+        if (r[0] != -1 && e->slots[e->outputs[o]].kind != SVX_S_OUTPUT) {
+            char found[64];
+            snprintf(found, sizeof found, "output_perms row %d", o);
+            return bad_at("a permutation of an output that is an argument or its view",
+                          "all -1 (a view of an argument is returned as it is)", found), -1;
+        }
         int nd = e->slots[e->outputs[o]].ndim, seen = 0;
         bool ok = true;
         for (int d = 0; d < SVX_MAXDIM && ok; d++) {
