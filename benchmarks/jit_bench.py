@@ -149,7 +149,7 @@ def new_shapes(quick: bool) -> None:
     cols += [f"{s}: after a pause, new / seen" for s in systems]
     print("| workload | shape | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 2) + "|")
-    for workload in ("W1", "W3"):
+    for workload in ("W1", "W2", "W3"):
         found: dict[tuple[str, bool], list[dict[str, list[float]]]] = {}
         for _ in range(runs):  # interleaved: the machine's load changes
             for system in systems:
