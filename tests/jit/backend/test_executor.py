@@ -592,13 +592,16 @@ def test_arg_kernel_of_other_dtypes_along_any_axis(kind: str, dtype: Any) -> Non
     "dtype", [np.float32, np.float64, np.int32, np.int64, np.int16, np.int8, np.uint8, np.bool_]
 )
 @pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize(("axis", "first"), [(0, 0), (1, 0), (1, 1), (1, 3), (0, 2), (1, 64)])
 def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
-    dtype: Any, descending: bool
+    dtype: Any, descending: bool, axis: int, first: int
 ) -> None:
-    """Indices sorting each line along axis 0 of a transposed view: equal values by lower
-    index first in both orders (-0.0 ties with 0.0), NaN last ascending and first
-    descending, infinities and the integer types' ends where they belong, as the op table's
-    reference; lines of 0, 1, a few and many elements."""
+    """Indices sorting each line along an axis of a transposed view (axis 0: lines of the
+    base's rows; 1: strided lines down its columns): equal values by lower index first in
+    both orders (-0.0 ties with 0.0), NaN last ascending and first descending, infinities
+    and the integer types' ends where they belong, as the op table's reference; lines of 0,
+    1, a few and many elements. With ``first`` (a top k), the first positions of each line
+    as the reference's, selected where the line is longer, sorted where it is not."""
     dt = np.dtype(dtype)
     ts = [
         Tensor(0, "input", dt, (A, B), arg=0),
@@ -606,7 +609,7 @@ def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
                contiguous=False),
         Tensor(2, "temp", np.dtype(np.int64), (B, A)),
     ]  # fmt: skip
-    run = native.argsort_kernel(0, descending)
+    run = native.argsort_kernel(axis, descending, first)
     ex = executor(ts, [Kernel(N.OP_EXTERNAL, [1], [2], obj=run)], [0], [2])
     ref = get_op("argsort")
     assert ref is not None
@@ -624,7 +627,9 @@ def test_argsort_kernel_is_stable_with_nan_where_the_reference_puts_it(
             x[0, :] = np.iinfo(dt).min
             x[2, :] = np.iinfo(dt).max
         (y,) = ex((a, b), x)
-        (want,) = ref.kernel([x.T], {"axis": 0, "descending": descending})
+        (want,) = ref.kernel([x.T], {"axis": axis, "descending": descending})
+        if first:  # the rest of each line is not written
+            y, want = (np.moveaxis(v, axis, 0)[:first] for v in (y, want))
         np.testing.assert_array_equal(y, want)
 
 
@@ -636,6 +641,9 @@ def test_argsort_kernel_checks_its_operands_and_axis() -> None:
         ex((3, 1), np.zeros(3, np.float32))
     with pytest.raises(native.NativeKernelError, match="argsort_kernel: an axis out of range"):
         native.argsort_kernel(-1, False)
+    for first in (-1, 65):
+        with pytest.raises(native.NativeKernelError, match="a selection out of range"):
+            native.argsort_kernel(0, False, first)
 
 
 CAST_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.int16, np.int8,

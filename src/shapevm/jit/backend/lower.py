@@ -1030,7 +1030,8 @@ def lower_argsort(low: RegionLowering, op: Op) -> bool:
     """``argsort`` along one axis of the dtypes the capability table lists for it (floats,
     signed integers, uint8, bool: a router's or a beam's top k, ``argsort(-p)[..., :k]``):
     the executor's stable radix sort of each line's indices, NaN last ascending and first
-    descending, as the interpreter's."""
+    descending, as the interpreter's; only the first k of each line when the readers take
+    no more (`_first_taken`)."""
     if op.info is None or op.info.name != "argsort":
         return False
     (src,) = op.ins
@@ -1040,9 +1041,34 @@ def lower_argsort(low: RegionLowering, op: Op) -> bool:
     if not native_enabled("argsort", "native_index", DType.from_numpy(x.dtype)):
         return False
     axis = op.attrs["axis"] % len(x.shape)
-    run = native.argsort_kernel(axis, bool(op.attrs["descending"]))
-    low.external(op, [low.tensor(src)], low.result(op.outs[0]), run)
+    first = _first_taken(low, op, axis)
+    run = native.argsort_kernel(axis, bool(op.attrs["descending"]), first)
+    label = f"argsort (first {first})" if first else "argsort"
+    low.external(op, [low.tensor(src)], low.result(op.outs[0]), run, label)
     return True
+
+
+def _first_taken(low: RegionLowering, op: Op, axis: int) -> int:
+    """How many positions of each line of ``argsort``'s result are read, when every reader
+    is a slice of its first positions along the axis (a top k, ``argsort(-p)[..., :k]``) and
+    the result does not leave the region: the kernel then selects those (at most 64) and
+    does not sort the line; 0 (the whole line) otherwise."""
+    graph = low.graph
+    (vid,) = op.outs
+    if vid in graph.live_out:
+        return 0
+    most = 0
+    for pos in graph.users.get(vid, ()):
+        user = graph.ops[pos]
+        if user.info is None or user.info.name != "slice":
+            return 0
+        start, step = user.attrs["start"][axis], user.attrs["step"][axis]
+        k = graph.value(user.outs[0]).shape[axis]
+        if not (isinstance(start, int) and start == 0 and step == 1 and isinstance(k, int)):
+            return 0
+        most = max(most, k)
+    n = graph.value(vid).shape[axis]
+    return most if 0 < most <= 64 and not (isinstance(n, int) and most >= n) else 0
 
 
 def lower_cast(low: RegionLowering, op: Op) -> bool:
