@@ -561,3 +561,31 @@ def test_an_output_is_an_output_slot_an_argument_or_a_view_of_one() -> None:
     spec["output_perms"] = perm
     with pytest.raises(native.NativeKernelError, match="returned as it is"):
         native.Executor(spec)
+
+
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize(
+    ("dtype", "width"),
+    [(np.float32, 1), (np.float32, 2), (np.float32, 4), (np.float64, 4), (np.int8, 3),
+     (np.float32, 5)],
+)  # fmt: skip
+def test_take_copies_rows_of_every_size_of_bytes(dtype: Any, idx_dtype: Any, width: int) -> None:
+    """Rows of 4, 8, 16 and 32 bytes (a relative position bias: 4 heads of float32) are
+    copied by fixed-size moves, other sizes by memcpy: every one NumPy's take, for indices
+    in any order, negative ones counted from the end, and one out of range named."""
+    n = sv.symbolic_shape("n")[0]
+    ts = [
+        Tensor(0, "input", np.dtype(idx_dtype), (A, n), arg=0),
+        Tensor(1, "input", np.dtype(dtype), (33, width), arg=1),
+        Tensor(2, "temp", np.dtype(dtype), (A, n, width)),
+    ]
+    k = Kernel(N.OP_EXTERNAL, [1, 0], [2], obj=native.take_kernel(0))
+    ex = native.Executor(spec_of(ts, [k], [0, 1], [2], variables=("a", "n")))
+    rng = np.random.default_rng(6)
+    table = rng.integers(-100, 100, (33, width)).astype(dtype)
+    for shape in [(1, 1), (7, 9), (64, 130)]:
+        ids = rng.integers(-33, 33, shape).astype(idx_dtype)
+        (got,) = ex(ids, table)
+        np.testing.assert_array_equal(got, np.take(table, ids, axis=0))
+    with pytest.raises(native.ExecFailure, match="index 33 is out of bounds for axis 0"):
+        ex(np.array([[0, 33]], idx_dtype), table)

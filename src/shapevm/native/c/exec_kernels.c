@@ -767,10 +767,20 @@ static int run_take(const void *vself, const svx_tensor *ins, int nin, const svx
                 }
                 continue;
             }
-            if (ix->dtype == SVX_I64 && rb == 4) TAKE_RUN(int64_t, 4)
-            else if (ix->dtype == SVX_I64) TAKE_RUN(int64_t, rb)
-            else if (rb == 4) TAKE_RUN(int32_t, 4)
-            else TAKE_RUN(int32_t, rb)
+            /* rows of a size known here are copied by moves, not a call of memcpy per
+             * index (a relative position bias, rows of 4 float32 for 16384 indices: 48 us
+             * against NumPy's 9) */
+#define TAKE_SIZES(I)                                                                        \
+    switch (rb) {                                                                            \
+    case 4: TAKE_RUN(I, 4) break;                                                            \
+    case 8: TAKE_RUN(I, 8) break;                                                            \
+    case 16: TAKE_RUN(I, 16) break;                                                          \
+    case 32: TAKE_RUN(I, 32) break;                                                          \
+    default: TAKE_RUN(I, rb)                                                                 \
+    }
+            if (ix->dtype == SVX_I64) TAKE_SIZES(int64_t)
+            else TAKE_SIZES(int32_t)
+#undef TAKE_SIZES
 #undef TAKE_RUN
             continue;
         }
