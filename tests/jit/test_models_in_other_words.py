@@ -635,14 +635,16 @@ def test_transposed_results_are_numpys(dtype: Any) -> None:
 
 def test_a_pass_over_a_transposed_operand_reads_a_copy() -> None:
     """A chain reading ``x.T`` or ``swapaxes(y, 1, 2)`` (rows down the base's columns)
-    reads a temp the executor's blocked transpose filled just before: NumPy's values, the
-    same temp for both reads of one view, and no copy for a transpose that keeps the last
-    axis (``y.transpose(1, 0, 2)`` reads whole rows)."""
+    beside a full-size operand in memory order (``x``, ``y``) reads a temp the executor's
+    blocked transpose filled just before: NumPy's values, the same temp for both reads of
+    one view, and no copy for a transpose that keeps the last axis (``y.transpose(1, 0,
+    2)`` reads whole rows)."""
     rng = np.random.default_rng(4)
 
     def f(x: Any, y: Any) -> Any:
         t = x.T
-        return t + 1, snp.tanh(snp.swapaxes(y, 1, 2)) * t[None], t * x + t, y.transpose(1, 0, 2) * 2
+        swapped = snp.tanh(snp.swapaxes(y, 1, 2)) * t[None] + y
+        return t + x, swapped, t * x + t, y.transpose(1, 0, 2) * 2
 
     j = sv.jit(f, shapes=("n, n", "b, n, n"), hot_threshold=1, background=False, tier3=False)
     for n, b in [(1, 1), (5, 2), (37, 3), (64, 1)]:
@@ -783,3 +785,39 @@ def test_a_result_that_is_a_view_of_an_argument_is_that_view() -> None:
     rec = next(r for r in f.engines[0].records() if r.variant)
     assert rec.variant.function.whole
     assert "copy (result)" not in rec.variant.describe(), rec.variant.describe()
+
+
+def test_a_pass_over_transposed_operands_runs_in_their_memory_order() -> None:
+    """A chain whose full-size operands are all one transpose moving the last axis
+    (``img.transpose(0, 3, 1, 2)`` normalized, ``x.T + 1``): one pass in the operands'
+    memory order, no copy, and each result the transposed view NumPy's ufuncs return, with
+    NumPy's strides; a smaller operand (a per-channel mean) is read permuted. A result a
+    later op of the function reads, or a chain with an operand in the other order, is
+    computed as before."""
+    rng = np.random.default_rng(12)
+    mean = np.array([0.4, 0.5, 0.6], np.float32).reshape(1, 3, 1, 1)
+
+    def norm(img: Any) -> Any:
+        x = img.transpose(0, 3, 1, 2)
+        return (x - mean) / 0.25, snp.tanh(x.T) * 2
+
+    def used(x: Any) -> Any:
+        u = snp.exp(x.T) + 1
+        return u, (u * 2).sum(axis=1)
+
+    f = sv.jit(norm, shapes="b, h, w, 3", hot_threshold=1, background=False)
+    g = sv.jit(used, shapes="n, m", hot_threshold=1, background=False)
+    for b, h, w in [(1, 1, 1), (2, 5, 7), (3, 40, 33)]:
+        img = rng.random((b, h, w, 3)).astype(np.float32)
+        for got, want in zip(f(img), norm(img), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+            wide = [d for d, n in enumerate(want.shape) if n > 1]  # a unit axis's: any
+            assert [got.strides[d] for d in wide] == [want.strides[d] for d in wide]
+        x = rng.standard_normal((h, w)).astype(np.float32)
+        for got, want in zip(g(x), used(x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for jitted in (f, g):
+        rec = next(r for r in jitted.engines[0].records() if r.variant)
+        assert rec.variant.function.whole, rec.variant.describe()
+    text = next(r for r in f.engines[0].records() if r.variant).variant.describe()
+    assert "copy" not in text, text
