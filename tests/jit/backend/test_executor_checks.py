@@ -18,7 +18,7 @@ import pytest
 import shapevm as sv
 from shapevm import native
 from shapevm.jit.backend import nodes as N
-from shapevm.jit.backend.dims import ADDC, FLOORDIV, MUL
+from shapevm.jit.backend.dims import ADDC, FLOORDIV, MUL, DimHeap
 from shapevm.jit.backend.nodes import Kernel, Tensor
 from tests.jit.backend.test_executor import spec_of as region_spec
 
@@ -589,3 +589,38 @@ def test_take_copies_rows_of_every_size_of_bytes(dtype: Any, idx_dtype: Any, wid
         np.testing.assert_array_equal(got, np.take(table, ids, axis=0))
     with pytest.raises(native.ExecFailure, match="index 33 is out of bounds for axis 0"):
         ex(np.array([[0, 33]], idx_dtype), table)
+
+
+def test_an_output_shape_is_a_reshape_of_an_output_slot_checked_at_each_call() -> None:
+    """``output_shapes`` (a result returned as a reshaped view of its slot): a row is -1 or
+    a rank and defined heap cells, only for an output slot that is not also permuted; a
+    call whose shape has another number of elements than the slot fails, naming the
+    output, before NumPy is handed a bad reshape."""
+    ts = [Tensor(0, "input", F32, (A, B), arg=0), Tensor(1, "temp", F32, (A, B))]
+    spec = spec_of(ts, [Kernel(N.OP_COPY, [0], [1])], [0], [1], variables=("a", "b"))
+    heap = DimHeap(("a", "b"))
+    rows = np.full((1, N.MAXDIM + 1), -1, np.int32)
+    rows[0, :2] = [1, heap.cell(A * B)]  # the flat result: a cell the region must define
+    spec["output_shapes"] = rows
+    with pytest.raises(native.NativeKernelError, match="not a defined heap cell"):
+        native.Executor(spec)
+    rows[0, :3] = [2, 1, 0]  # [b, a]: cells of the variables, defined
+    ex = native.Executor(spec)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = ex((2, 3), x)
+    np.testing.assert_array_equal(y, x.reshape(3, 2))
+    assert y.shape == (3, 2) and y.base is not None
+    rows[0, :3] = [1, 1, -1]  # [b]: another size at every call with a > 1
+    spec["output_shapes"] = rows
+    ex = native.Executor(spec)
+    with pytest.raises(native.ExecMismatch, match="output 0 is returned in a shape of another"):
+        ex((2, 3), x)
+    rows[0, 0] = 9
+    with pytest.raises(native.NativeKernelError, match="a rank out of range"):
+        native.Executor(spec)
+    rows[0, :3] = [2, 1, 0]
+    perm = np.full((1, N.MAXDIM), -1, np.int32)
+    perm[0, :2] = [1, 0]
+    spec["output_perms"] = perm
+    with pytest.raises(native.NativeKernelError, match="not an output slot, or is permuted"):
+        native.Executor(spec)

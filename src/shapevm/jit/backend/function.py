@@ -501,7 +501,7 @@ def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any,
     tensors = lowered.tensors
     for pos, i in enumerate(order):
         tensors[lowered.inputs[i]].arg = pos
-    outputs, output_values, perms = [], [], []
+    outputs, output_values, perms, shapes = [], [], [], []
     for pos, s in enumerate(ret_slots):
         if s in out_at:
             i = out_at[s]
@@ -509,10 +509,12 @@ def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any,
             outputs.append(lowered.outputs[i])
             output_values.append(lowered.output_values[i])
             perms.append(lowered.output_perms[i] if lowered.output_perms else None)
+            shapes.append(lowered.output_shapes[i] if lowered.output_shapes else None)
         else:
             outputs.append(lowered.inputs[by_slot[s]])
             output_values.append(lowered.input_values[by_slot[s]])
             perms.append(None)
+            shapes.append(None)
     relowered = replace(
         lowered,
         inputs=[lowered.inputs[i] for i in order],
@@ -520,6 +522,7 @@ def _direct_executor(executable: Executable, region: NativeRegion) -> tuple[Any,
         outputs=outputs,
         output_values=output_values,
         output_perms=perms if any(p is not None for p in perms) else [],
+        output_shapes=shapes if any(r is not None for r in shapes) else [],
     )
     heap = DimHeap(region.variables)
     bound = {

@@ -498,6 +498,7 @@ class RegionLowering:
         ]
         output_values = [v for v in live if v not in dict(self.const_outputs)]
         perms: list[tuple[int, ...] | None] = []
+        shapes: list[tuple[Any, ...] | None] = []
         for vid in output_values:
             tid = self.of_value.get(vid)
             if tid is None and vid in self.blocked:
@@ -507,6 +508,7 @@ class RegionLowering:
             t = self.tensors[tid]
             base = self.tensors[t.base] if t.base is not None else None
             perm: tuple[int, ...] | None = None
+            reshape: tuple[Any, ...] | None = None
             if t.kind == "temp":
                 t.kind = "output"
             elif t.viewop == N.V_TRANSPOSE and base is not None and base.kind == "temp":
@@ -515,6 +517,13 @@ class RegionLowering:
                 # it (copied, the function was slower than interpreted)
                 base.kind = "output"
                 perm = tuple(int(a) for a in t.params)
+                tid = base.id
+            elif t.viewop == N.V_RESHAPE and t.contiguous and base and base.kind == "temp":
+                # a reshape of what the region computes (a pixel shuffle's or a patch
+                # embedding's last reshape of a transposed copy): returned as NumPy's
+                # reshaped view of it (copied again, 25 us of a 140 us patchify)
+                base.kind = "output"
+                reshape = tuple(t.shape)
                 tid = base.id
             elif self._of_argument(t):
                 # an argument or a view of one (x.T, x[1:], a reshape): the executor returns
@@ -528,6 +537,7 @@ class RegionLowering:
             self.tensors[tid].out_index = len(outputs)
             outputs.append(tid)
             perms.append(perm)
+            shapes.append(reshape)
         return Lowered(
             self.tensors,
             self.kernels,
@@ -538,6 +548,7 @@ class RegionLowering:
             tuple(dict.fromkeys(self.patterns)),
             [(v, a) for v, a in self.const_outputs if a is not None],
             perms if any(p is not None for p in perms) else [],
+            shapes if any(r is not None for r in shapes) else [],
         )
 
 

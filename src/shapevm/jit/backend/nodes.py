@@ -100,6 +100,10 @@ class Lowered:
     """Per output (or empty: none), the axes of its tensor the result's axes are: a result
     that is a transposed view of a tensor the region computes is returned as NumPy's view
     of it (the executor's ``output_perms``), not copied."""
+    output_shapes: list[tuple[Any, ...] | None] = field(default_factory=list)
+    """Per output (or empty: none), the shape its tensor is returned in: a result that is a
+    reshape of a tensor the region computes is NumPy's reshaped view of it (the executor's
+    ``output_shapes``), not copied."""
 
     def describe(self) -> list[str]:
         names = {t.id: f"%{t.id}" for t in self.tensors}

@@ -173,6 +173,17 @@ def _perm_rows(perms: list[tuple[int, ...] | None]) -> np.ndarray[Any, Any]:
     return rows
 
 
+def _shape_rows(shapes: list[tuple[Any, ...] | None], heap: DimHeap) -> np.ndarray[Any, Any]:
+    """The executor's ``output_shapes``: per output, -1 (its slot's shape) or a rank and
+    the heap cells of the shape it is returned in."""
+    rows = np.full((len(shapes), N.MAXDIM + 1), -1, np.int32)
+    for o, shape in enumerate(shapes):
+        if shape is not None:
+            rows[o, 0] = len(shape)
+            rows[o, 1 : 1 + len(shape)] = [heap.cell(d) for d in shape]
+    return rows
+
+
 def build_spec(low: Lowered, plan: MemoryPlan, heap: DimHeap, threads: int = 0) -> dict[str, Any]:
     """The arrays `shapevm.native.Executor` takes."""
     slot_rows = []
@@ -242,6 +253,7 @@ def build_spec(low: Lowered, plan: MemoryPlan, heap: DimHeap, threads: int = 0) 
         "buffers": np.array(buffer_cells, np.int32),
         "outputs": np.array(low.outputs, np.int32),
         **({"output_perms": _perm_rows(low.output_perms)} if low.output_perms else {}),
+        **({"output_shapes": _shape_rows(low.output_shapes, heap)} if low.output_shapes else {}),
         "instrs": np.array(instr_rows, np.int32).reshape(-1, 3 + N.MAXIN + N.MAXOUT + N.NIATTR),
         "fattrs": np.array(fattrs, np.float32).reshape(-1, N.NFATTR),
         "objects": objects,

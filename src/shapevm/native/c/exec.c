@@ -120,6 +120,7 @@ static void exec_dealloc(Executor *self) {
     PyMem_Free(self->buffers);
     PyMem_Free(self->outputs);
     PyMem_Free(self->output_perm);
+    PyMem_Free(self->output_shape);
     PyMem_Free(self->input_slot);
     PyMem_Free(self->dimcells);
     PyMem_Free(self->instrs);

@@ -384,6 +384,35 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
         PyTuple_SET_ITEM(result, o, view);
         Py_DECREF(arr);
     }
+    /* results that are reshapes of their slots (a function's last y.reshape(-1)): NumPy's
+     * view of the slot's array in that shape, not a copy */
+    for (int o = 0; result && e->output_shape && o < e->noutputs; o++) {
+        const int32_t *r = e->output_shape[o];
+        if (r[0] < 0) continue;
+        npy_intp dims[SVX_MAXDIM];
+        int64_t count = 1;
+        bool ok = true;
+        for (int d = 0; d < r[0]; d++) {
+            int64_t v = h[r[1 + d]];
+            ok = ok && v >= 0 && !__builtin_mul_overflow(count, v, &count);
+            dims[d] = (npy_intp)v;
+        }
+        PyArrayObject *arr = (PyArrayObject *)PyTuple_GET_ITEM(result, o);
+        if (!ok || count != (int64_t)PyArray_SIZE(arr)) {
+            Py_CLEAR(result);
+            mismatch(e, "output %lld is returned in a shape of another size (%lld elements)",
+                     o, ok ? count : -1);
+            break;
+        }
+        PyArray_Dims shape = {dims, r[0]};
+        PyObject *view = PyArray_Newshape(arr, &shape, NPY_CORDER);
+        if (!view) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyTuple_SET_ITEM(result, o, view);
+        Py_DECREF(arr);
+    }
     atomic_fetch_add_explicit(&((Executor *)e)->calls, 1, memory_order_relaxed);
 offsets_done:
     if (offsets != offsets_stack) PyMem_Free(offsets);

@@ -392,6 +392,40 @@ static int read_output_perms(Executor *e, PyObject *spec) {
     return 0;
 }
 
+/* The optional "output_shapes": per output a row of 1 + SVX_MAXDIM, -1 (the slot's own
+ * shape) or a rank and that many defined heap cells: the shape the output slot's array
+ * is returned in, a reshaped view of it (the slot is contiguous), as NumPy returns a
+ * function's last y.reshape(...).  Only for output slots without a permutation. */
+static int read_output_shapes(Executor *e, PyObject *spec, const uint8_t *defined) {
+    if (!PyDict_GetItemString(spec, "output_shapes")) return 0;
+    PyArrayObject *a = spec_array(spec, "output_shapes", NPY_INT32, SVX_MAXDIM + 1);
+    if (!a) return -1;
+    if (PyArray_DIM(a, 0) != e->noutputs) {
+        Py_DECREF(a);
+        return bad("one row per output", "output_shapes"), -1;
+    }
+    e->output_shape = copy_out(a, 4);
+    Py_DECREF(a);
+    if (!e->output_shape) return PyErr_NoMemory(), -1;
+    for (int o = 0; o < e->noutputs; o++) {
+        const int32_t *r = e->output_shape[o];
+        if (r[0] == -1) continue;
+        char found[64];
+        snprintf(found, sizeof found, "output_shapes row %d", o);
+        if (e->slots[e->outputs[o]].kind != SVX_S_OUTPUT ||
+            (e->output_perm && e->output_perm[o][0] != -1))
+            return bad_at("a shape for an output that is not an output slot, or is permuted",
+                          "-1 in its first field", found), -1;
+        if (!in_range(r[0], SVX_MAXDIM + 1))
+            return bad_at("a rank out of range", "-1 or a rank of 0 to 8", found), -1;
+        for (int d = 0; d < r[0]; d++)
+            if (!in_range(r[1 + d], e->nheap) || !defined[r[1 + d]])
+                return bad_at("a dimension that is not a defined heap cell",
+                              "cells the dimension program defines", found), -1;
+    }
+    return 0;
+}
+
 PyObject *sv_exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *names[] = {"spec", NULL};
     PyObject *spec;
@@ -488,7 +522,8 @@ PyObject *sv_exec_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         }
     }
     if (check_slots(e, defined) < 0 || check_instrs(e, ia, fa, objs) < 0 ||
-        collect_dimcells(e) < 0 || read_output_perms(e, spec) < 0)
+        collect_dimcells(e) < 0 || read_output_perms(e, spec) < 0 ||
+        read_output_shapes(e, spec, defined) < 0)
         goto fail;
     PyMem_Free(defined);
     Py_DECREF(heap);

@@ -24,6 +24,9 @@ typedef struct {
     int32_t (*output_perm)[SVX_MAXDIM]; /* or NULL: per output, -1, or the axes of its slot
                                          * that the result's axes are (a transposed view of
                                          * it is returned, as NumPy returns x.T) */
+    int32_t (*output_shape)[SVX_MAXDIM + 1]; /* or NULL: per output, -1, or a rank and the
+                                              * heap cells of the shape its slot's array is
+                                              * returned in (a reshaped view: y.reshape(-1)) */
     int32_t *input_slot; /* slot of each argument */
     int32_t (*dimcells)[2]; /* each cell a computed slot's dim or a buffer's size reads, once:
                              * (cell, slot or -1 - buffer) -- checked >= 0 at each call */
