@@ -543,3 +543,31 @@ def test_rows_shorter_than_64_stay_with_tier_2() -> None:
             np.testing.assert_allclose(got, wide.call(x, c), rtol=1e-6, atol=1e-6)
     finally:
         patches.remove()
+
+
+@needs_cc
+@pytest.mark.usefixtures("cache")
+def test_a_reduction_of_a_tensor_as_it_lies_stays_in_tier_2() -> None:
+    """A bare reduction of a contiguous float32 tensor (per-image extremes for a min-max
+    scaling, ``x.min(axis=(1, 2))``) is left to tier 2, which reduces it in runs of its
+    vector kernel (generated code took twice as long); the scaling beside it is generated,
+    and every result is the interpreter's."""
+
+    def fn(x: Any) -> Any:
+        lo, hi = x.min(axis=(1, 2)), x.max(axis=(1, 2), keepdims=True)
+        return lo, hi, snp.tanh(x * 1.5) * 2.0
+
+    f = sv.jit(fn, shapes="b, h, 64", hot_threshold=1, background=False, tier3_min_elements=0)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 5, 64)).astype(np.float32)
+    f(x)
+    assert f.wait(60)
+    (row,) = f.jit_info()
+    assert row["tier3"].startswith("partial: ") and "as it lies" in row["tier3"], row["tier3"]
+    assert row["tier3_build_ms"], "the tanh chain was generated"
+    ref = sv.jit(fn, shapes="b, h, 64", enabled=False)
+    for shape in [(3, 5, 64), (1, 1, 64), (2, 300, 64)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[0, 0, 3] = np.nan if shape[1] > 1 else x[0, 0, 3]
+        for got, want in zip(f(x), ref(x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -620,13 +620,39 @@ static void reduce_whole(const tile_job *j, const float *v, int64_t nseg, int64_
 /* Elements [f0, f1) of the flat space (segment boundaries of whole outputs, or one chunk
  * of one output), folded per output. */
 static void reduce_range(const tile_job *j, int64_t f0, int64_t f1, int64_t chunk) {
+    int red = j->plan->prog.reduce == SV_RED_MEAN ? SV_RED_SUM : j->plan->prog.reduce;
+    int64_t R = j->sp.inner, o = f0 / R;
+    double acc = identity(red);
+    const sv_tile_prog *p = &j->plan->prog;
+    if (p->n_instr == 0 && p->out_reg == 0 && p->in_dtype[0] == SV_DT_F32 && R >= 16 &&
+        j->sp.ond[0] == 1 && j->sp.ost[0][0] == 4 && !j->sp.periodic[0]) {
+        /* a reduction of an input that lies in memory in the order of the space (x.min(axis=
+         * (1, 2)) of a contiguous x): the vector kernel over runs of the input itself, not a
+         * tile's copy of it with a call and a fold per tile (the min over [8, 96, 96]: 18.7
+         * us against NumPy's 4); a max or min in one run per output, a sum or product in
+         * runs of 4 tiles folded in double, as the tiles' are; rows under 16 keep
+         * reduce_whole's order, NumPy's) */
+        const float *x = (const float *)j->args->in[0].data;
+        int64_t most = red == SV_RED_MAX || red == SV_RED_MIN ? (int64_t)1 << 30 : 4 * T;
+        for (int64_t e = f0; e < f1;) {
+            int64_t rr = e - o * R, seg = R - rr < f1 - e ? R - rr : f1 - e;
+            int n = (int)(seg < most ? seg : most);
+            acc = combine(red, acc, n < 4 ? short_reduce(red, x + e, n)
+                                          : j->k->reduce(red, x + e, n));
+            e += n;
+            if (rr + n == R && j->chunks == 1) { /* output o is complete */
+                store_reduced(j, o, acc);
+                acc = identity(red);
+                o++;
+            }
+        }
+        if (j->chunks > 1) j->partial[o * j->chunks + chunk] = acc;
+        return;
+    }
     float scratch[SV_TILE_MAX_REGS][T] __attribute__((aligned(64)));
     float rows[PERIODIC_MAX][PERIOD_LEN] __attribute__((aligned(64)));
     tile_regs r;
     regs_init(j, &r, scratch, rows);
-    int red = j->plan->prog.reduce == SV_RED_MEAN ? SV_RED_SUM : j->plan->prog.reduce;
-    int64_t R = j->sp.inner, o = f0 / R;
-    double acc = identity(red);
     for (int64_t e0 = f0; e0 < f1; e0 += T) {
         int count = (int)(f1 - e0 < T ? f1 - e0 : T);
         const float *v = run_tile(j, &r, e0, count, NULL);
