@@ -571,3 +571,31 @@ def test_a_reduction_of_a_tensor_as_it_lies_stays_in_tier_2() -> None:
         x[0, 0, 3] = np.nan if shape[1] > 1 else x[0, 0, 3]
         for got, want in zip(f(x), ref(x), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@needs_cc
+@pytest.mark.usefixtures("cache")
+def test_generated_rows_join_the_axes_every_operand_continues() -> None:
+    """A per-image min-max scaling ``(y - lo) / (hi - lo)`` with ``lo``, ``hi`` of
+    ``[b, 1, 1]``: the generated kernel joins ``h`` and ``w`` into one row where every
+    operand steps through them as one (rows of ``w`` paid their offsets and broadcast
+    copies each: 37 us on [8, 96, 96], 8 joined), while enough rows stay for the pool's
+    tasks; a broadcast column or a transposed operand keeps its rows. The interpreter's
+    values at shapes on both sides of that."""
+
+    def fn(y: Any, lo: Any, hi: Any, c: Any) -> Any:
+        return (y - lo) / (hi - lo + 1e-6), y * c + 1.0, snp.swapaxes(y, 1, 2) * 2.0 + y
+
+    spec = ("b, h, h", "b, 1, 1", "b, 1, 1", "b, h, 1")
+    f = sv.jit(fn, shapes=spec, hot_threshold=1, background=False, tier3_min_elements=0)
+    ref = sv.jit(fn, shapes=spec, enabled=False)
+    rng = np.random.default_rng(15)
+    for b, h in [(8, 96), (1, 300), (2, 5), (64, 40), (3, 1)]:
+        y = rng.standard_normal((b, h, h)).astype(np.float32)
+        lo, hi = y.min(axis=(1, 2), keepdims=True), y.max(axis=(1, 2), keepdims=True)
+        c = rng.standard_normal((b, h, 1)).astype(np.float32)
+        f(y, lo, hi, c)
+        assert f.wait(60)
+        for got, want in zip(f(y, lo, hi, c), ref(y, lo, hi, c), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert any(row["tier"] == 3 for row in f.jit_info()), f.jit_info()
