@@ -823,6 +823,12 @@ def test_a_pass_over_transposed_operands_runs_in_their_memory_order() -> None:
     assert "copy" not in text, text
 
 
+def _paired(got: Any, want: Any) -> list[tuple[Any, Any]]:
+    """The results of two calls side by side, one result or a tuple of them."""
+    one = not isinstance(got, tuple)
+    return list(zip((got,) if one else got, (want,) if one else want, strict=True))
+
+
 def test_a_reshaped_copy_is_written_once_and_planes_interleave() -> None:
     """A pixel shuffle (depth to space), channels-last patches and planes to pixels
     (``transpose(1, 2, 0).reshape(-1)``): the transposing copy interleaves 2, 3 or 4 planes
@@ -853,9 +859,7 @@ def test_a_reshaped_copy_is_written_once_and_planes_interleave() -> None:
         j = sv.jit(fn, shapes=shapes, hot_threshold=1, background=False)
         for size in sizes:
             x = rng.standard_normal(size).astype(np.float32)
-            got, want = j(x), fn(x)
-            for g, w in zip(got if isinstance(got, tuple) else (got,),
-                            want if isinstance(want, tuple) else (want,), strict=True):  # fmt: skip
+            for g, w in _paired(j(x), fn(x)):
                 np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
                 assert g.shape == w.shape and g.flags.c_contiguous
         rec = next(r for r in j.engines[0].records() if r.variant)
@@ -887,9 +891,7 @@ def test_a_product_with_one_column_is_a_pass_that_sums_rows() -> None:
         ref = sv.jit(fn, shapes=spec, enabled=False)
         for shape in shapes:
             x = rng.random(shape).astype(np.float32)
-            got, want = f(x), ref(x)
-            for g, w in zip(got if isinstance(got, tuple) else (got,),
-                            want if isinstance(want, tuple) else (want,), strict=True):  # fmt: skip
+            for g, w in _paired(f(x), ref(x)):
                 np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
         rec = next(r for r in f.engines[0].records() if r.variant)
         assert rec.variant.function.whole, rec.variant.describe()

@@ -617,6 +617,18 @@ static void reduce_whole(const tile_job *j, const float *v, int64_t nseg, int64_
     }
 }
 
+/* n floats at v folded into output *o's accumulator; where they end it (`ends`, with the
+ * outputs not split in chunks), it is stored and the next output begun. */
+static void fold_run(const tile_job *j, int red, const float *v, int n, bool ends, double *acc,
+                     int64_t *o) {
+    *acc = combine(red, *acc, n < 4 ? short_reduce(red, v, n) : j->k->reduce(red, v, n));
+    if (ends && j->chunks == 1) {
+        store_reduced(j, *o, *acc);
+        *acc = identity(red);
+        (*o)++;
+    }
+}
+
 /* Elements [f0, f1) of the flat space (segment boundaries of whole outputs, or one chunk
  * of one output), folded per output. */
 static void reduce_range(const tile_job *j, int64_t f0, int64_t f1, int64_t chunk) {
@@ -637,14 +649,8 @@ static void reduce_range(const tile_job *j, int64_t f0, int64_t f1, int64_t chun
         for (int64_t e = f0; e < f1;) {
             int64_t rr = e - o * R, seg = R - rr < f1 - e ? R - rr : f1 - e;
             int n = (int)(seg < most ? seg : most);
-            acc = combine(red, acc, n < 4 ? short_reduce(red, x + e, n)
-                                          : j->k->reduce(red, x + e, n));
+            fold_run(j, red, x + e, n, rr + n == R, &acc, &o);
             e += n;
-            if (rr + n == R && j->chunks == 1) { /* output o is complete */
-                store_reduced(j, o, acc);
-                acc = identity(red);
-                o++;
-            }
         }
         if (j->chunks > 1) j->partial[o * j->chunks + chunk] = acc;
         return;
@@ -668,14 +674,8 @@ static void reduce_range(const tile_job *j, int64_t f0, int64_t f1, int64_t chun
                 continue;
             }
             int seg = (int)(R - rr < count - pos ? R - rr : count - pos);
-            acc = combine(red, acc, seg < 4 ? short_reduce(red, v + pos, seg)
-                                             : j->k->reduce(red, v + pos, seg));
+            fold_run(j, red, v + pos, seg, rr + seg == R, &acc, &o);
             pos += seg;
-            if (rr + seg == R && j->chunks == 1) { /* output o is complete */
-                store_reduced(j, o, acc);
-                acc = identity(red);
-                o++;
-            }
         }
     }
     if (j->chunks > 1) j->partial[o * j->chunks + chunk] = acc;
