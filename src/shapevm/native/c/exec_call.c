@@ -131,11 +131,11 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
     PyObject **held = e->ninputs <= SVX_MAXIN * 4 ? keep
                                                   : PyMem_Malloc(sizeof(PyObject *) * (size_t)e->ninputs);
     PyObject *result = NULL;
+    if (held) memset(held, 0, sizeof(PyObject *) * (size_t)e->ninputs); /* before any exit */
     if (!h || !t || !held) {
         PyErr_NoMemory();
         goto done;
     }
-    memset(held, 0, sizeof(PyObject *) * (size_t)e->ninputs);
     memcpy(h, e->heap0, sizeof(int64_t) * (size_t)e->nheap);
     if (dims) {
         if (PyTuple_GET_SIZE(dims) != e->nvars) {
