@@ -518,7 +518,10 @@ class RegionLowering:
                 base.kind = "output"
                 perm = tuple(int(a) for a in t.params)
                 tid = base.id
-            elif t.viewop == N.V_RESHAPE and t.contiguous and base and base.kind == "temp":
+            elif (
+                t.viewop == N.V_RESHAPE and t.contiguous and base is not None
+                and base.kind == "temp"
+            ):  # fmt: skip
                 # a reshape of what the region computes (a pixel shuffle's or a patch
                 # embedding's last reshape of a transposed copy): returned as NumPy's
                 # reshaped view of it (copied again, 25 us of a 140 us patchify)

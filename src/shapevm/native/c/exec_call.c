@@ -347,71 +347,56 @@ static PyObject *exec_call(Executor *e, PyObject *const *args, Py_ssize_t nargs,
             }
         }
     }
-    /* results that are arguments or views of them (x.T, x[1:], a reshape): the argument
-     * itself or NumPy's view of it, as the interpreter returns them (a view of an argument
-     * that was not contiguous is one of the contiguous copy the region read) */
+    /* results that are not their slot's array as allocated: an argument or NumPy's view of
+     * it (x.T, x[1:], a reshape), as the interpreter returns them (a view of an argument that
+     * was not contiguous is one of the contiguous copy the region read); or NumPy's
+     * transposed (a function's last x.T) or reshaped (its last y.reshape(-1)) view of the
+     * slot's array, not a copy */
     for (int o = 0; result && o < e->noutputs; o++) {
         int s = e->outputs[o];
-        if (e->slots[s].kind == SVX_S_OUTPUT) continue;
-        int root = s, writeable = 1;
-        for (; e->slots[root].kind == SVX_S_VIEW; root = e->slots[root].index)
-            if (e->slots[root].viewop == SVX_V_BROADCAST) writeable = 0; /* as NumPy's */
-        int i = e->slots[root].index;
-        PyObject *arr = e->slots[s].kind == SVX_S_INPUT
-                            ? Py_NewRef(args[i])
-                            : svx_view_of(&t[s], held[i] ? held[i] : args[i], writeable);
-        if (!arr) {
-            Py_CLEAR(result);
-            break;
+        const int32_t *perm = e->output_perm ? e->output_perm[o] : NULL;
+        const int32_t *shape = e->output_shape ? e->output_shape[o] : NULL;
+        PyObject *view = NULL, *arr = PyTuple_GET_ITEM(result, o); /* NULL for an argument's */
+        if (e->slots[s].kind != SVX_S_OUTPUT) {
+            int root = s, writeable = 1;
+            for (; e->slots[root].kind == SVX_S_VIEW; root = e->slots[root].index)
+                if (e->slots[root].viewop == SVX_V_BROADCAST) writeable = 0; /* as NumPy's */
+            int i = e->slots[root].index;
+            view = e->slots[s].kind == SVX_S_INPUT
+                       ? Py_NewRef(args[i])
+                       : svx_view_of(&t[s], held[i] ? held[i] : args[i], writeable);
+        } else if (perm && perm[0] >= 0) {
+            npy_intp axes[SVX_MAXDIM];
+            int nd = e->slots[s].ndim;
+            for (int d = 0; d < nd; d++) axes[d] = perm[d];
+            PyArray_Dims dims = {axes, nd};
+            view = PyArray_Transpose((PyArrayObject *)arr, &dims);
+        } else if (shape && shape[0] >= 0) {
+            npy_intp dims[SVX_MAXDIM];
+            int64_t count = 1;
+            bool ok = true;
+            for (int d = 0; d < shape[0]; d++) {
+                int64_t v = h[shape[1 + d]];
+                ok = ok && v >= 0 && !__builtin_mul_overflow(count, v, &count);
+                dims[d] = (npy_intp)v;
+            }
+            if (!ok || count != (int64_t)PyArray_SIZE((PyArrayObject *)arr)) {
+                Py_CLEAR(result);
+                mismatch(e, "output %lld is returned in a shape of another size (%lld elements)",
+                         o, ok ? count : -1);
+                break;
+            }
+            PyArray_Dims newshape = {dims, shape[0]};
+            view = PyArray_Newshape((PyArrayObject *)arr, &newshape, NPY_CORDER);
+        } else {
+            continue;
         }
-        PyTuple_SET_ITEM(result, o, arr);
-    }
-    /* results that are transposed views of their slots (a function's last x.T): NumPy's
-     * view of the slot's array, not a copy */
-    for (int o = 0; result && e->output_perm && o < e->noutputs; o++) {
-        const int32_t *r = e->output_perm[o];
-        if (r[0] < 0) continue;
-        npy_intp axes[SVX_MAXDIM];
-        int nd = e->slots[e->outputs[o]].ndim;
-        for (int d = 0; d < nd; d++) axes[d] = r[d];
-        PyArray_Dims perm = {axes, nd};
-        PyObject *arr = PyTuple_GET_ITEM(result, o);
-        PyObject *view = PyArray_Transpose((PyArrayObject *)arr, &perm);
         if (!view) {
             Py_CLEAR(result);
             break;
         }
         PyTuple_SET_ITEM(result, o, view);
-        Py_DECREF(arr);
-    }
-    /* results that are reshapes of their slots (a function's last y.reshape(-1)): NumPy's
-     * view of the slot's array in that shape, not a copy */
-    for (int o = 0; result && e->output_shape && o < e->noutputs; o++) {
-        const int32_t *r = e->output_shape[o];
-        if (r[0] < 0) continue;
-        npy_intp dims[SVX_MAXDIM];
-        int64_t count = 1;
-        bool ok = true;
-        for (int d = 0; d < r[0]; d++) {
-            int64_t v = h[r[1 + d]];
-            ok = ok && v >= 0 && !__builtin_mul_overflow(count, v, &count);
-            dims[d] = (npy_intp)v;
-        }
-        PyArrayObject *arr = (PyArrayObject *)PyTuple_GET_ITEM(result, o);
-        if (!ok || count != (int64_t)PyArray_SIZE(arr)) {
-            Py_CLEAR(result);
-            mismatch(e, "output %lld is returned in a shape of another size (%lld elements)",
-                     o, ok ? count : -1);
-            break;
-        }
-        PyArray_Dims shape = {dims, r[0]};
-        PyObject *view = PyArray_Newshape(arr, &shape, NPY_CORDER);
-        if (!view) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyTuple_SET_ITEM(result, o, view);
-        Py_DECREF(arr);
+        Py_XDECREF(arr);
     }
     atomic_fetch_add_explicit(&((Executor *)e)->calls, 1, memory_order_relaxed);
 offsets_done:

@@ -347,20 +347,28 @@ static int check_instrs(Executor *e, PyArrayObject *ia, PyArrayObject *fa, PyObj
     return 0;
 }
 
-/* The optional "output_perms": per output a row of SVX_MAXDIM, all -1 (the slot itself) or
- * a permutation of its slot's axes followed by -1s. */
-static int read_output_perms(Executor *e, PyObject *spec) {
-    if (!PyDict_GetItemString(spec, "output_perms")) return 0;
-    PyArrayObject *a = spec_array(spec, "output_perms", NPY_INT32, SVX_MAXDIM);
+/* The optional spec array `name`, one row of `width` int32 per output, copied into *rows
+ * (left NULL when the spec has none). */
+static int read_output_rows(Executor *e, PyObject *spec, const char *name, int width,
+                            void **rows) {
+    if (!PyDict_GetItemString(spec, name)) return 0;
+    PyArrayObject *a = spec_array(spec, name, NPY_INT32, width);
     if (!a) return -1;
     if (PyArray_DIM(a, 0) != e->noutputs) {
         Py_DECREF(a);
-        return bad("one row per output", "output_perms"), -1;
+        return bad("one row per output", name), -1;
     }
-    e->output_perm = copy_out(a, 4);
+    *rows = copy_out(a, 4);
     Py_DECREF(a);
-    if (!e->output_perm) return PyErr_NoMemory(), -1;
-    for (int o = 0; o < e->noutputs; o++) {
+    return *rows ? 0 : (PyErr_NoMemory(), -1);
+}
+
+/* The optional "output_perms": per output a row of SVX_MAXDIM, all -1 (the slot itself) or
+ * a permutation of its slot's axes followed by -1s. */
+static int read_output_perms(Executor *e, PyObject *spec) {
+    if (read_output_rows(e, spec, "output_perms", SVX_MAXDIM, (void **)&e->output_perm) < 0)
+        return -1;
+    for (int o = 0; e->output_perm && o < e->noutputs; o++) {
         const int32_t *r = e->output_perm[o];
         if (r[0] != -1 && e->slots[e->outputs[o]].kind != SVX_S_OUTPUT) {
             char found[64];
@@ -397,17 +405,10 @@ static int read_output_perms(Executor *e, PyObject *spec) {
  * is returned in, a reshaped view of it (the slot is contiguous), as NumPy returns a
  * function's last y.reshape(...).  Only for output slots without a permutation. */
 static int read_output_shapes(Executor *e, PyObject *spec, const uint8_t *defined) {
-    if (!PyDict_GetItemString(spec, "output_shapes")) return 0;
-    PyArrayObject *a = spec_array(spec, "output_shapes", NPY_INT32, SVX_MAXDIM + 1);
-    if (!a) return -1;
-    if (PyArray_DIM(a, 0) != e->noutputs) {
-        Py_DECREF(a);
-        return bad("one row per output", "output_shapes"), -1;
-    }
-    e->output_shape = copy_out(a, 4);
-    Py_DECREF(a);
-    if (!e->output_shape) return PyErr_NoMemory(), -1;
-    for (int o = 0; o < e->noutputs; o++) {
+    if (read_output_rows(e, spec, "output_shapes", SVX_MAXDIM + 1, (void **)&e->output_shape) <
+        0)
+        return -1;
+    for (int o = 0; e->output_shape && o < e->noutputs; o++) {
         const int32_t *r = e->output_shape[o];
         if (r[0] == -1) continue;
         char found[64];
