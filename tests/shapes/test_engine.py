@@ -104,6 +104,18 @@ def test_max_identity_bounds(ab):
     assert sv.bounds(sv.max_dim(a, b) - a - sv.max_dim(b - a, 0)) == (0, 0)
 
 
+def test_max_and_min_of_opposite_slopes_are_bounded_at_their_crossing(ab):
+    """max(x, y) is at least every mix of x and y; the mix in which a term of opposite signs
+    cancels gives the least value where the two cross (the mean alone gave -2 and 4 below,
+    and 0 was out of reach for the last, where a % -a's own bound 1 - a is the mix's other
+    side). Each is the exact bound over a >= 1, found by the JAX differential test."""
+    a, b = ab
+    assert sv.bounds(sv.max_dim(-a, 3 * (a - 2))) == (-1, math.inf)  # a = 1: max(-1, -3)
+    assert sv.bounds(sv.min_dim(a, 10 - 2 * a)) == (-math.inf, 3)  # a = 3: min(3, 4)
+    assert sv.bounds(sv.max_dim(a - 2, b % (-a))) == (0, math.inf)  # a = 1: b % -1 == 0
+    assert sv.max_dim(-a, 3 * (a - 2)) >= -1
+
+
 def test_soundness_where_jax_is_wrong(ab):
     a, _ = ab
     e = ((a - 5) // 2) ** 2

@@ -342,6 +342,17 @@ class Engine:
         self.keep(self.local_cache, "local", atom, (lo, hi), fallbacks)
         return lo, hi
 
+    def bounds_of_term(self, p: QPoly, below: bool) -> list[QPoly]:
+        """``p``, and where ``p`` is one factor times a positive number, that number times
+        each of the factor's symbolic lower (``below``) or upper bounds."""
+        out = [p]
+        if len(p) == 1:
+            ((mono, coeff),) = p.items()
+            if len(mono) == 1 and mono[0][1] == 1 and coeff > 0:
+                lowers, uppers = self.sym_bounds(mono[0][0])
+                out += [{m: c * coeff for m, c in b.items()} for b in (lowers if below else uppers)]
+        return out
+
     def sym_bounds(self, atom: Atom) -> tuple[list[QPoly], list[QPoly]]:
         """Symbolic lower and upper bounds of a factor, as polynomials."""
         cached = self.sym_cache.get(atom) or self.scratch.get(("sym", atom))
@@ -355,7 +366,14 @@ class Engine:
         elif atom.op in ("max", "min"):
             x, y = (self.lin(a) for a in atom.args)
             mean = {m: Fraction(c, 2) for m, c in poly_add(x, y).items()}
-            (lowers if atom.op == "max" else uppers).extend([x, y, mean])
+            found = [x, y, mean]
+            # mixes of the operands, or of a one-factor operand's own bounds on the same side
+            # (max(c - 2, a % -c): with a % -c >= 1 - c, the mean is -1/2, so >= 0)
+            below = atom.op == "max"
+            for px in self.bounds_of_term(x, below):
+                for py in self.bounds_of_term(y, below):
+                    found += _cancelling(px, py)
+            (lowers if below else uppers).extend(found)
         elif atom.op in ("floordiv", "mod"):
             x, y = atom.args
             xl = self.bounds(x)[0]
@@ -662,4 +680,21 @@ def all_atoms(x: DimSize) -> list[Atom]:
             if atom.op != "var":
                 for arg in atom.args:
                     out += all_atoms(arg)
+    return out
+
+
+def _cancelling(x: QPoly, y: QPoly) -> list[QPoly]:
+    """The mixes ``l * x + (1 - l) * y`` (``0 < l < 1``) in which a term of ``x`` and ``y`` of
+    opposite signs cancels: ``max(x, y)`` is at least each, ``min(x, y)`` at most each. The
+    mean alone bounds ``max(-c, 3 * c - 6)`` by ``c - 3``, so below by -2; the mix without
+    ``c``, ``-3/2``, gives -1, its least value."""
+    out = []
+    for m, a in x.items():
+        b = y.get(m)
+        if m and b is not None and (a > 0) != (b > 0):
+            lam = Fraction(b) / (b - a)
+            mix = poly_add(
+                {k: v * lam for k, v in x.items()}, {k: v * (1 - lam) for k, v in y.items()}
+            )
+            out.append({k: v for k, v in mix.items() if v})
     return out
