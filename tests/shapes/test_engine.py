@@ -6,6 +6,8 @@ import math
 import operator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import shapevm as sv
 
@@ -114,6 +116,63 @@ def test_max_and_min_of_opposite_slopes_are_bounded_at_their_crossing(ab):
     assert sv.bounds(sv.min_dim(a, 10 - 2 * a)) == (-math.inf, 3)  # a = 3: min(3, 4)
     assert sv.bounds(sv.max_dim(a - 2, b % (-a))) == (0, math.inf)  # a = 1: b % -1 == 0
     assert sv.max_dim(-a, 3 * (a - 2)) >= -1
+
+
+def test_a_polynomial_in_one_factor_is_bounded_at_its_turning_points(ab):
+    """The least and greatest values of a polynomial in one factor over the factor's integers
+    are at the ends of its range and beside the roots of its derivative (the cube below was
+    (-inf, inf): its expanded terms bounded apart; the JAX differential test found it)."""
+    a, _ = ab
+    assert sv.bounds(((a - 2) // 2) ** 3) == (-1, math.inf)  # a = 1: (-1 // 2) ** 3
+    assert sv.bounds((a - 3) ** 3 - 4 * (a - 3)) == (-3, math.inf)  # a = 4
+    assert sv.bounds((a - 7) ** 4 - 10 * (a - 7) ** 2) == (-24, math.inf)  # a = 5, 9
+    assert sv.bounds(-((a - 4) ** 3)) == (-math.inf, 27)  # a = 1
+    assert ((a - 2) // 2) ** 3 >= -1
+
+
+def test_a_polynomial_in_one_linear_form_is_bounded_over_the_form_s_range():
+    """``(a + b + 1) ** 2`` is a square of ``a + b + 1``, whose range the constraints give;
+    its expanded terms bounded apart reached 25 (found by the JAX differential test)."""
+    a, b = sv.symbolic_shape("a, b", constraints=["a + b <= 3"])
+    assert sv.bounds((a + b + 1) ** 2) == (9, 16)
+    assert sv.bounds((a - b) ** 2) == (0, 1)
+    assert sv.bounds((2 * a + 3 * b) ** 3 - 5 * (2 * a + 3 * b)) == (100, 472)
+    c, d = sv.symbolic_shape("c, d")
+    assert sv.bounds((c - d - 1) ** 2 - 3) == (-3, math.inf)
+    assert sv.bounds((c + d) ** 2 - 10 * (c + d)) == (-25, math.inf)
+
+
+def test_the_linear_terms_are_bounded_apart_from_the_others():
+    """``a ** 2 + (a + c)`` under ``a + c <= 3``: the linear facts bound ``a + c`` by 3, the
+    square is at most 4 (found by the JAX differential test: 8, each term bounded apart)."""
+    a, c = sv.symbolic_shape("a, c", constraints=["a + c <= 3"])
+    assert sv.bounds(a**2 + a + c) == (3, 7)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    coeffs=st.lists(st.integers(-40, 40), min_size=3, max_size=6).filter(lambda c: c[-1] != 0),
+    shift=st.integers(-12, 12),
+    top=st.one_of(st.none(), st.integers(1, 30)),
+)
+def test_one_factor_bounds_match_brute_force(coeffs, shift, top):
+    """Over a bounded range the bounds are the exact extremes; over an unbounded one they hold
+    at every value tried and reach the least (or greatest) of them where the polynomial turns
+    towards infinity on that side."""
+    constraints = [] if top is None else [f"a <= {top}"]
+    (a,) = sv.symbolic_shape("a", constraints=constraints)
+    t = a + shift
+    e = sum(c * t**i for i, c in enumerate(coeffs))
+    values = [sum(c * (v + shift) ** i for i, c in enumerate(coeffs)) for v in range(1, 200)]
+    values = values[:top] if top is not None else values
+    lo, hi = sv.bounds(e)
+    assert lo <= min(values) and hi >= max(values)
+    if top is not None:
+        assert (lo, hi) == (min(values), max(values))
+    elif coeffs[-1] > 0:
+        assert lo == min(values) and hi == math.inf
+    else:
+        assert hi == max(values) and lo == -math.inf
 
 
 def test_soundness_where_jax_is_wrong(ab):

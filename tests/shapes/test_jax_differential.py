@@ -318,6 +318,18 @@ def _gap_max_difference() -> None:
     _same_bounds("a, b", [], lambda a, b, mx, mn: mx(a, b) - mx(a, 2))
 
 
+def _gap_one_factor_polynomial() -> None:
+    _same_bounds("a", [], lambda a, mx, mn: ((a - 2) // 2) ** 3)
+
+
+def _gap_linear_form_polynomial() -> None:
+    _same_bounds("a, b", ["a + b <= 3"], lambda a, b, mx, mn: (a - (-1 - b)) ** 2)
+
+
+def _gap_linear_part() -> None:
+    _same_bounds("a, c", ["a + c <= 3"], lambda a, c, mx, mn: a**2 + (a + c))
+
+
 CLOSED_GAPS = {
     "max-min-ranges": _gap_max_min,
     "negative-divisor": _gap_negative_divisor,
@@ -327,6 +339,9 @@ CLOSED_GAPS = {
     "max-min-constraints": _gap_max_min_constraints,
     "chained-substitution": _gap_chained_substitution,
     "max-difference": _gap_max_difference,
+    "one-factor-polynomial": _gap_one_factor_polynomial,
+    "linear-form-polynomial": _gap_linear_form_polynomial,
+    "linear-part": _gap_linear_part,
 }
 
 

@@ -7,7 +7,7 @@ give a sound interval; the answer is their intersection:
 1. interval arithmetic over the factors' ranges (with exact rules for even powers);
 2. shifting each factor to its lower bound (``a = 1 + y``, ``y >= 0``) and expanding, which
    proves facts such as ``a*b >= a`` and ``a*a >= a`` that term-wise intervals miss;
-3. the exact extremes of a quadratic in one factor;
+3. the exact extremes of a polynomial in one factor, at its ends and its turning points;
 4. substituting a factor that occurs linearly by one of its symbolic bounds, e.g.
    ``mod(a, b) <= a``, ``floordiv(a, 3) >= (a - 2)/3``, ``relu(z) >= z``;
 5. the linear facts of the query and of the constraints, eliminated exactly
@@ -21,6 +21,7 @@ of each factor is its own interval narrowed by method 5 when constraints bear on
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from fractions import Fraction
@@ -50,6 +51,7 @@ QPoly = dict[Mono, Any]
 INF = math.inf
 _SHIFT_LIMIT = 400  # expanded terms; beyond this the shift method is skipped
 _SUBST_DEPTH = 1
+_ONE_FACTOR_DEGREE = 12  # the highest power the one-factor method expands
 _SOLVES = 200  # eliminations (method 5) one outermost query may run, nested ones included
 
 
@@ -171,6 +173,12 @@ class Engine:
 
     def search(self, e: DimExpr, p: QPoly, goal: Goal | None) -> Interval:
         lo, hi = self.poly_bounds(p, _SUBST_DEPTH, goal)
+        if goal is not None and goal(lo, hi):
+            return lo, hi
+        ll, lh = self.of_linear_form(p)
+        lo, hi = max(lo, ll), min(hi, lh)
+        pl, ph = self.in_parts(p)
+        lo, hi = max(lo, pl), min(hi, ph)
         if goal is not None and goal(lo, hi):
             return lo, hi
         kept = self.lin(e, keep=True)
@@ -425,8 +433,8 @@ class Engine:
         if any(len(m) > 1 or (m and m[0][1] > 1) for m in p):
             sl, sh = self.shifted(p)
             lo, hi = max(lo, sl), min(hi, sh)
-            ql, qh = self.quadratic(p)
-            lo, hi = max(lo, ql), min(hi, qh)
+            ol, oh = self.one_factor(p)
+            lo, hi = max(lo, ol), min(hi, oh)
         if depth > 0 and (lo == -INF or hi == INF or len(p) > 1):
             lo, hi = self.substituted(p, lo, hi, depth)
         return lo, hi
@@ -457,30 +465,49 @@ class Engine:
             out = poly_add(out, term)
         return self.interval(out, ranges.__getitem__)
 
-    def quadratic(self, p: QPoly) -> Interval:
-        """Exact bounds of ``c2*x^2 + c1*x + c0`` over the integers in the range of ``x``."""
+    def one_factor(self, p: QPoly) -> Interval:
+        """Exact bounds of a polynomial in one factor over the integers in the factor's range:
+        ``(a // 2 - 1) ** 3`` is at least -1, which term-wise intervals and shifting miss."""
         atoms = {a for m in p for a, _ in m}
-        if len(atoms) != 1 or any(len(m) == 1 and m[0][1] > 2 for m in p):
+        if len(atoms) != 1 or any(type(c) is not int for c in p.values()):
             return -INF, INF
         (x,) = atoms
+        degree = max(m[0][1] if m else 0 for m in p)
+        if not 2 <= degree <= _ONE_FACTOR_DEGREE:
+            return -INF, INF
+        coeffs = [0] * (degree + 1)
+        for mono, coeff in p.items():
+            coeffs[mono[0][1] if mono else 0] = coeff
         lo, hi = self.atom_range(x)
-        c0 = p.get((), 0)
-        c1 = p.get(((x, 1),), 0)
-        c2 = p.get(((x, 2),), 0)
+        return _integer_extremes(coeffs, lo, hi)
 
-        def q(v: Num) -> Num:
-            if v in (INF, -INF):
-                return INF if c2 > 0 else -INF
-            value: Num = c2 * v * v + c1 * v + c0
-            return value
+    def of_linear_form(self, p: QPoly) -> Interval:
+        """Exact bounds of a polynomial in one linear form of several factors, over the form's
+        integer range: ``(a + b + 1) ** 2`` under ``a + b <= 3`` is at most 16, where its
+        expanded terms bounded apart reach 25."""
+        form = _linear_form(p)
+        if form is None:
+            return -INF, INF
+        coeffs, form_poly = form
+        fl, fh = self.poly_bounds(form_poly, _SUBST_DEPTH)
+        if self.worth_solving(form_poly):
+            sl, sh = self.linear(form_poly)
+            fl, fh = max(fl, sl), min(fh, sh)
+        scale = math.lcm(*(Fraction(c).denominator for c in coeffs))
+        lo, hi = _integer_extremes([int(c * scale) for c in coeffs], fl, fh)
+        return _div(lo, scale), _div(hi, scale)
 
-        vertex = Fraction(-c1) / (2 * Fraction(c2))
-        near = [v for v in (math.floor(vertex), math.ceil(vertex)) if lo <= v <= hi]
-        ends = [q(lo), q(hi)]
-        inner = [q(v) for v in near]
-        if c2 > 0:
-            return min(ends + inner), max(ends)
-        return min(ends), max(ends + inner)
+    def in_parts(self, p: QPoly) -> Interval:
+        """The bounds of ``p``'s terms of degree 2 and more plus those of its linear terms,
+        each part bounded by its own best method: ``a ** 2 + a + c`` under ``a + c <= 3`` is
+        at most 4 + 3, where the terms bounded apart reach 8."""
+        linear = {m: c for m, c in p.items() if len(m) <= 1 and (not m or m[0][1] == 1)}
+        rest = {m: c for m, c in p.items() if m not in linear}
+        if not rest or len([m for m in linear if m]) < 2 or not self.worth_solving(linear):
+            return -INF, INF
+        ll, lh = self.linear(linear)
+        rl, rh = self.poly_bounds(rest, _SUBST_DEPTH)
+        return ll + rl, lh + rh
 
     def targets(self, p: QPoly) -> list[tuple[Mono, list[QPoly], list[QPoly]]]:
         """Monomials of ``p`` with symbolic bounds: factors, and ``y*floordiv(x, y)``."""
@@ -587,7 +614,7 @@ class Engine:
 
     def check_constraints(self) -> None:
         """Bound each constraint ``G >= 0`` with a product in it: a contradiction that only a
-        nonlinear method sees (a quadratic with no integer root) raises now, not at a query."""
+        nonlinear method sees (a polynomial with no integer root) raises now, not at a query."""
         for g in self.scope._ineq_exprs:
             if isinstance(g, DimExpr) and any(len(m) > 1 or m[0][1] > 1 for m, _ in g._terms if m):
                 self.bounds(g)
@@ -698,3 +725,108 @@ def _cancelling(x: QPoly, y: QPoly) -> list[QPoly]:
             )
             out.append({k: v for k, v in mix.items() if v})
     return out
+
+
+# -- a polynomial in one integer variable -------------------------------------------------
+# Coefficients are lists of ints, lowest power first.
+
+
+def _at(coeffs: list[int], v: int) -> int:
+    value = 0
+    for c in reversed(coeffs):
+        value = value * v + c
+    return value
+
+
+def _sign(v: int) -> int:
+    return (v > 0) - (v < 0)
+
+
+def _turning_points(coeffs: list[int], lo: int, hi: int) -> list[int]:
+    """Integers ``lo = s0 < s1 < ... <= hi`` such that the polynomial is monotone on every real
+    interval ``[s_i, s_i+1]`` wider than 1 (one of width 1 holds no other integer)."""
+    deriv = [i * c for i, c in enumerate(coeffs)][1:]
+    if len(deriv) <= 1 or lo >= hi:
+        return sorted({lo, hi})
+    points = _turning_points(deriv, lo, hi)  # the derivative is monotone between them
+    out = [lo]
+    for u, v in itertools.pairwise(points):
+        du, dv = _sign(_at(deriv, u)), _sign(_at(deriv, v))
+        if v - u > 1 and du and dv and du != dv:
+            # One sign change of the monotone derivative: find n with d(n) of u's sign and
+            # d(n + 1) not; the polynomial is monotone on [u, n] and on [n + 1, v].
+            a, b = u, v
+            while b - a > 1:
+                mid = (a + b) // 2
+                a, b = (mid, b) if _sign(_at(deriv, mid)) == du else (a, mid)
+            out += [a, b]
+        out.append(v)
+    return sorted(set(out))
+
+
+def _root_bound(coeffs: list[int]) -> int:
+    """An integer above the absolute value of every real root (Cauchy's bound)."""
+    lead = abs(coeffs[-1])
+    return 2 + max(abs(c) for c in coeffs[:-1]) // lead
+
+
+def _linear_form(p: QPoly) -> tuple[list[Fraction], QPoly] | None:
+    """``(c, L)`` with ``p == sum(c[k] * L ** k)`` for a linear form ``L`` of two or more
+    factors with coprime integer coefficients, or None. ``L`` is read off the terms of the
+    highest degree ``d``: beside ``x ** d`` (coefficient ``h``), ``x ** (d - 1) * y`` has
+    ``d * h * l_y / l_x``; then the powers of ``L`` are taken off ``p`` from the highest."""
+    degree = {m: sum(e for _, e in m) for m in p}
+    d = max(degree.values(), default=0)
+    if not 2 <= d <= _ONE_FACTOR_DEGREE:
+        return None
+    atoms = sorted({a for m in p for a, _ in m}, key=lambda a: a.key)
+    lead = next((((a, d),) for a in atoms if ((a, d),) in p), None)
+    if lead is None or len(atoms) < 2:
+        return None
+    x = lead[0][0]
+    ratios = {
+        a: Fraction(p.get(mono_mul(((x, d - 1),), ((a, 1),)), 0)) / (d * p[lead]) for a in atoms
+    }
+    ratios[x] = Fraction(1)
+    scale = math.lcm(*(r.denominator for r in ratios.values()))
+    ints = {a: int(r * scale) for a, r in ratios.items() if r}
+    if len(ints) < 2:
+        return None
+    common = math.gcd(*ints.values())
+    form: QPoly = {((a, 1),): c // common for a, c in ints.items()}
+    powers: list[QPoly] = [{(): 1}]
+    for _ in range(d):
+        powers.append(poly_mul(powers[-1], form))
+    rest: QPoly = dict(p)
+    coeffs = [Fraction(0)] * (d + 1)
+    lx = form[((x, 1),)]
+    for k in range(d, 0, -1):
+        coeffs[k] = Fraction(rest.get(((x, k),), 0)) / lx**k
+        rest = poly_add(rest, powers[k], -coeffs[k])
+    if any(rest.keys() - {()}):
+        return None
+    coeffs[0] = Fraction(rest.get((), 0))
+    return coeffs, form
+
+
+def _integer_extremes(coeffs: list[int], lo: Num, hi: Num) -> Interval:
+    """The least and greatest values of the polynomial at the integers of ``[lo, hi]``."""
+    lo = lo if lo == -INF else math.ceil(lo)
+    hi = hi if hi == INF else math.floor(hi)
+    if lo > hi:
+        return -INF, INF
+    # Beyond the roots of every derivative, the polynomial is monotone towards its limits.
+    reach = 1
+    derivs = coeffs
+    while len(derivs) > 1:
+        reach = max(reach, _root_bound(derivs))
+        derivs = [i * c for i, c in enumerate(derivs)][1:]
+    first = lo if lo != -INF else min(-reach, hi)
+    last = hi if hi != INF else max(reach, first)
+    values: list[Num] = [_at(coeffs, v) for v in _turning_points(coeffs, int(first), int(last))]
+    lead, degree = _sign(coeffs[-1]), len(coeffs) - 1
+    if hi == INF:
+        values.append(INF * lead)
+    if lo == -INF:
+        values.append(INF * lead * (-1) ** degree)
+    return min(values), max(values)
