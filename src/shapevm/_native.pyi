@@ -211,6 +211,18 @@ def conv_kernel(
     residual_first: bool = False,
     /,
 ) -> Any: ...
+def conv_pair_kernel(
+    packed1: PackedConv,
+    activation1: str | tuple[str, float],
+    packed2: PackedConv,
+    activation2: str | tuple[str, float],
+    in_blocked: bool,
+    out_blocked: bool,
+    /,
+) -> Any: ...
+def conv_mean_kernel(
+    packed: PackedConv, activation: str | tuple[str, float], in_blocked: bool, /
+) -> Any: ...
 def reorder_kernel(to_blocked: bool, channels: int, /) -> Any: ...
 def pool_kernel(
     kind: str,

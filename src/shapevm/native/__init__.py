@@ -71,6 +71,8 @@ _load_kernel = _native.load_kernel  # internal: tier 3 loads its own built code 
 arena_pools = _native.arena_pools
 rowop_kernel = _native.rowop_kernel
 conv_kernel = _native.conv_kernel
+conv_pair_kernel = _native.conv_pair_kernel
+conv_mean_kernel = _native.conv_mean_kernel
 reorder_kernel = _native.reorder_kernel
 pool_kernel = _native.pool_kernel
 global_pool_kernel = _native.global_pool_kernel
@@ -243,6 +245,8 @@ __all__ = [
     "conv2d",
     "conv2d_blocked",
     "conv_kernel",
+    "conv_mean_kernel",
+    "conv_pair_kernel",
     "dense",
     "from_blocked",
     "global_avg_pool",

@@ -624,3 +624,49 @@ def test_an_output_shape_is_a_reshape_of_an_output_slot_checked_at_each_call() -
     spec["output_perms"] = perm
     with pytest.raises(native.NativeKernelError, match="not an output slot, or is permuted"):
         native.Executor(spec)
+
+
+def _packed(cin: int, cout: int, **kw: Any) -> native.PackedConv:
+    w = np.ones((cout, cin, 3, 3), np.float32)
+    return native.pack_conv2d(w, None, stride=kw.get("stride", (1, 1)), padding=(1, 1, 1, 1))
+
+
+def test_convolutions_by_bands_check_their_operands_before_any_read() -> None:
+    """A pair of convolutions and a convolution's mean read x's rows and write y's by bands:
+    an x of other channels or a y of another size would be read or written out of its
+    memory; each fails the instruction, naming what differs."""
+    pair = native.conv_pair_kernel(
+        _packed(3, 8), "relu", _packed(8, 4, stride=(2, 2)), "none", False, False
+    )
+    x = Tensor(0, "input", F32, (A, 3, 8, 8), arg=0)
+    ts = [x, Tensor(1, "temp", F32, (A, 4, 5, 4))]  # rows: 4 would follow, not 5
+    ex = native.Executor(spec_of(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=pair)], [0], [1]))
+    with pytest.raises(RuntimeError, match="conv pair: the result's shape does not follow"):
+        ex(np.ones((2, 3, 8, 8), np.float32))
+    ts = [Tensor(0, "input", F32, (A, 5, 8, 8), arg=0), Tensor(1, "temp", F32, (A, 4, 4, 4))]
+    ex = native.Executor(spec_of(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=pair)], [0], [1]))
+    with pytest.raises(RuntimeError, match="conv pair: channels differ"):
+        ex(np.ones((2, 5, 8, 8), np.float32))
+    mean = native.conv_mean_kernel(_packed(3, 8), "relu", False)
+    ts = [x, Tensor(1, "temp", F32, (A, 7))]
+    ex = native.Executor(spec_of(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=mean)], [0], [1]))
+    with pytest.raises(RuntimeError, match="conv mean: a result of another size"):
+        ex(np.ones((2, 3, 8, 8), np.float32))
+    ts = [x, Tensor(1, "temp", F32, (A, 8))]
+    ex = native.Executor(spec_of(ts, [Kernel(N.OP_EXTERNAL, [0], [1], obj=mean)], [0], [1]))
+    (got,) = ex(np.ones((2, 3, 8, 8), np.float32))
+    want = np.full((2, 8), 27.0 * 36 / 64 + 18.0 * 24 / 64 + 12.0 * 4 / 64, np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_pair_of_convolutions_whose_channels_do_not_follow_is_refused() -> None:
+    with pytest.raises(native.NativeKernelError, match="packed2 reads packed1's result"):
+        native.conv_pair_kernel(_packed(3, 8), "relu", _packed(4, 4), "none", False, False)
+    with pytest.raises(native.NativeKernelError, match="packed2 must be a PackedConv"):
+        native.conv_pair_kernel(_packed(3, 8), "relu", object(), "none", False, False)
+
+    wide = native.pack_conv2d(np.ones((8, 3, 3, 3), np.float32), None, padding=(3, 0, 1, 1))
+    with pytest.raises(native.NativeKernelError, match="padding top and bottom under"):
+        native.conv_pair_kernel(wide, "relu", _packed(8, 4), "none", False, False)
+    with pytest.raises(native.NativeKernelError, match="padding 3, 0"):
+        native.conv_mean_kernel(wide, "relu", False)

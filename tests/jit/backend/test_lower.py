@@ -308,6 +308,8 @@ K2 = (RNG.standard_normal((20, 20, 3, 3)) / 13).astype(np.float32)
 KD = (RNG.standard_normal((20, 1, 3, 3)) / 3).astype(np.float32)
 K11 = (RNG.standard_normal((20, 20, 1, 1)) / 4).astype(np.float32)
 CB = RNG.standard_normal(20).astype(np.float32)
+K5 = (RNG.standard_normal((20, 3, 5, 5)) / 8).astype(np.float32)
+KG = (RNG.standard_normal((20, 10, 3, 3)) / 9).astype(np.float32)
 BN_MEAN = RNG.standard_normal((20, 1, 1)).astype(np.float32)
 BN_STD = (0.5 + RNG.random((1, 20, 1, 1))).astype(np.float32)
 BN_GAMMA = RNG.standard_normal((20, 1, 1)).astype(np.float32)
@@ -325,12 +327,69 @@ CONV_PROGRAMS: dict[str, tuple[Callable[[Any], Any], list[str]]] = {
             ),
             axis=(2, 3),
         ),
-        # NCHW in, blocked out: no reorder of the input
+        # NCHW in, blocked out: no reorder of the input; the strided convolution alone reads
+        # the first one's result: one kernel by bands of its rows
         [
-            "conv+bias+relu (to blocked)",
-            "conv+bias+relu (blocked)",
+            "conv+bias+relu > conv+bias+relu (by bands) (to blocked)",
             "global average pool (blocked)",
         ],
+    ),
+    "a pair by bands inside a blocked chain, ended in NCHW": (
+        lambda x: snp.sin(
+            sv.nn.conv2d(
+                snp.maximum(sv.nn.conv2d(sv.nn.conv2d(x, K1, CB, padding=1), K2, padding=1), 0.0),
+                K2,
+                CB,
+                stride=(2, 3),
+                padding=(2, 1),
+                dilation=(2, 1),
+            )
+        ),
+        ["conv+bias (to blocked)", "conv+relu > conv+bias (by bands) (from blocked)", "chain[1]"],
+    ),
+    "a pair by bands with no padding, the first a depthwise one": (
+        lambda x: (
+            sv.nn.conv2d(
+                sv.nn.conv2d(sv.nn.conv2d(x, K1, CB, padding=1), KD, groups=20), K11, stride=2
+            )
+            * 2.0
+        ),
+        ["conv+bias (to blocked)", "conv > conv (by bands) (from blocked)"],
+    ),
+    "a global average of a blocked convolution, by bands": (
+        lambda x: snp.mean(
+            snp.maximum(sv.nn.conv2d(sv.nn.conv2d(x, K1, CB, padding=1), K2, padding=1), 0.0),
+            axis=(2, 3),
+        ),
+        ["conv+bias (to blocked)", "conv+relu > global average pool (by bands) (blocked)"],
+    ),
+    "a global average of an image's convolution, kept 4-D": (
+        lambda x: snp.mean(
+            sv.nn.conv2d(x, K1, CB, stride=(1, 2), padding=(0, 1)) * 0.5 + 1.0,
+            axis=(-1, -2),
+            keepdims=True,
+        ),
+        ["conv+bias > global average pool (by bands)"],
+    ),
+    "a pair by bands after a strided stem, the second grouped": (
+        lambda x: sv.nn.conv2d(
+            snp.maximum(sv.nn.conv2d(x, K5, CB, stride=2, padding=2), 0.0), KG, stride=2, groups=2
+        ),
+        ["conv+bias+relu > conv (by bands)"],
+    ),
+    "padding of a whole window is not taken by bands": (
+        lambda x: snp.mean(sv.nn.conv2d(sv.nn.conv2d(x, K1, padding=3), K2, stride=2), axis=(2, 3)),
+        ["conv (to blocked)", "conv > global average pool (by bands) (blocked)"],
+    ),
+    "a mean of a convolution padded a whole window is not taken by bands": (
+        lambda x: snp.mean(sv.nn.conv2d(x, K1, padding=3), axis=(2, 3)),
+        ["conv (to blocked)", "global average pool (blocked)"],
+    ),
+    "a result read twice is not paired": (
+        lambda x: (lambda h: sv.nn.conv2d(h, K2, stride=2, padding=1).sum() + h.sum())(
+            sv.nn.conv2d(x, K1, padding=1)
+        ),
+        ["conv"],
     ),
     "a chain ended in NCHW": (
         lambda x: snp.sin(sv.nn.conv2d(snp.maximum(sv.nn.conv2d(x, K1, CB, padding=1), 0.0), K2)),
@@ -435,7 +494,7 @@ def test_convolutions_lower_and_agree_with_the_interpreter(name: str) -> None:
     for label in expected:
         assert label in got_labels, got_labels
     assert "to blocked" not in got_labels and "from blocked" not in got_labels  # no reorders
-    for b, h, w in [(1, 8, 8), (2, 13, 11), (1, 30, 17)]:
+    for b, h, w in [(1, 8, 8), (2, 13, 11), (1, 30, 17), (3, 41, 9), (1, 70, 66)]:
         x = RNG.standard_normal((b, 3, h, w)).astype(np.float32)
         want = exp.call(x)
         env = {"b": b, "h": h, "w": w}

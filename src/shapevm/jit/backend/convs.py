@@ -15,6 +15,7 @@ reorder when it asks for the value (`RegionLowering.tensor`). `lower_global_pool
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -159,12 +160,28 @@ def _stays_blocked(low: Any, vid: int, depth: int = 4) -> bool:
     )
 
 
-def lower_conv(low: Any, op: Op) -> bool:
-    from shapevm.jit.backend.lower import _residual_of, act_label, match_activation
+@dataclass
+class _ConvMatch:
+    """A convolution with what folds into its kernel: the ops it takes (``chain``), its
+    packed weights, activation, residual and the value it ends with (``h``)."""
+
+    op: Op
+    chain: list[int]
+    packed: native.PackedConv
+    has_bias: bool
+    act: native.Activation
+    h: int
+    residual: int | None
+    residual_first: bool
+    written: tuple[Any, ...] | None  # the 3-D result of a 1-D convolution
+
+
+def _match_conv(low: Any, op: Op) -> _ConvMatch | None:
+    from shapevm.jit.backend.lower import _residual_of, match_activation
 
     info = op.info
     if info is None or info.name != "conv2d" or not native_enabled("conv2d", "native_conv"):
-        return False
+        return None
     graph = low.graph
     x_v, w_v = op.ins[0], op.ins[1]
     b_v = op.ins[2] if len(op.ins) > 2 else None
@@ -172,9 +189,9 @@ def lower_conv(low: Any, op: Op) -> bool:
     bias = None if b_v is None else low.const_array(b_v)
     x = graph.value(x_v)
     if w is None or w.dtype != F32 or x.dtype != F32 or len(x.shape) != 4:
-        return False
+        return None
     if b_v is not None and (bias is None or bias.dtype != F32):
-        return False
+        return None
     cout = int(w.shape[0])
     h = op.outs[0]
     chain = [op.pos]
@@ -200,7 +217,6 @@ def lower_conv(low: Any, op: Op) -> bool:
     if found is not None:
         act, positions, h = found
         chain += positions
-    in_blocked = x_v in low.blocked
     residual, residual_first = None, False
     user = low.sole_user(h)
     if user is not None and (r := _residual_of(low, user, h)) is not None:
@@ -213,11 +229,6 @@ def lower_conv(low: Any, op: Op) -> bool:
             act, positions, h = after
             chain += positions
             residual_first = True
-    # blocked when every reader takes it so; a residual then comes blocked too (else the
-    # result is NCHW, and the next convolution reorders it as it reads it)
-    out_blocked = (
-        written is None and _stays_blocked(low, h) and (residual is None or residual in low.blocked)
-    )
     attrs = op.attrs
     packed = native.pack_conv2d(
         w,
@@ -227,36 +238,138 @@ def lower_conv(low: Any, op: Op) -> bool:
         dilation=tuple(attrs["dilation"]),
         groups=int(attrs["groups"]),
     )
+    return _ConvMatch(
+        op, chain, packed, bias is not None, act, h, residual, residual_first, written
+    )
+
+
+def _label(m: _ConvMatch) -> str:
+    from shapevm.jit.backend.lower import act_label
+
+    label = "conv" + ("+bias" if m.has_bias else "")
+    if m.residual_first:
+        return label + "+residual" + act_label(m.act)
+    return label + act_label(m.act) + ("+residual" if m.residual is not None else "")
+
+
+def _layouts_label(in_blocked: bool, out_blocked: bool) -> str:
+    return {(False, False): "", (True, True): " (blocked)", (False, True): " (to blocked)"}.get(
+        (in_blocked, out_blocked), " (from blocked)"
+    )
+
+
+def _bands_read_rows(m: _ConvMatch) -> bool:
+    """Whether every band of the convolution's output rows reads a row of its input (its
+    padding top and bottom within its window), as the kernels by bands need."""
+    span = m.packed.dilation[0] * (m.packed.kernel[0] - 1) + 1
+    return m.packed.padding[0] < span and m.packed.padding[1] < span
+
+
+def _downsampling_reader(low: Any, m: _ConvMatch) -> _ConvMatch | None:
+    """The strided convolution that alone reads ``m``'s result, with nothing between them:
+    the pair runs as one kernel by bands of the second one's rows, so that the first
+    result (a CNN's largest tensor, at full resolution) is never written whole. A second
+    convolution of stride 1 is left alone: each band would recompute ``kh - 1`` rows of the
+    first result, and its Winograd path works on whole images."""
+    if m.residual is not None or m.written is not None or not _bands_read_rows(m):
+        return None
+    user = low.sole_user(m.h)
+    if user is None or user.info is None or user.info.name != "conv2d" or user.ins[0] != m.h:
+        return None
+    if min(user.attrs["stride"]) < 2:
+        return None
+    second = _match_conv(low, user)
+    if second is None or second.residual is not None or second.written is not None:
+        return None
+    if not _bands_read_rows(second):
+        return None
+    return second
+
+
+def _mean_reader(low: Any, m: _ConvMatch) -> Op | None:
+    """The global average pool that alone reads ``m``'s result: the convolution then sums
+    each band of its rows as it makes it, and its result is never written whole."""
+    if (
+        m.residual is not None
+        or m.written is not None
+        or not native_enabled("mean", "native_chain")
+        or not _bands_read_rows(m)
+    ):
+        return None
+    user: Op | None = low.sole_user(m.h)
+    if user is None or not _global_mean(low, user) or user.ins[0] != m.h:
+        return None
+    return user
+
+
+def lower_conv(low: Any, op: Op) -> bool:
+    m = _match_conv(low, op)
+    if m is None:
+        return False
+    graph = low.graph
+    x_v = op.ins[0]
+    in_blocked = x_v in low.blocked
+    mean = _mean_reader(low, m)
+    if mean is not None:
+        chain = [*m.chain, mean.pos]
+        pcs = tuple(sorted(graph.ops[p].pc for p in chain))
+        xt = low.blocked[x_v] if in_blocked else low.contiguous(low.tensor(x_v), pcs)
+        low.emit(
+            Kernel(
+                N.OP_EXTERNAL,
+                [xt],
+                [low.result(mean.outs[0])],
+                obj=native.conv_mean_kernel(m.packed, m.act, in_blocked),
+                pcs=pcs,
+                label=f"{_label(m)} > global average pool (by bands)"
+                + (" (blocked)" if in_blocked else ""),
+            )
+        )
+        low.claim(*chain)
+        low.patterns += ["conv", "pool"]
+        return True
+    second = _downsampling_reader(low, m)
+    last = m if second is None else second
+    # blocked when every reader takes it so; a residual then comes blocked too (else the
+    # result is NCHW, and the next convolution reorders it as it reads it)
+    out_blocked = (
+        last.written is None
+        and _stays_blocked(low, last.h)
+        and (last.residual is None or last.residual in low.blocked)
+    )
+    chain = m.chain + ([] if second is None else second.chain)
     pcs = tuple(sorted(graph.ops[p].pc for p in chain))
     # the kernel reads and writes either layout: NCHW in and blocked out starts a chain of
     # blocked convolutions, blocked in and NCHW out ends one, with no reorder of their own
     xt = low.blocked[x_v] if in_blocked else low.contiguous(low.tensor(x_v), pcs)
     if out_blocked:
-        ins = [xt] + ([low.blocked[residual]] if residual is not None else [])
-        out = low.new("temp", F32, blocked_shape(graph.value(h).shape))
-        low.blocked[h] = out
+        ins = [xt] + ([low.blocked[last.residual]] if last.residual is not None else [])
+        out = low.new("temp", F32, blocked_shape(graph.value(last.h).shape))
+        low.blocked[last.h] = out
     else:
         ins = [xt]
-        if residual is not None:
-            ins.append(_as_written(low, low.contiguous(low.tensor(residual), pcs), written))
-        out = _as_written(low, low.result(h), written)
-    label = "conv" + ("+bias" if bias is not None else "")
-    if residual_first:
-        label += "+residual" + act_label(act)
+        if last.residual is not None:
+            ins.append(
+                _as_written(low, low.contiguous(low.tensor(last.residual), pcs), last.written)
+            )
+        out = _as_written(low, low.result(last.h), last.written)
+    if second is None:
+        obj = native.conv_kernel(m.packed, m.act, in_blocked, out_blocked, m.residual_first)
+        label = _label(m)
     else:
-        label += act_label(act) + ("+residual" if residual is not None else "")
-    label += {(False, False): "", (True, True): " (blocked)", (False, True): " (to blocked)"}.get(
-        (in_blocked, out_blocked), " (from blocked)"
-    )
+        obj = native.conv_pair_kernel(m.packed, m.act, second.packed, second.act, in_blocked,
+                                      out_blocked)  # fmt: skip
+        label = f"{_label(m)} > {_label(second)} (by bands)"
+        low.patterns.append("conv")
     low.emit(
         Kernel(
             N.OP_EXTERNAL,
             ins,
             [out],
-            obj=native.conv_kernel(packed, act, in_blocked, out_blocked, residual_first),
+            obj=obj,
             pcs=pcs,
-            label=label,
-            inplace=((0, 1),) if residual is not None and written is None else (),
+            label=label + _layouts_label(in_blocked, out_blocked),
+            inplace=((0, 1),) if last.residual is not None and last.written is None else (),
         )
     )
     low.claim(*chain)

@@ -421,6 +421,215 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     return failed ? -1 : 0;
 }
 
+/* ---- two convolutions in a row, by bands of the second one's output rows ----
+ *
+ * A task makes a band of the second convolution's output rows of one image: it copies the
+ * input rows the band needs (its windows through both convolutions), runs the first
+ * convolution on them into a band of its result (blocked), the second on that band, and
+ * copies its rows into place.  The first result is never written whole: a CNN's first
+ * convolution at full resolution (32 channels of 96 x 128: 1.5 MiB) becomes a band in a
+ * thread's cache, and a larger image touches no new memory for it.  Each band recomputes
+ * the rows of the first result its neighbour needs too (kh2 - sh2 rows a band).  Each
+ * convolution of a band is the whole convolution of a shorter image, its padding top and
+ * bottom kept only where the band meets the image's edge. */
+/* A band's first result (or a mean's band of the result): within a core's L2 beside the
+ * weights.  Larger bands recompute fewer rows (a 3x3 of stride 2: one in 2 * band + 1) but
+ * touch more scratch at a new image width: on W2 at 224 x 224, 128 KiB (bands of one row)
+ * cost 8% of the steady time on one thread, 384 KiB 350 more page faults at the first
+ * call than 192 KiB. */
+#define SV_BAND_BYTES ((int64_t)196608)
+
+typedef struct pair_job {
+    const sv_packed_conv *p1, *p2;
+    int64_t n, h, w, oh1, ow1, oh2, ow2, band, bands;
+    const float *x;
+    float *y;
+    int in_blocked, out_blocked, act1, act2;
+    float slope1, slope2;
+    atomic_int failed;
+} pair_job;
+
+/* Rows [*lo, *hi) of the input that output rows [o0, o1) read; *pt and *pb: how far the
+ * windows reach past the input's edges (the band's own padding). */
+static void rows_read(const sv_conv_shape *s, int64_t in_h, int64_t o0, int64_t o1, int64_t *lo,
+                      int64_t *hi, int64_t *pt, int64_t *pb) {
+    int64_t r0 = o0 * s->sh - s->pt, r1 = (o1 - 1) * s->sh - s->pt + s->dh * (s->kh - 1) + 1;
+    *lo = r0 > 0 ? r0 : 0;
+    *hi = r1 < in_h ? r1 : in_h;
+    *pt = *lo - r0;
+    *pb = r1 - *hi;
+}
+
+/* Rows [r0, r1) of each of `planes` planes of `row` floats a row and `h` rows, to a
+ * contiguous band (or back: to_band 0). */
+static void copy_rows(float *band, float *t, int64_t planes, int64_t h, int64_t r0, int64_t r1,
+                      int64_t row, int to_band) {
+    size_t bytes = (size_t)((r1 - r0) * row) * sizeof(float);
+    for (int64_t c = 0; c < planes; c++) {
+        float *b = band + c * (r1 - r0) * row, *full = t + (c * h + r0) * row;
+        if (to_band) memcpy(b, full, bytes);
+        else memcpy(full, b, bytes);
+    }
+}
+
+static void pair_task(void *vctx, int64_t task) {
+    pair_job *j = vctx;
+    const sv_conv_shape *s1 = &j->p1->s, *s2 = &j->p2->s;
+    int64_t img = task / j->bands, o0 = task % j->bands * j->band;
+    int64_t o1 = min64(o0 + j->band, j->oh2);
+    int64_t m0, m1, pt2, pb2, i0, i1, pt1, pb1;
+    rows_read(s2, j->oh1, o0, o1, &m0, &m1, &pt2, &pb2);
+    rows_read(s1, j->h, m0, m1, &i0, &i1, &pt1, &pb1);
+    int64_t in_planes = j->in_blocked ? j->p1->cbin : s1->cin;
+    int64_t in_row = j->in_blocked ? j->w * SV_CB : j->w;
+    int64_t out_planes = j->out_blocked ? j->p2->cbout : s2->cout;
+    int64_t out_row = j->out_blocked ? j->ow2 * SV_CB : j->ow2;
+    size_t in_f = (size_t)(in_planes * (i1 - i0) * in_row);
+    size_t mid_f = (size_t)(j->p1->cbout * (m1 - m0) * j->ow1 * SV_CB);
+    size_t out_f = (size_t)(out_planes * (o1 - o0) * out_row);
+    float *mem = sv_thread_scratch(SV_SCRATCH_CONV_PAIR, (in_f + mid_f + out_f) * sizeof(float));
+    if (!mem) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *xb = mem, *mid = mem + in_f, *yb = mem + in_f + mid_f;
+    copy_rows(xb, (float *)j->x + img * in_planes * j->h * in_row, in_planes, j->h, i0, i1,
+              in_row, 1);
+    sv_packed_conv b1 = *j->p1, b2 = *j->p2; /* the weights shared, the padding the band's */
+    b1.s.pt = pt1, b1.s.pb = pb1;
+    b2.s.pt = pt2, b2.s.pb = pb2;
+    int in_layout = j->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW;
+    int out_layout = j->out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW;
+    if (sv_conv2d(&b1, 1, i1 - i0, j->w, xb, in_layout, mid, SV_LAYOUT_BLOCKED, NULL, j->act1,
+                  j->slope1, 0, 1) != 0 ||
+        sv_conv2d(&b2, 1, m1 - m0, j->ow1, mid, SV_LAYOUT_BLOCKED, yb, out_layout, NULL, j->act2,
+                  j->slope2, 0, 1) != 0) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    copy_rows(yb, j->y + img * out_planes * j->oh2 * out_row, out_planes, j->oh2, o0, o1,
+              out_row, 0);
+}
+
+int sv_conv2d_pair(const sv_packed_conv *p1, const sv_packed_conv *p2, int64_t n, int64_t h,
+                   int64_t w, const float *x, int x_layout, float *y, int y_layout, int act1,
+                   float slope1, int act2, float slope2, int threads) {
+    pair_job j = {.p1 = p1, .p2 = p2, .n = n, .h = h, .w = w, .x = x, .y = y,
+                  .in_blocked = x_layout == SV_LAYOUT_BLOCKED,
+                  .out_blocked = y_layout == SV_LAYOUT_BLOCKED, .act1 = act1, .act2 = act2,
+                  .slope1 = slope1, .slope2 = slope2};
+    if (n <= 0 || sv_conv_out_hw(&p1->s, h, w, &j.oh1, &j.ow1) != 0 ||
+        sv_conv_out_hw(&p2->s, j.oh1, j.ow1, &j.oh2, &j.ow2) != 0 || j.oh2 * j.ow2 == 0)
+        return 0;
+    double macs = (double)n * (double)(j.oh1 * j.ow1) * (double)(p1->s.cout * p1->s.kh * p1->s.kw) *
+                      (double)(p1->s.cin / p1->s.groups) +
+                  (double)n * (double)(j.oh2 * j.ow2) * (double)(p2->s.cout * p2->s.kh * p2->s.kw) *
+                      (double)(p2->s.cin / p2->s.groups);
+    int t = sv_conv_threads(macs, threads);
+    /* a band of the first result within SV_BAND_BYTES, and at least four bands a thread
+     * where the images allow */
+    int64_t mid_row = p1->cbout * j.ow1 * SV_CB * (int64_t)sizeof(float);
+    int64_t halo = p2->s.dh * (p2->s.kh - 1) + 1 - p2->s.sh;
+    int64_t fit = (SV_BAND_BYTES / mid_row - (halo > 0 ? halo : 0)) / p2->s.sh;
+    int64_t share = cdiv(n * j.oh2, 4 * (int64_t)t);
+    j.band = min64(fit > 1 ? fit : 1, cdiv(share, n));
+    if (j.band < 1) j.band = 1;
+    j.bands = cdiv(j.oh2, j.band);
+    sv_run_tasks(n * j.bands, pair_task, &j, t);
+    return atomic_load(&j.failed) ? -1 : 0;
+}
+
+/* ---- a convolution's global average, by bands of its rows ----
+ *
+ * A task makes a band of the convolution's output rows of one image in its scratch and sums
+ * each channel over it; the band sums are added in band order (the same result whatever
+ * the threads) and divided by the pixels.  The convolution's result (64 channels of
+ * 48 x 64 before a CNN's classifier: 768 KiB) is never written whole. */
+typedef struct mean_job {
+    const sv_packed_conv *p;
+    const sv_conv_kern *k;
+    int64_t h, w, oh, ow, band, bands;
+    const float *x;
+    float *sums; /* [task][cbout * 16] */
+    int in_blocked, act;
+    float slope;
+    atomic_int failed;
+} mean_job;
+
+static void mean_task(void *vctx, int64_t task) {
+    mean_job *j = vctx;
+    const sv_conv_shape *s = &j->p->s;
+    int64_t img = task / j->bands, o0 = task % j->bands * j->band;
+    int64_t o1 = min64(o0 + j->band, j->oh);
+    int64_t i0, i1, pt, pb;
+    rows_read(s, j->h, o0, o1, &i0, &i1, &pt, &pb);
+    int64_t in_planes = j->in_blocked ? j->p->cbin : s->cin;
+    int64_t in_row = j->in_blocked ? j->w * SV_CB : j->w;
+    int64_t pix = (o1 - o0) * j->ow;
+    size_t in_f = (size_t)(in_planes * (i1 - i0) * in_row);
+    size_t out_f = (size_t)(j->p->cbout * pix * SV_CB);
+    float *mem = sv_thread_scratch(SV_SCRATCH_CONV_PAIR, (in_f + out_f) * sizeof(float));
+    if (!mem) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *xb = mem, *yb = mem + in_f;
+    copy_rows(xb, (float *)j->x + img * in_planes * j->h * in_row, in_planes, j->h, i0, i1,
+              in_row, 1);
+    sv_packed_conv b = *j->p;
+    b.s.pt = pt, b.s.pb = pb;
+    if (sv_conv2d(&b, 1, i1 - i0, j->w, xb,
+                  j->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, yb, SV_LAYOUT_BLOCKED,
+                  NULL, j->act, j->slope, 0, 1) != 0) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *acc = j->sums + task * j->p->cbout * SV_CB;
+    for (int64_t cb = 0; cb < j->p->cbout; cb++) {
+        memset(acc + cb * SV_CB, 0, SV_CB * sizeof(float));
+        j->k->sum16(yb + cb * pix * SV_CB, pix, acc + cb * SV_CB);
+    }
+}
+
+int sv_conv2d_mean(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+                   int x_layout, float *y, int act, float slope, int threads) {
+    mean_job j = {.p = p, .k = sv_isa()->conv, .h = h, .w = w, .x = x,
+                  .in_blocked = x_layout == SV_LAYOUT_BLOCKED, .act = act, .slope = slope};
+    if (n <= 0) return 0;
+    if (sv_conv_out_hw(&p->s, h, w, &j.oh, &j.ow) != 0 || j.oh * j.ow == 0) {
+        for (int64_t i = 0; i < n * p->s.cout; i++) y[i] = __builtin_nanf(""); /* mean of none */
+        return 0;
+    }
+    double macs = (double)n * (double)(j.oh * j.ow) * (double)(p->s.cout * p->s.kh * p->s.kw) *
+                  (double)(p->s.cin / p->s.groups);
+    int t = sv_conv_threads(macs, threads);
+    int64_t out_row = p->cbout * j.ow * SV_CB * (int64_t)sizeof(float);
+    int64_t fit = SV_BAND_BYTES / out_row;
+    int64_t share = cdiv(n * j.oh, 4 * (int64_t)t);
+    j.band = min64(fit > 1 ? fit : 1, cdiv(share, n));
+    if (j.band < 1) j.band = 1;
+    j.bands = cdiv(j.oh, j.band);
+    int64_t width = p->cbout * SV_CB;
+    j.sums = malloc((size_t)(n * j.bands * width) * sizeof(float));
+    if (!j.sums) return -1;
+    sv_run_tasks(n * j.bands, mean_task, &j, t);
+    if (atomic_load(&j.failed)) {
+        free(j.sums);
+        return -1;
+    }
+    float inv = 1.0f / (float)(j.oh * j.ow);
+    for (int64_t img = 0; img < n; img++) {
+        const float *part = j.sums + img * j.bands * width;
+        for (int64_t c = 0; c < p->s.cout; c++) {
+            float total = 0.0f;
+            for (int64_t b = 0; b < j.bands; b++) total += part[b * width + c];
+            y[img * p->s.cout + c] = total * inv;
+        }
+    }
+    free(j.sums);
+    return 0;
+}
+
 /* ---- reorders between NCHW and blocked ---- */
 
 typedef struct reorder_job {

@@ -397,7 +397,10 @@ static PyObject *py_attention_kernel(PyObject *self, PyObject *args, PyObject *k
 typedef struct {
     PyObject *packed; /* the PackedConv, kept alive by the capsule */
     int act, in_blocked, out_blocked, res_first;
-    float slope; /* leaky_relu's */
+    float slope;       /* leaky_relu's */
+    PyObject *packed2; /* NULL, or a second convolution on the first one's result */
+    int act2;
+    float slope2;
 } conv_self;
 
 static void free_conv_capsule(PyObject *cap) {
@@ -405,6 +408,7 @@ static void free_conv_capsule(PyObject *cap) {
     if (k) {
         conv_self *c = (conv_self *)k->self;
         Py_XDECREF(c->packed);
+        Py_XDECREF(c->packed2);
         PyMem_Free(c);
         PyMem_Free(k);
     }
@@ -500,11 +504,229 @@ static PyObject *py_conv_kernel(PyObject *self, PyObject *args) {
     c->in_blocked = in_blocked;
     c->out_blocked = out_blocked;
     c->res_first = res_first;
+    c->packed2 = NULL;
+    c->act2 = 0;
+    c->slope2 = 0.0f;
     k->run = run_conv;
     k->self = c;
     PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
     if (!cap) {
         Py_DECREF(c->packed);
+        PyMem_Free(c);
+        PyMem_Free(k);
+    }
+    return cap;
+}
+
+static int run_conv_pair(const void *vself, const svx_tensor *ins, int nin,
+                         const svx_tensor *outs, int nout, const int32_t *iattr,
+                         const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const conv_self *c = vself;
+    const sv_packed_conv *p1 = sv_packed_conv_of(c->packed), *p2 = sv_packed_conv_of(c->packed2);
+    if (!p1 || !p2 || nin != 1 || nout != 1) {
+        *err = "conv pair: takes x and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    if (!all_f32(ins, nin, outs, nout)) {
+        *err = "conv pair: float32 operands and result";
+        return -1;
+    }
+    int xrank = c->in_blocked ? 5 : 4, yrank = c->out_blocked ? 5 : 4;
+    if (x->ndim != xrank || y->ndim != yrank || !contiguous(x) || !contiguous(y)) {
+        *err = "conv pair: operands that are not contiguous of their layout's rank";
+        return -1;
+    }
+    if ((c->in_blocked ? x->shape[1] != p1->cbin || x->shape[4] != SV_CB
+                       : x->shape[1] != p1->s.cin) ||
+        (c->out_blocked ? y->shape[1] != p2->cbout || y->shape[4] != SV_CB
+                        : y->shape[1] != p2->s.cout)) {
+        *err = "conv pair: channels differ from the packed weights'";
+        return -1;
+    }
+    int64_t oh1, ow1, oh2, ow2;
+    if (sv_conv_out_hw(&p1->s, x->shape[2], x->shape[3], &oh1, &ow1) < 0 ||
+        sv_conv_out_hw(&p2->s, oh1, ow1, &oh2, &ow2) < 0 || y->shape[2] != oh2 ||
+        y->shape[3] != ow2 || y->shape[0] != x->shape[0]) {
+        *err = "conv pair: the result's shape does not follow from the input's";
+        return -1;
+    }
+    if (svx_result_overlaps(y, x, NULL)) {
+        *err = "conv pair: its result in the memory of its input";
+        return -1;
+    }
+    if (sv_conv2d_pair(p1, p2, x->shape[0], x->shape[2], x->shape[3], (const float *)x->data,
+                       c->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, (float *)y->data,
+                       c->out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, c->act, c->slope,
+                       c->act2, c->slope2, 0) != 0) {
+        *err = "conv pair: out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether every band of rows of the convolution's output reads a row of its input: its
+ * padding top and bottom within its window (a window of padding alone would leave a band
+ * with no input rows). */
+static int bands_read_rows(const sv_packed_conv *p) {
+    int64_t span = p->s.dh * (p->s.kh - 1) + 1;
+    return p->s.pt < span && p->s.pb < span;
+}
+
+static PyObject *band_padding_error(const char *kernel, const sv_packed_conv *p) {
+    char expected[96], found[64];
+    snprintf(expected, sizeof expected, "padding top and bottom under the window's %lld rows",
+             (long long)(p->s.dh * (p->s.kh - 1) + 1));
+    snprintf(found, sizeof found, "padding %lld, %lld", (long long)p->s.pt, (long long)p->s.pb);
+    return sv_raise(kernel, "a convolution by bands of rows", expected, found,
+                    "run it with conv_kernel");
+}
+
+static int run_conv_mean(const void *vself, const svx_tensor *ins, int nin,
+                         const svx_tensor *outs, int nout, const int32_t *iattr,
+                         const float *fattr, const char **err) {
+    (void)iattr;
+    (void)fattr;
+    const conv_self *c = vself;
+    const sv_packed_conv *p = sv_packed_conv_of(c->packed);
+    if (!p || nin != 1 || nout != 1) {
+        *err = "conv mean: takes x and gives one result";
+        return -1;
+    }
+    const svx_tensor *x = &ins[0], *y = &outs[0];
+    if (!all_f32(ins, nin, outs, nout)) {
+        *err = "conv mean: a float32 operand and result";
+        return -1;
+    }
+    int xrank = c->in_blocked ? 5 : 4;
+    if (x->ndim != xrank || !contiguous(x) || !contiguous(y)) {
+        *err = "conv mean: operands that are not contiguous of their layout's rank";
+        return -1;
+    }
+    if (c->in_blocked ? x->shape[1] != p->cbin || x->shape[4] != SV_CB
+                      : x->shape[1] != p->s.cin) {
+        *err = "conv mean: channels differ from the packed weights'";
+        return -1;
+    }
+    int64_t means = y->ndim >= 2 ? 1 : -1, oh, ow;
+    for (int d = 0; d < y->ndim; d++) means *= y->shape[d];
+    if (sv_conv_out_hw(&p->s, x->shape[2], x->shape[3], &oh, &ow) < 0 ||
+        means != x->shape[0] * p->s.cout || y->shape[0] != x->shape[0]) {
+        *err = "conv mean: a result of another size than one value per image and channel";
+        return -1;
+    }
+    if (svx_result_overlaps(y, x, NULL)) {
+        *err = "conv mean: its result in the memory of its input";
+        return -1;
+    }
+    if (sv_conv2d_mean(p, x->shape[0], x->shape[2], x->shape[3], (const float *)x->data,
+                       c->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW, (float *)y->data,
+                       c->act, c->slope, 0) != 0) {
+        *err = "conv mean: out of memory";
+        return -1;
+    }
+    return 0;
+}
+
+/* conv_mean_kernel(packed, activation, in_blocked) -> kernel: the convolution's mean over
+ * each image's pixels, [n, cout] (or [n, cout, 1, 1]) */
+static PyObject *py_conv_mean_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *packed, *act;
+    int in_blocked;
+    if (!PyArg_ParseTuple(args, "OOp", &packed, &act, &in_blocked)) return NULL;
+    if (!sv_packed_conv_of(packed)) {
+        char found[128];
+        sv_describe(packed, found, sizeof found);
+        return sv_raise("conv_mean_kernel", "packed must be a PackedConv",
+                        "shapevm.native.pack_conv2d(w, ...)", found, "pack the weights first");
+    }
+    if (!bands_read_rows(sv_packed_conv_of(packed)))
+        return band_padding_error("conv_mean_kernel", sv_packed_conv_of(packed));
+    int code;
+    float slope;
+    if (sv_act_parse("conv_mean_kernel", act, &code, &slope) < 0) return NULL;
+    conv_self *c = PyMem_Calloc(1, sizeof *c);
+    sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
+    if (!c || !k) {
+        PyMem_Free(c);
+        PyMem_Free(k);
+        return PyErr_NoMemory();
+    }
+    c->packed = Py_NewRef(packed);
+    c->act = code;
+    c->slope = slope;
+    c->in_blocked = in_blocked;
+    k->run = run_conv_mean;
+    k->self = c;
+    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
+    if (!cap) {
+        Py_DECREF(c->packed);
+        PyMem_Free(c);
+        PyMem_Free(k);
+    }
+    return cap;
+}
+
+/* conv_pair_kernel(packed1, activation1, packed2, activation2, in_blocked, out_blocked)
+ * -> kernel */
+static PyObject *py_conv_pair_kernel(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *packed1, *act1, *packed2, *act2;
+    int in_blocked, out_blocked;
+    if (!PyArg_ParseTuple(args, "OOOOpp", &packed1, &act1, &packed2, &act2, &in_blocked,
+                          &out_blocked))
+        return NULL;
+    PyObject *given[2] = {packed1, packed2};
+    for (int i = 0; i < 2; i++) {
+        if (!sv_packed_conv_of(given[i])) {
+            char found[128];
+            sv_describe(given[i], found, sizeof found);
+            return sv_raise("conv_pair_kernel", i ? "packed2 must be a PackedConv"
+                                                  : "packed1 must be a PackedConv",
+                            "shapevm.native.pack_conv2d(w, ...)", found, "pack the weights first");
+        }
+    }
+    const sv_packed_conv *p1 = sv_packed_conv_of(packed1), *p2 = sv_packed_conv_of(packed2);
+    if (p2->s.cin != p1->s.cout) {
+        char expected[64], found[64];
+        snprintf(expected, sizeof expected, "%lld input channels (packed1's outputs)",
+                 (long long)p1->s.cout);
+        snprintf(found, sizeof found, "%lld", (long long)p2->s.cin);
+        return sv_raise("conv_pair_kernel", "packed2 reads packed1's result", expected, found,
+                        "pair convolutions whose channels follow each other");
+    }
+    if (!bands_read_rows(p1)) return band_padding_error("conv_pair_kernel", p1);
+    if (!bands_read_rows(p2)) return band_padding_error("conv_pair_kernel", p2);
+    int code1, code2;
+    float slope1, slope2;
+    if (sv_act_parse("conv_pair_kernel", act1, &code1, &slope1) < 0 ||
+        sv_act_parse("conv_pair_kernel", act2, &code2, &slope2) < 0)
+        return NULL;
+    conv_self *c = PyMem_Malloc(sizeof *c);
+    sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
+    if (!c || !k) {
+        PyMem_Free(c);
+        PyMem_Free(k);
+        return PyErr_NoMemory();
+    }
+    c->packed = Py_NewRef(packed1);
+    c->packed2 = Py_NewRef(packed2);
+    c->act = code1;
+    c->slope = slope1;
+    c->act2 = code2;
+    c->slope2 = slope2;
+    c->in_blocked = in_blocked;
+    c->out_blocked = out_blocked;
+    c->res_first = 0;
+    k->run = run_conv_pair;
+    k->self = c;
+    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
+    if (!cap) {
+        Py_DECREF(c->packed);
+        Py_DECREF(c->packed2);
         PyMem_Free(c);
         PyMem_Free(k);
     }
@@ -2544,6 +2766,12 @@ PyMethodDef sv_exec_kernel_methods[] = {
     {"conv_kernel", py_conv_kernel, METH_VARARGS,
      "conv_kernel(packed, activation, in_blocked, out_blocked, residual_first=False) -> an "
      "executor kernel"},
+    {"conv_pair_kernel", py_conv_pair_kernel, METH_VARARGS,
+     "conv_pair_kernel(packed1, activation1, packed2, activation2, in_blocked, out_blocked) "
+     "-> an executor kernel: the second convolution on the first one's result, by bands"},
+    {"conv_mean_kernel", py_conv_mean_kernel, METH_VARARGS,
+     "conv_mean_kernel(packed, activation, in_blocked) -> an executor kernel: the "
+     "convolution's mean over each image's pixels, by bands"},
     {"reorder_kernel", py_reorder_kernel, METH_VARARGS,
      "reorder_kernel(to_blocked, channels) -> an executor kernel"},
     {"pool_kernel", py_pool_kernel, METH_VARARGS,

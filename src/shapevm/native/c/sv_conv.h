@@ -73,6 +73,20 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
               int x_layout, float *y, int y_layout, const float *residual, int act,
               float slope, int res_first, int threads);
 
+/* y = act2(conv2(act1(conv1(x)))), the two convolutions' biases included, by bands of y's
+ * rows: conv1's result is made a band at a time in a thread's scratch, never whole.  x in
+ * x_layout, y in y_layout; p2's input channels are p1's output channels.  Returns 0, or -1
+ * when scratch memory could not be allocated. */
+int sv_conv2d_pair(const sv_packed_conv *p1, const sv_packed_conv *p2, int64_t n, int64_t h,
+                   int64_t w, const float *x, int x_layout, float *y, int y_layout, int act1,
+                   float slope1, int act2, float slope2, int threads);
+
+/* y[n][cout] = the mean over each image's pixels of act(conv(x, w) + bias), by bands of
+ * the convolution's rows: its result is never written whole.  x in x_layout.  Returns 0,
+ * or -1 when memory could not be allocated. */
+int sv_conv2d_mean(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
+                   int x_layout, float *y, int act, float slope, int threads);
+
 /* Reorders between NCHW (x[n][c][h][w]) and blocked (y[n][ceil(c/16)][h][w][16]). */
 void sv_nchw_to_blocked(int64_t n, int64_t c, int64_t h, int64_t w, const float *x, float *y,
                         int threads);

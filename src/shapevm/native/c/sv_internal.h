@@ -200,6 +200,7 @@ enum {
     SV_SCRATCH_GEMM_A,    /* sv_sgemm's copy of a strided left operand */
     SV_SCRATCH_GEMM_B,    /* ... and its packed right operand */
     SV_SCRATCH_REDUCE,    /* a reduction's partial results (the calling thread's) */
+    SV_SCRATCH_CONV_PAIR, /* a band of two convolutions in a row: input, middle, result */
     SV_SCRATCH_SLOTS
 };
 void *sv_thread_scratch(int slot, size_t bytes);
