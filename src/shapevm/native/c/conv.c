@@ -125,6 +125,8 @@ typedef struct conv_job {
     int mr, act, res_first, in_blocked, out_blocked, direct, tight;
     float slope; /* leaky_relu's */
     int64_t n, h, w, oh, ow;
+    int64_t yplane; /* floats between the output's channel planes (blocked: pixels): oh * ow,
+                     * or a whole image's for a band of its rows */
     const float *x, *res;
     float *y;
     int64_t cs, wp, slab_rows, rs, bs; /* slab: floats per pixel, row width, rows, strides */
@@ -203,7 +205,7 @@ static out_prefetch output_rows(const conv_job *j, int64_t img, int64_t p0, int6
     out_prefetch pf = {.channels = 0};
     if (j->out_blocked) return pf;
     const sv_conv_shape *s = &j->p->s;
-    int64_t plane = j->oh * j->ow, tiles = j->p->cbout * cdiv(npix, j->mr);
+    int64_t plane = j->yplane, tiles = j->p->cbout * cdiv(npix, j->mr);
     pf.base = j->y + img * s->cout * plane + p0;
     pf.plane = plane, pf.channels = s->cout, pf.lines = cdiv(npix, 16) + 1;
     pf.per_tile = cdiv(pf.channels * pf.lines, tiles);
@@ -267,7 +269,7 @@ static void conv_task(void *vctx, int64_t task) {
         pix[q] = base + (oy * s->sh - row_origin) * j->rs + ox * s->sw * j->cs;
         if (++ox == ox1) ox = ox0, oy++;
     }
-    int64_t plane = j->oh * j->ow, taps = s->kh * s->kw;
+    int64_t plane = j->yplane, taps = s->kh * s->kw;
     out_prefetch pf = output_rows(j, img, p0, npix);
     for (int64_t b = 0; b < p->cbout;) {
         int nb = conv_blocks_at_once(j, b);
@@ -367,6 +369,11 @@ static void plan_segments(conv_job *j) {
         }
 }
 
+static int conv_general(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w,
+                        const float *x, int in_blocked, float *y, int out_blocked,
+                        const float *residual, int act, float slope, int res_first, int threads,
+                        int64_t oh, int64_t ow, int64_t yplane);
+
 int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const float *x,
               int x_layout, float *y, int y_layout, const float *residual, int act,
               float slope, int res_first, int threads) {
@@ -382,6 +389,17 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     if (p->wino && sv_winograd_on())
         return sv_conv2d_wino(p, n, h, w, x, x_layout, y, y_layout, residual, act, slope,
                               res_first, threads, oh, ow);
+    return conv_general(p, n, h, w, x, in_blocked, y, y_layout == SV_LAYOUT_BLOCKED, residual,
+                        act, slope, res_first, threads, oh, ow, oh * ow);
+}
+
+/* The indirect micro-kernel's path of sv_conv2d, writing output planes yplane floats (or
+ * pixels, blocked) apart: a band of an image's rows written in place. */
+static int conv_general(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w,
+                        const float *x, int in_blocked, float *y, int out_blocked,
+                        const float *residual, int act, float slope, int res_first, int threads,
+                        int64_t oh, int64_t ow, int64_t yplane) {
+    const sv_conv_shape *s = &p->s;
     int tight = !in_blocked && s->cin < SV_CB && !p->depthwise;
     int64_t segs = tight && s->dw == 1 ? s->kh : s->kh * s->kw;
     conv_job *j = calloc(1, sizeof *j + (size_t)(p->cbin * segs) * sizeof(int64_t));
@@ -389,9 +407,9 @@ int sv_conv2d(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, const fl
     const sv_isa_table *isa = sv_isa();
     j->p = p, j->k = isa->conv, j->isa = isa, j->mr = isa->mr, j->act = act, j->slope = slope;
     j->res_first = res_first;
-    j->n = n, j->h = h, j->w = w, j->oh = oh, j->ow = ow;
+    j->n = n, j->h = h, j->w = w, j->oh = oh, j->ow = ow, j->yplane = yplane;
     j->x = x, j->y = y, j->res = residual;
-    j->in_blocked = in_blocked, j->out_blocked = y_layout == SV_LAYOUT_BLOCKED;
+    j->in_blocked = in_blocked, j->out_blocked = out_blocked;
     j->tight = tight, j->segs = segs;
     j->direct = in_blocked && !(s->pt | s->pb | s->pl | s->pr);
     j->cs = tight ? s->cin : SV_CB;
@@ -486,7 +504,7 @@ static void pair_task(void *vctx, int64_t task) {
     int64_t out_row = j->out_blocked ? j->ow2 * SV_CB : j->ow2;
     size_t in_f = (size_t)(in_planes * (i1 - i0) * in_row);
     size_t mid_f = (size_t)(j->p1->cbout * (m1 - m0) * j->ow1 * SV_CB);
-    size_t out_f = (size_t)(out_planes * (o1 - o0) * out_row);
+    size_t out_f = j->p2->wino ? (size_t)(out_planes * (o1 - o0) * out_row) : 0;
     float *mem = sv_thread_scratch(SV_SCRATCH_CONV_PAIR, (in_f + mid_f + out_f) * sizeof(float));
     if (!mem) {
         atomic_store(&j->failed, 1);
@@ -501,14 +519,23 @@ static void pair_task(void *vctx, int64_t task) {
     int in_layout = j->in_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW;
     int out_layout = j->out_blocked ? SV_LAYOUT_BLOCKED : SV_LAYOUT_NCHW;
     if (sv_conv2d(&b1, 1, i1 - i0, j->w, xb, in_layout, mid, SV_LAYOUT_BLOCKED, NULL, j->act1,
-                  j->slope1, 0, 1) != 0 ||
-        sv_conv2d(&b2, 1, m1 - m0, j->ow1, mid, SV_LAYOUT_BLOCKED, yb, out_layout, NULL, j->act2,
+                  j->slope1, 0, 1) != 0) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    float *y = j->y + img * out_planes * j->oh2 * out_row;
+    if (!b2.wino) { /* the band's rows written in place: planes a whole image's rows apart */
+        if (conv_general(&b2, 1, m1 - m0, j->ow1, mid, 1, y + o0 * out_row, j->out_blocked, NULL,
+                         j->act2, j->slope2, 0, 1, o1 - o0, j->ow2, j->oh2 * j->ow2) != 0)
+            atomic_store(&j->failed, 1);
+        return;
+    }
+    if (sv_conv2d(&b2, 1, m1 - m0, j->ow1, mid, SV_LAYOUT_BLOCKED, yb, out_layout, NULL, j->act2,
                   j->slope2, 0, 1) != 0) {
         atomic_store(&j->failed, 1);
         return;
     }
-    copy_rows(yb, j->y + img * out_planes * j->oh2 * out_row, out_planes, j->oh2, o0, o1,
-              out_row, 0);
+    copy_rows(yb, y, out_planes, j->oh2, o0, o1, out_row, 0);
 }
 
 int sv_conv2d_pair(const sv_packed_conv *p1, const sv_packed_conv *p2, int64_t n, int64_t h,
