@@ -414,6 +414,30 @@ static void free_conv_capsule(PyObject *cap) {
     }
 }
 
+/* A kernel running `run` on a copy of `fields`, holding references to its PackedConvs. */
+static PyObject *conv_capsule(conv_self fields, svx_kernel_fn run) {
+    conv_self *c = PyMem_Malloc(sizeof *c);
+    sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
+    if (!c || !k) {
+        PyMem_Free(c);
+        PyMem_Free(k);
+        return PyErr_NoMemory();
+    }
+    *c = fields;
+    Py_INCREF(c->packed);
+    Py_XINCREF(c->packed2);
+    k->run = run;
+    k->self = c;
+    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
+    if (!cap) {
+        Py_DECREF(c->packed);
+        Py_XDECREF(c->packed2);
+        PyMem_Free(c);
+        PyMem_Free(k);
+    }
+    return cap;
+}
+
 static int contiguous(const svx_tensor *t) {
     int64_t s = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
@@ -491,31 +515,10 @@ static PyObject *py_conv_kernel(PyObject *self, PyObject *args) {
     int code;
     float slope;
     if (sv_act_parse("conv_kernel", act, &code, &slope) < 0) return NULL;
-    conv_self *c = PyMem_Malloc(sizeof *c);
-    sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
-    if (!c || !k) {
-        PyMem_Free(c);
-        PyMem_Free(k);
-        return PyErr_NoMemory();
-    }
-    c->packed = Py_NewRef(packed);
-    c->act = code;
-    c->slope = slope;
-    c->in_blocked = in_blocked;
-    c->out_blocked = out_blocked;
-    c->res_first = res_first;
-    c->packed2 = NULL;
-    c->act2 = 0;
-    c->slope2 = 0.0f;
-    k->run = run_conv;
-    k->self = c;
-    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
-    if (!cap) {
-        Py_DECREF(c->packed);
-        PyMem_Free(c);
-        PyMem_Free(k);
-    }
-    return cap;
+    return conv_capsule((conv_self){.packed = packed, .act = code, .slope = slope,
+                                    .in_blocked = in_blocked, .out_blocked = out_blocked,
+                                    .res_first = res_first},
+                        run_conv);
 }
 
 static int run_conv_pair(const void *vself, const svx_tensor *ins, int nin,
@@ -648,26 +651,9 @@ static PyObject *py_conv_mean_kernel(PyObject *self, PyObject *args) {
     int code;
     float slope;
     if (sv_act_parse("conv_mean_kernel", act, &code, &slope) < 0) return NULL;
-    conv_self *c = PyMem_Calloc(1, sizeof *c);
-    sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
-    if (!c || !k) {
-        PyMem_Free(c);
-        PyMem_Free(k);
-        return PyErr_NoMemory();
-    }
-    c->packed = Py_NewRef(packed);
-    c->act = code;
-    c->slope = slope;
-    c->in_blocked = in_blocked;
-    k->run = run_conv_mean;
-    k->self = c;
-    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
-    if (!cap) {
-        Py_DECREF(c->packed);
-        PyMem_Free(c);
-        PyMem_Free(k);
-    }
-    return cap;
+    return conv_capsule(
+        (conv_self){.packed = packed, .act = code, .slope = slope, .in_blocked = in_blocked},
+        run_conv_mean);
 }
 
 /* conv_pair_kernel(packed1, activation1, packed2, activation2, in_blocked, out_blocked)
@@ -705,32 +691,10 @@ static PyObject *py_conv_pair_kernel(PyObject *self, PyObject *args) {
     if (sv_act_parse("conv_pair_kernel", act1, &code1, &slope1) < 0 ||
         sv_act_parse("conv_pair_kernel", act2, &code2, &slope2) < 0)
         return NULL;
-    conv_self *c = PyMem_Malloc(sizeof *c);
-    sv_exec_kernel *k = PyMem_Malloc(sizeof *k);
-    if (!c || !k) {
-        PyMem_Free(c);
-        PyMem_Free(k);
-        return PyErr_NoMemory();
-    }
-    c->packed = Py_NewRef(packed1);
-    c->packed2 = Py_NewRef(packed2);
-    c->act = code1;
-    c->slope = slope1;
-    c->act2 = code2;
-    c->slope2 = slope2;
-    c->in_blocked = in_blocked;
-    c->out_blocked = out_blocked;
-    c->res_first = 0;
-    k->run = run_conv_pair;
-    k->self = c;
-    PyObject *cap = PyCapsule_New(k, "shapevm.exec_kernel", free_conv_capsule);
-    if (!cap) {
-        Py_DECREF(c->packed);
-        Py_DECREF(c->packed2);
-        PyMem_Free(c);
-        PyMem_Free(k);
-    }
-    return cap;
+    return conv_capsule((conv_self){.packed = packed1, .act = code1, .slope = slope1,
+                                    .packed2 = packed2, .act2 = code2, .slope2 = slope2,
+                                    .in_blocked = in_blocked, .out_blocked = out_blocked},
+                        run_conv_pair);
 }
 
 typedef struct {
