@@ -276,7 +276,7 @@ def _downsampling_reader(low: Any, m: _ConvMatch) -> _ConvMatch | None:
     user = low.sole_user(m.h)
     if user is None or user.info is None or user.info.name != "conv2d" or user.ins[0] != m.h:
         return None
-    if min(user.attrs["stride"]) < 2:
+    if user.attrs["stride"][0] < 2:  # the bands are of rows: their stride is the one that counts
         return None
     second = _match_conv(low, user)
     if second is None or second.residual is not None or second.written is not None:
@@ -360,7 +360,6 @@ def lower_conv(low: Any, op: Op) -> bool:
         obj = native.conv_pair_kernel(m.packed, m.act, second.packed, second.act, in_blocked,
                                       out_blocked)  # fmt: skip
         label = f"{_label(m)} > {_label(second)} (by bands)"
-        low.patterns.append("conv")
     low.emit(
         Kernel(
             N.OP_EXTERNAL,

@@ -443,10 +443,11 @@ static int conv_general(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w
  *
  * A task makes a band of the second convolution's output rows of one image: it copies the
  * input rows the band needs (its windows through both convolutions), runs the first
- * convolution on them into a band of its result (blocked), the second on that band, and
- * copies its rows into place.  The first result is never written whole: a CNN's first
+ * convolution on them into a band of its result (blocked), and the second on that band,
+ * writing its rows in place.  The first result is never written whole: a CNN's first
  * convolution at full resolution (32 channels of 96 x 128: 1.5 MiB) becomes a band in a
- * thread's cache, and a larger image touches no new memory for it.  Each band recomputes
+ * thread's cache, and a larger image touches only a band's worth of new memory for it
+ * (a band's scratch grows with the image's width).  Each band recomputes
  * the rows of the first result its neighbour needs too (kh2 - sh2 rows a band).  Each
  * convolution of a band is the whole convolution of a shorter image, its padding top and
  * bottom kept only where the band meets the image's edge. */
@@ -559,8 +560,7 @@ int sv_conv2d_pair(const sv_packed_conv *p1, const sv_packed_conv *p2, int64_t n
     int64_t halo = p2->s.dh * (p2->s.kh - 1) + 1 - p2->s.sh;
     int64_t fit = (SV_BAND_BYTES / mid_row - (halo > 0 ? halo : 0)) / p2->s.sh;
     int64_t share = cdiv(n * j.oh2, 4 * (int64_t)t);
-    j.band = min64(fit > 1 ? fit : 1, cdiv(share, n));
-    if (j.band < 1) j.band = 1;
+    j.band = min64(fit > 1 ? fit : 1, cdiv(share, n)); /* share >= 1 */
     j.bands = cdiv(j.oh2, j.band);
     sv_run_tasks(n * j.bands, pair_task, &j, t);
     return atomic_load(&j.failed) ? -1 : 0;
@@ -633,8 +633,7 @@ int sv_conv2d_mean(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
     int64_t out_row = p->cbout * j.ow * SV_CB * (int64_t)sizeof(float);
     int64_t fit = SV_BAND_BYTES / out_row;
     int64_t share = cdiv(n * j.oh, 4 * (int64_t)t);
-    j.band = min64(fit > 1 ? fit : 1, cdiv(share, n));
-    if (j.band < 1) j.band = 1;
+    j.band = min64(fit > 1 ? fit : 1, cdiv(share, n)); /* share >= 1 */
     j.bands = cdiv(j.oh, j.band);
     int64_t width = p->cbout * SV_CB;
     j.sums = malloc((size_t)(n * j.bands * width) * sizeof(float));
