@@ -83,6 +83,26 @@ def mobile(x: Any) -> Any:
     return z - snp.log(snp.exp(z).sum(axis=-1, keepdims=True))
 
 
+# -- a VGG-style classifier: strided convolutions after stride-1 ones (pairs by bands), a
+# batch norm written out and a leaky ReLU between, a 5x5 stem with SiLU, the global mean by
+# bands -----------------------------------------------------------------------------------------
+VG = dict(c1=_w(16, 3, 3, 3, scale=0.3), b1=_w(16), c2=_w(24, 16, 3, 3), c3=_w(24, 24, 3, 3),
+          mu=_w(24), sd=1 + np.abs(_w(24)), c4=_w(32, 24, 3, 3), fc=_w(10, 32),
+          stem=_w(12, 3, 5, 5, scale=0.2))  # fmt: skip
+
+
+def vgg(x: Any) -> Any:
+    h = snp.maximum(nn.conv2d(x, VG["c1"], VG["b1"], padding=1), 0.0)
+    h = snp.maximum(nn.conv2d(h, VG["c2"], stride=2, padding=1), 0.0)
+    h = nn.conv2d(h, VG["c3"], padding=1)
+    h = (h - VG["mu"].reshape(1, -1, 1, 1)) / VG["sd"].reshape(1, -1, 1, 1)
+    h = snp.where(h > 0, h, 0.1 * h)
+    h = snp.maximum(nn.conv2d(h, VG["c4"], stride=(2, 1), padding=1), 0.0)
+    s = nn.conv2d(x, VG["stem"], stride=2, padding=2)
+    s = (s * (1.0 / (1.0 + snp.exp(-s)))).mean(axis=(2, 3))
+    return h.mean(axis=(2, 3)) @ VG["fc"].T, s
+
+
 # -- a tiny U-Net: pooling, nearest upsampling by broadcasting, skips on channels --------------
 UN = dict(e1=_w(4, 3, 3, 3), e2=_w(8, 4, 3, 3), d1=_w(4, 12, 3, 3), out=_w(1, 4, 1, 1))
 
@@ -240,6 +260,7 @@ MODELS: dict[str, tuple[Callable[..., Any], str, list[str], Any, list[tuple[int,
     "detect": (detect, "b, n, 5", ["n >= 4", "n <= 16"], np.float32, [(1, 4, 5), (3, 16, 5)]),
     "tta": (tta, "b, 3, h, w", [], np.float32, [(1, 3, 8, 8), (2, 3, 5, 11)]),
     "fake_quant": (fake_quant, "b, 24", [], np.float16, [(1, 24), (7, 24), (130, 24)]),
+    "vgg": (vgg, "b, 3, h, w", [], np.float32, [(1, 3, 16, 16), (2, 3, 37, 29), (1, 3, 64, 48)]),
 }
 
 
