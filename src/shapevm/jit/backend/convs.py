@@ -15,6 +15,7 @@ reorder when it asks for the value (`RegionLowering.tensor`). `lower_global_pool
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,17 +164,31 @@ def _stays_blocked(low: Any, vid: int, depth: int = 4) -> bool:
 @dataclass
 class _ConvMatch:
     """A convolution with what folds into its kernel: the ops it takes (``chain``), its
-    packed weights, activation, residual and the value it ends with (``h``)."""
+    weights and bias with the affine ops folded in, activation, residual and the value it
+    ends with (``h``). The weights are packed when a kernel is made of them (`packed`), not
+    while a pair is only considered."""
 
     op: Op
     chain: list[int]
-    packed: native.PackedConv
-    has_bias: bool
+    weights: np.ndarray[Any, Any]
+    bias: np.ndarray[Any, Any] | None
     act: native.Activation
     h: int
     residual: int | None
     residual_first: bool
     written: tuple[Any, ...] | None  # the 3-D result of a 1-D convolution
+
+    @functools.cached_property
+    def packed(self) -> native.PackedConv:
+        cout, attrs = int(self.weights.shape[0]), self.op.attrs
+        return native.pack_conv2d(
+            self.weights,
+            None if self.bias is None else np.ascontiguousarray(self.bias.reshape(cout)),
+            stride=tuple(attrs["stride"]),
+            padding=tuple(attrs["padding"]),
+            dilation=tuple(attrs["dilation"]),
+            groups=int(attrs["groups"]),
+        )
 
 
 def _match_conv(low: Any, op: Op) -> _ConvMatch | None:
@@ -229,24 +244,13 @@ def _match_conv(low: Any, op: Op) -> _ConvMatch | None:
             act, positions, h = after
             chain += positions
             residual_first = True
-    attrs = op.attrs
-    packed = native.pack_conv2d(
-        w,
-        None if bias is None else np.ascontiguousarray(bias.reshape(cout)),
-        stride=tuple(attrs["stride"]),
-        padding=tuple(attrs["padding"]),
-        dilation=tuple(attrs["dilation"]),
-        groups=int(attrs["groups"]),
-    )
-    return _ConvMatch(
-        op, chain, packed, bias is not None, act, h, residual, residual_first, written
-    )
+    return _ConvMatch(op, chain, w, bias, act, h, residual, residual_first, written)
 
 
 def _label(m: _ConvMatch) -> str:
     from shapevm.jit.backend.lower import act_label
 
-    label = "conv" + ("+bias" if m.has_bias else "")
+    label = "conv" + ("+bias" if m.bias is not None else "")
     if m.residual_first:
         return label + "+residual" + act_label(m.act)
     return label + act_label(m.act) + ("+residual" if m.residual is not None else "")
@@ -261,8 +265,9 @@ def _layouts_label(in_blocked: bool, out_blocked: bool) -> str:
 def _bands_read_rows(m: _ConvMatch) -> bool:
     """Whether every band of the convolution's output rows reads a row of its input (its
     padding top and bottom within its window), as the kernels by bands need."""
-    span = m.packed.dilation[0] * (m.packed.kernel[0] - 1) + 1
-    return m.packed.padding[0] < span and m.packed.padding[1] < span
+    top, bottom = m.op.attrs["padding"][:2]  # (top, bottom, left, right), checked when traced
+    span = m.op.attrs["dilation"][0] * (m.weights.shape[2] - 1) + 1
+    return bool(top < span and bottom < span)
 
 
 def _downsampling_reader(low: Any, m: _ConvMatch) -> _ConvMatch | None:

@@ -491,6 +491,27 @@ static void copy_rows(float *band, float *t, int64_t planes, int64_t h, int64_t 
     }
 }
 
+/* Output rows per band: the scratch of a band (blocks of 16 channels, `pixels` a row, the
+ * band's rows times `step` plus `extra` rows) within SV_BAND_BYTES, and at least four bands
+ * a thread where the n images of `rows` rows allow. */
+static int64_t band_rows(int64_t pixels, int64_t extra, int64_t step, int64_t n, int64_t rows,
+                         int t) {
+    int64_t row_bytes = pixels * SV_CB * (int64_t)sizeof(float);
+    int64_t fit = (SV_BAND_BYTES / row_bytes - extra) / step;
+    int64_t share = cdiv(n * rows, 4 * (int64_t)t); /* >= 1 */
+    return min64(fit > 1 ? fit : 1, cdiv(share, n));
+}
+
+/* Rows [r0, r1) of image img of x (NCHW, or blocked) into a contiguous band at xb; the
+ * floats it takes. */
+static size_t input_band(const sv_packed_conv *p, int in_blocked, const float *x, int64_t img,
+                         int64_t h, int64_t w, int64_t r0, int64_t r1, float *xb) {
+    int64_t planes = in_blocked ? p->cbin : p->s.cin, row = in_blocked ? w * SV_CB : w;
+    if (xb)
+        copy_rows(xb, (float *)x + img * planes * h * row, planes, h, r0, r1, row, 1);
+    return (size_t)(planes * (r1 - r0) * row);
+}
+
 static void pair_task(void *vctx, int64_t task) {
     pair_job *j = vctx;
     const sv_conv_shape *s1 = &j->p1->s, *s2 = &j->p2->s;
@@ -499,11 +520,9 @@ static void pair_task(void *vctx, int64_t task) {
     int64_t m0, m1, pt2, pb2, i0, i1, pt1, pb1;
     rows_read(s2, j->oh1, o0, o1, &m0, &m1, &pt2, &pb2);
     rows_read(s1, j->h, m0, m1, &i0, &i1, &pt1, &pb1);
-    int64_t in_planes = j->in_blocked ? j->p1->cbin : s1->cin;
-    int64_t in_row = j->in_blocked ? j->w * SV_CB : j->w;
     int64_t out_planes = j->out_blocked ? j->p2->cbout : s2->cout;
     int64_t out_row = j->out_blocked ? j->ow2 * SV_CB : j->ow2;
-    size_t in_f = (size_t)(in_planes * (i1 - i0) * in_row);
+    size_t in_f = input_band(j->p1, j->in_blocked, j->x, img, j->h, j->w, i0, i1, NULL);
     size_t mid_f = (size_t)(j->p1->cbout * (m1 - m0) * j->ow1 * SV_CB);
     size_t out_f = j->p2->wino ? (size_t)(out_planes * (o1 - o0) * out_row) : 0;
     float *mem = sv_thread_scratch(SV_SCRATCH_CONV_PAIR, (in_f + mid_f + out_f) * sizeof(float));
@@ -512,8 +531,7 @@ static void pair_task(void *vctx, int64_t task) {
         return;
     }
     float *xb = mem, *mid = mem + in_f, *yb = mem + in_f + mid_f;
-    copy_rows(xb, (float *)j->x + img * in_planes * j->h * in_row, in_planes, j->h, i0, i1,
-              in_row, 1);
+    input_band(j->p1, j->in_blocked, j->x, img, j->h, j->w, i0, i1, xb);
     sv_packed_conv b1 = *j->p1, b2 = *j->p2; /* the weights shared, the padding the band's */
     b1.s.pt = pt1, b1.s.pb = pb1;
     b2.s.pt = pt2, b2.s.pb = pb2;
@@ -554,13 +572,9 @@ int sv_conv2d_pair(const sv_packed_conv *p1, const sv_packed_conv *p2, int64_t n
                   (double)n * (double)(j.oh2 * j.ow2) * (double)(p2->s.cout * p2->s.kh * p2->s.kw) *
                       (double)(p2->s.cin / p2->s.groups);
     int t = sv_conv_threads(macs, threads);
-    /* a band of the first result within SV_BAND_BYTES, and at least four bands a thread
-     * where the images allow */
-    int64_t mid_row = p1->cbout * j.ow1 * SV_CB * (int64_t)sizeof(float);
+    /* the first result's band: (band - 1) * sh2 + the window's rows */
     int64_t halo = p2->s.dh * (p2->s.kh - 1) + 1 - p2->s.sh;
-    int64_t fit = (SV_BAND_BYTES / mid_row - (halo > 0 ? halo : 0)) / p2->s.sh;
-    int64_t share = cdiv(n * j.oh2, 4 * (int64_t)t);
-    j.band = min64(fit > 1 ? fit : 1, cdiv(share, n)); /* share >= 1 */
+    j.band = band_rows(p1->cbout * j.ow1, halo > 0 ? halo : 0, p2->s.sh, n, j.oh2, t);
     j.bands = cdiv(j.oh2, j.band);
     sv_run_tasks(n * j.bands, pair_task, &j, t);
     return atomic_load(&j.failed) ? -1 : 0;
@@ -590,10 +604,8 @@ static void mean_task(void *vctx, int64_t task) {
     int64_t o1 = min64(o0 + j->band, j->oh);
     int64_t i0, i1, pt, pb;
     rows_read(s, j->h, o0, o1, &i0, &i1, &pt, &pb);
-    int64_t in_planes = j->in_blocked ? j->p->cbin : s->cin;
-    int64_t in_row = j->in_blocked ? j->w * SV_CB : j->w;
     int64_t pix = (o1 - o0) * j->ow;
-    size_t in_f = (size_t)(in_planes * (i1 - i0) * in_row);
+    size_t in_f = input_band(j->p, j->in_blocked, j->x, img, j->h, j->w, i0, i1, NULL);
     size_t out_f = (size_t)(j->p->cbout * pix * SV_CB);
     float *mem = sv_thread_scratch(SV_SCRATCH_CONV_PAIR, (in_f + out_f) * sizeof(float));
     if (!mem) {
@@ -601,8 +613,7 @@ static void mean_task(void *vctx, int64_t task) {
         return;
     }
     float *xb = mem, *yb = mem + in_f;
-    copy_rows(xb, (float *)j->x + img * in_planes * j->h * in_row, in_planes, j->h, i0, i1,
-              in_row, 1);
+    input_band(j->p, j->in_blocked, j->x, img, j->h, j->w, i0, i1, xb);
     sv_packed_conv b = *j->p;
     b.s.pt = pt, b.s.pb = pb;
     if (sv_conv2d(&b, 1, i1 - i0, j->w, xb,
@@ -630,10 +641,7 @@ int sv_conv2d_mean(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w, con
     double macs = (double)n * (double)(j.oh * j.ow) * (double)(p->s.cout * p->s.kh * p->s.kw) *
                   (double)(p->s.cin / p->s.groups);
     int t = sv_conv_threads(macs, threads);
-    int64_t out_row = p->cbout * j.ow * SV_CB * (int64_t)sizeof(float);
-    int64_t fit = SV_BAND_BYTES / out_row;
-    int64_t share = cdiv(n * j.oh, 4 * (int64_t)t);
-    j.band = min64(fit > 1 ? fit : 1, cdiv(share, n)); /* share >= 1 */
+    j.band = band_rows(p->cbout * j.ow, 0, 1, n, j.oh, t);
     j.bands = cdiv(j.oh, j.band);
     int64_t width = p->cbout * SV_CB;
     j.sums = malloc((size_t)(n * j.bands * width) * sizeof(float));

@@ -447,6 +447,17 @@ static int contiguous(const svx_tensor *t) {
     return 1;
 }
 
+/* t in a convolution's layout: [n, c, h, w], or blocked [n, ceil(c / 16), h, w, 16], and
+ * contiguous; then with c channels. */
+static int conv_rank_ok(const svx_tensor *t, int blocked) {
+    return t->ndim == (blocked ? 5 : 4) && contiguous(t);
+}
+
+static int conv_channels_ok(const svx_tensor *t, int blocked, int64_t c) {
+    return blocked ? t->shape[1] == (c + SV_CB - 1) / SV_CB && t->shape[4] == SV_CB
+                   : t->shape[1] == c;
+}
+
 static int run_conv(const void *vself, const svx_tensor *ins, int nin, const svx_tensor *outs,
                     int nout, const int32_t *iattr, const float *fattr, const char **err) {
     (void)iattr;
@@ -462,16 +473,13 @@ static int run_conv(const void *vself, const svx_tensor *ins, int nin, const svx
         *err = "conv: float32 operands and result";
         return -1;
     }
-    int xrank = c->in_blocked ? 5 : 4, yrank = c->out_blocked ? 5 : 4;
-    if (x->ndim != xrank || y->ndim != yrank || (r && r->ndim != yrank) || !contiguous(x) ||
-        !contiguous(y) || (r && !contiguous(r))) {
+    if (!conv_rank_ok(x, c->in_blocked) || !conv_rank_ok(y, c->out_blocked) ||
+        (r && !conv_rank_ok(r, c->out_blocked))) {
         *err = "conv: operands that are not contiguous of their layout's rank";
         return -1;
     }
-    if ((c->in_blocked ? x->shape[1] != p->cbin || x->shape[4] != SV_CB
-                       : x->shape[1] != p->s.cin) ||
-        (c->out_blocked ? y->shape[1] != (p->s.cout + SV_CB - 1) / SV_CB || y->shape[4] != SV_CB
-                        : y->shape[1] != p->s.cout)) {
+    if (!conv_channels_ok(x, c->in_blocked, p->s.cin) ||
+        !conv_channels_ok(y, c->out_blocked, p->s.cout)) {
         *err = "conv: channels differ from the packed weights'";
         return -1;
     }
@@ -537,15 +545,12 @@ static int run_conv_pair(const void *vself, const svx_tensor *ins, int nin,
         *err = "conv pair: float32 operands and result";
         return -1;
     }
-    int xrank = c->in_blocked ? 5 : 4, yrank = c->out_blocked ? 5 : 4;
-    if (x->ndim != xrank || y->ndim != yrank || !contiguous(x) || !contiguous(y)) {
+    if (!conv_rank_ok(x, c->in_blocked) || !conv_rank_ok(y, c->out_blocked)) {
         *err = "conv pair: operands that are not contiguous of their layout's rank";
         return -1;
     }
-    if ((c->in_blocked ? x->shape[1] != p1->cbin || x->shape[4] != SV_CB
-                       : x->shape[1] != p1->s.cin) ||
-        (c->out_blocked ? y->shape[1] != p2->cbout || y->shape[4] != SV_CB
-                        : y->shape[1] != p2->s.cout)) {
+    if (!conv_channels_ok(x, c->in_blocked, p1->s.cin) ||
+        !conv_channels_ok(y, c->out_blocked, p2->s.cout)) {
         *err = "conv pair: channels differ from the packed weights'";
         return -1;
     }
@@ -603,13 +608,11 @@ static int run_conv_mean(const void *vself, const svx_tensor *ins, int nin,
         *err = "conv mean: a float32 operand and result";
         return -1;
     }
-    int xrank = c->in_blocked ? 5 : 4;
-    if (x->ndim != xrank || !contiguous(x) || !contiguous(y)) {
+    if (!conv_rank_ok(x, c->in_blocked) || !contiguous(y)) {
         *err = "conv mean: operands that are not contiguous of their layout's rank";
         return -1;
     }
-    if (c->in_blocked ? x->shape[1] != p->cbin || x->shape[4] != SV_CB
-                      : x->shape[1] != p->s.cin) {
+    if (!conv_channels_ok(x, c->in_blocked, p->s.cin)) {
         *err = "conv mean: channels differ from the packed weights'";
         return -1;
     }
