@@ -454,8 +454,8 @@ static int conv_general(const sv_packed_conv *p, int64_t n, int64_t h, int64_t w
 /* A band's first result (or a mean's band of the result): within a core's L2 beside the
  * weights.  Larger bands recompute fewer rows (a 3x3 of stride 2: one in 2 * band + 1) but
  * touch more scratch at a new image width: on W2 at 224 x 224, 128 KiB (bands of one row)
- * cost 8% of the steady time on one thread, 384 KiB 350 more page faults at the first
- * call than 192 KiB. */
+ * cost 8% of the steady time on one thread; the first call's page faults were 194, 338 and
+ * 546 with 128, 192 and 384 KiB. */
 #define SV_BAND_BYTES ((int64_t)196608)
 
 typedef struct pair_job {
